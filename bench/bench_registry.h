@@ -1,0 +1,27 @@
+#pragma once
+// Subcommands of fastrun-bench register themselves here, one file per subject:
+//   static fastrun::bench::Registration reg{"store", "rendezvous store throughput", &run_store};
+// Each prints a table to stdout; none asserts timings (targets are read off the tables).
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fastrun::bench {
+
+using Entry = int (*)(int argc, char** argv);  // argv[0] is the subcommand name
+
+struct Subcommand {
+  std::string name;
+  std::string help;
+  Entry run;
+};
+
+std::vector<Subcommand>& registry();
+
+struct Registration {
+  Registration(std::string name, std::string help, Entry run) {
+    registry().push_back({std::move(name), std::move(help), run});
+  }
+};
+
+}  // namespace fastrun::bench

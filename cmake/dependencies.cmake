@@ -1,0 +1,21 @@
+# Debian 12 packages: libboost-dev, libboost-filesystem-dev, libfmt-dev, catch2, libgloo-dev.
+find_package(Threads REQUIRED)
+find_package(fmt 9 REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
+find_package(Gloo REQUIRED)
+
+# CUDA and NCCL are optional: found at configure time, never required for the CPU build.
+set(FASTRUN_HAVE_CUDA OFF)
+set(FASTRUN_HAVE_NCCL OFF)
+if(FASTRUN_WITH_CUDA)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(FASTRUN_HAVE_CUDA ON)
+    find_library(FASTRUN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
+    find_path(FASTRUN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
+    if(FASTRUN_NCCL_LIBRARY AND FASTRUN_NCCL_INCLUDE_DIR)
+      set(FASTRUN_HAVE_NCCL ON)
+    endif()
+  endif()
+endif()
+message(STATUS "fastrun: CUDA ${FASTRUN_HAVE_CUDA}, NCCL ${FASTRUN_HAVE_NCCL}, sanitizer '${FASTRUN_SANITIZE}'")

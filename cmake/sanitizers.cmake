@@ -1,0 +1,10 @@
+# One switch for the sanitizer builds CI runs: address = ASan+UBSan, thread = TSan.
+if(FASTRUN_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(FASTRUN_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT FASTRUN_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "FASTRUN_SANITIZE='${FASTRUN_SANITIZE}': accepted values are '', 'address', 'thread'")
+endif()

@@ -1,0 +1,136 @@
+#include "fastrun/runtime/env/registry.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::env {
+namespace {
+
+const char* type_name(Type t) {
+  switch (t) {
+    case Type::string: return "string";
+    case Type::integer: return "integer";
+    case Type::seconds: return "seconds";
+    case Type::choice: return "choice";
+  }
+  return "?";
+}
+
+std::string accepted_form(const Variable& v) {
+  switch (v.type) {
+    case Type::string: return "any string";
+    case Type::integer:
+      if (v.min != INT64_MIN && v.max != INT64_MAX) return fmt::format("an integer from {} to {}", v.min, v.max);
+      if (v.min != INT64_MIN) return fmt::format("an integer >= {}", v.min);
+      return "an integer";
+    case Type::seconds: return "a number of seconds > 0 (e.g. 30 or 0.5)";
+    case Type::choice: return fmt::format("one of {}", v.choices);
+  }
+  return "?";
+}
+
+[[noreturn]] void reject(const Variable& v, std::string_view value) {
+  throw ConfigError(fmt::format("{}='{}' is not valid: expected {}", v.name, value, accepted_form(v)));
+}
+
+std::optional<std::string_view> value_or_default(const Variable& v, const std::optional<std::string>& value) {
+  if (value) return std::string_view(*value);
+  if (!v.default_value.empty()) return v.default_value;
+  return std::nullopt;
+}
+
+}  // namespace
+
+const Variable* find(std::string_view name) {
+  for (const Variable* v : all())
+    if (v->name == name) return v;
+  return nullptr;
+}
+
+std::optional<std::string> raw(const Variable& v) {
+  const char* value = std::getenv(std::string(v.name).c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+std::int64_t parse_int(const Variable& v, std::string_view value) {
+  std::string s(value);
+  if (s.empty()) reject(v, value);
+  errno = 0;
+  char* end = nullptr;
+  long long parsed = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || end != s.c_str() + s.size() || parsed < v.min || parsed > v.max) reject(v, value);
+  return parsed;
+}
+
+double parse_seconds(const Variable& v, std::string_view value) {
+  std::string s(value);
+  if (s.empty()) reject(v, value);
+  errno = 0;
+  char* end = nullptr;
+  double parsed = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(parsed) || parsed <= 0) reject(v, value);
+  return parsed;
+}
+
+std::string parse_choice(const Variable& v, std::string_view value) {
+  std::string_view rest = v.choices;
+  while (!rest.empty()) {
+    auto bar = rest.find('|');
+    std::string_view option = rest.substr(0, bar);
+    if (option == value) return std::string(value);
+    rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
+  }
+  reject(v, value);
+}
+
+std::optional<std::string> find_string(const Variable& v) {
+  auto value = value_or_default(v, raw(v));
+  if (!value) return std::nullopt;
+  if (v.type == Type::choice) return parse_choice(v, *value);
+  return std::string(*value);
+}
+
+std::string get_string(const Variable& v) {
+  auto value = find_string(v);
+  if (!value) throw ConfigError(fmt::format("{} is not set: expected {}", v.name, accepted_form(v)));
+  return *value;
+}
+
+std::optional<std::int64_t> find_int(const Variable& v) {
+  auto r = raw(v);
+  auto value = value_or_default(v, r);
+  if (!value) return std::nullopt;
+  return parse_int(v, *value);
+}
+
+std::int64_t get_int(const Variable& v) {
+  auto value = find_int(v);
+  if (!value) throw ConfigError(fmt::format("{} is not set: expected {}", v.name, accepted_form(v)));
+  return *value;
+}
+
+double get_seconds(const Variable& v) {
+  auto r = raw(v);
+  auto value = value_or_default(v, r);
+  if (!value) throw ConfigError(fmt::format("{} is not set: expected {}", v.name, accepted_form(v)));
+  return parse_seconds(v, *value);
+}
+
+std::string help_text() {
+  std::string out = "fastrun environment variables (type, default):\n";
+  for (const Variable* v : all()) {
+    std::string type = type_name(v->type);
+    if (v->type == Type::choice) type = std::string(v->choices);
+    out += fmt::format("  {:<26} {:<22} default: {}\n      {}\n", v->name, type,
+                       v->default_value.empty() ? "(unset)" : v->default_value, v->help);
+  }
+  return out;
+}
+
+}  // namespace fastrun::env

@@ -1,0 +1,56 @@
+#pragma once
+// The environment registry (DESIGN.md, "The environment contract"; NCCL's param.h is the model).
+// Every FASTRUN_* variable is declared exactly once, in variables.cpp, with its type, default
+// and one line of help. Reading goes through the typed getters below: a malformed value is a
+// ConfigError naming the variable, the value and the accepted form — never a silent default.
+// `fastrun --help-env` prints help_text().
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fastrun::env {
+
+enum class Type { string, integer, seconds, choice };
+
+struct Variable {
+  std::string_view name;
+  Type type;
+  std::string_view default_value;  // "" = no default (unset means "not given")
+  std::string_view help;
+  std::string_view choices = {};   // Type::choice: "a|b|c"
+  std::int64_t min = INT64_MIN;    // Type::integer bounds, inclusive
+  std::int64_t max = INT64_MAX;
+};
+
+// --- the declarations (definitions and help in variables.cpp) ---
+extern const Variable kRank, kWorldSize, kLocalRank, kLocalWorldSize, kNodeRank, kNnodes;
+extern const Variable kRunId, kStore, kStoreToken, kGlobalSeed;
+extern const Variable kTimeout, kOpTimeout, kLogLevel, kNoSync, kBackend, kGlooHost;
+extern const Variable kShmStoreBytes, kRuntimeDir;
+
+// Every declared variable, in declaration order.
+const std::vector<const Variable*>& all();
+const Variable* find(std::string_view name);
+
+// Raw value from the process environment, nullopt when unset (an empty value counts as set).
+std::optional<std::string> raw(const Variable& v);
+
+// Typed getters. get_*: the value, or the default when unset (ConfigError if there is neither).
+// find_*: nullopt when unset and there is no default. All validate and name the variable.
+std::string get_string(const Variable& v);
+std::optional<std::string> find_string(const Variable& v);
+std::int64_t get_int(const Variable& v);
+std::optional<std::int64_t> find_int(const Variable& v);
+double get_seconds(const Variable& v);
+
+// Validation without the environment (used by the getters and by tests).
+std::int64_t parse_int(const Variable& v, std::string_view value);
+double parse_seconds(const Variable& v, std::string_view value);
+std::string parse_choice(const Variable& v, std::string_view value);
+
+// The table `fastrun --help-env` prints: name, type, default, help.
+std::string help_text();
+
+}  // namespace fastrun::env

@@ -1,0 +1,64 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <set>
+
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "test_support/scoped_env.h"
+
+using namespace fastrun;
+
+TEST_CASE("every registered variable is FASTRUN_-prefixed, unique and documented", "[env]") {
+  std::set<std::string_view> names;
+  for (const env::Variable* v : env::all()) {
+    CHECK(v->name.substr(0, 8) == "FASTRUN_");
+    CHECK(!v->help.empty());
+    CHECK(names.insert(v->name).second);
+    CHECK(env::find(v->name) == v);
+  }
+  CHECK(env::find("FASTRUN_NOPE") == nullptr);
+}
+
+TEST_CASE("integers are validated and the error names variable, value and accepted form", "[env]") {
+  test::ScopedEnv e("FASTRUN_WORLD_SIZE", "abc");
+  try {
+    env::get_int(env::kWorldSize);
+    FAIL("no error");
+  } catch (const ConfigError& err) {
+    std::string msg = err.what();
+    CHECK(msg.find("FASTRUN_WORLD_SIZE") != std::string::npos);
+    CHECK(msg.find("'abc'") != std::string::npos);
+    CHECK(msg.find("integer") != std::string::npos);
+  }
+  CHECK_THROWS_AS(env::parse_int(env::kWorldSize, "0"), ConfigError);   // below min 1
+  CHECK_THROWS_AS(env::parse_int(env::kWorldSize, "3x"), ConfigError);  // trailing junk
+  CHECK_THROWS_AS(env::parse_int(env::kWorldSize, ""), ConfigError);
+  CHECK_THROWS_AS(env::parse_int(env::kNoSync, "3"), ConfigError);      // above max 2
+  CHECK(env::parse_int(env::kWorldSize, "4") == 4);
+}
+
+TEST_CASE("defaults apply only when unset; no default means not given", "[env]") {
+  test::ScopedEnv a("FASTRUN_NO_SYNC", nullptr);
+  test::ScopedEnv b("FASTRUN_RANK", nullptr);
+  CHECK(env::get_int(env::kNoSync) == 0);
+  CHECK_FALSE(env::find_int(env::kRank).has_value());
+  CHECK_THROWS_AS(env::get_int(env::kRank), ConfigError);
+  test::ScopedEnv c("FASTRUN_RANK", "3");
+  CHECK(env::get_int(env::kRank) == 3);
+}
+
+TEST_CASE("choices and seconds are validated", "[env]") {
+  CHECK(env::parse_choice(env::kBackend, "gloo") == "gloo");
+  CHECK_THROWS_WITH(env::parse_choice(env::kBackend, "mpi"), Catch::Contains("auto|shm|gloo|nccl"));
+  CHECK(env::parse_seconds(env::kTimeout, "0.5") == 0.5);
+  CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "-1"), ConfigError);
+  CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "inf"), ConfigError);
+  CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "10s"), ConfigError);
+}
+
+TEST_CASE("help text lists every variable with its default", "[env]") {
+  std::string text = env::help_text();
+  for (const env::Variable* v : env::all()) CHECK(text.find(std::string(v->name)) != std::string::npos);
+  CHECK(text.find("default: 300") != std::string::npos);
+}
