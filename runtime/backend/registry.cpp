@@ -1,0 +1,58 @@
+#include "fastrun/runtime/backend/registry.h"
+
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::backend {
+namespace {
+
+struct Table {
+  std::mutex mutex;
+  std::map<std::string, Factory, std::less<>> factories;
+};
+
+Table& table() {
+  static Table t;  // function-local: safe against static-initialisation order
+  return t;
+}
+
+}  // namespace
+
+Registration::Registration(std::string name, Factory factory) {
+  auto& t = table();
+  std::lock_guard lock(t.mutex);
+  t.factories[std::move(name)] = factory;
+}
+
+std::vector<std::string> names() {
+  auto& t = table();
+  std::lock_guard lock(t.mutex);
+  std::vector<std::string> out;
+  for (auto& [name, f] : t.factories) out.push_back(name);
+  return out;
+}
+
+bool available(std::string_view name) {
+  auto& t = table();
+  std::lock_guard lock(t.mutex);
+  return t.factories.find(name) != t.factories.end();
+}
+
+Factory find(std::string_view name) {
+  {
+    auto& t = table();
+    std::lock_guard lock(t.mutex);
+    auto it = t.factories.find(name);
+    if (it != t.factories.end()) return it->second;
+  }
+  throw ConfigError(fmt::format("backend '{}' is not available in this build: built backends are [{}] "
+                                "(select one with FASTRUN_BACKEND or the group options)",
+                                name, fmt::join(names(), ", ")));
+}
+
+}  // namespace fastrun::backend
