@@ -1,2 +1,0 @@
-// Replaced by the samplers' sources.
-namespace fastrun::samplers { int placeholder() { return 0; } }
