@@ -90,7 +90,8 @@ std::string parse_choice(const Variable& v, std::string_view value) {
 }
 
 std::optional<std::string> find_string(const Variable& v) {
-  auto value = value_or_default(v, raw(v));
+  auto r = raw(v);  // keep it alive: value_or_default returns a view into it
+  auto value = value_or_default(v, r);
   if (!value) return std::nullopt;
   if (v.type == Type::choice) return parse_choice(v, *value);
   return std::string(*value);

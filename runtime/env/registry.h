@@ -29,6 +29,7 @@ extern const Variable kRank, kWorldSize, kLocalRank, kLocalWorldSize, kNodeRank,
 extern const Variable kRunId, kStore, kStoreToken, kGlobalSeed;
 extern const Variable kTimeout, kOpTimeout, kLogLevel, kNoSync, kBackend, kGlooHost;
 extern const Variable kShmStoreBytes, kRuntimeDir;
+extern const Variable kNcclOnError;
 
 // Every declared variable, in declaration order.
 const std::vector<const Variable*>& all();

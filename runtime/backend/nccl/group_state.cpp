@@ -1,0 +1,118 @@
+#include "fastrun/runtime/backend/nccl/group_state.h"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/cuda/cuda_check.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun::nccl {
+
+ErrorPolicy error_policy_from_env() {
+  return env::get_string(env::kNcclOnError) == "raise" ? ErrorPolicy::raise : ErrorPolicy::exit;
+}
+
+WorkRecord::WorkRecord(std::string op_, Clock::time_point start_, Clock::time_point deadline_)
+    : op(std::move(op_)), start(start_), deadline(deadline_) {
+  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+}
+
+WorkRecord::~WorkRecord() {
+  if (event) (void)cudaEventDestroy(event);
+}
+
+bool WorkRecord::finish(Status to, std::exception_ptr e) {
+  int expected = pending;
+  if (to == failed) {
+    // Claim the record first so `error` is written by exactly one thread, then publish it.
+    if (!status.compare_exchange_strong(expected, -1)) return false;
+    error = std::move(e);
+    status.store(failed);
+    return true;
+  }
+  return status.compare_exchange_strong(expected, to);
+}
+
+void GroupState::fail(std::exception_ptr error, const std::string& reason, Origin origin) noexcept {
+  try {
+    {
+      std::lock_guard lock(mutex);
+      if (failure) {
+        log::debug("{}: also failed after the first failure: {}", label, reason);
+        return;
+      }
+      failure = error;
+      failure_reason = reason;
+      failed_at = Clock::now();
+      failed.store(true);
+    }
+    log::error("{}", reason);
+
+    if (origin == Origin::self) {
+      std::lock_guard lock(store_mutex);
+      if (failure_store) {
+        try {
+          // compare_set with an empty expectation: the first rank to fail keeps the key.
+          failure_store->compare_set(kFailureKey, {}, to_bytes(fmt::format("rank {}: {}", global_rank, reason)));
+        } catch (const std::exception& e) {
+          log::warn("{}: could not publish the failure under '{}' in {}: {}", label, kFailureKey,
+                    failure_store->describe(), e.what());
+        }
+      }
+    }
+
+    std::vector<std::shared_ptr<WorkRecord>> pending_works;
+    {
+      std::lock_guard comm_lock(comm_mutex);
+      comm.abort();  // kernels of ours end before any waiter is released to reuse its buffers
+      std::lock_guard lock(mutex);
+      pending_works.swap(in_flight);
+    }
+    for (auto& record : pending_works) record->finish(WorkRecord::failed, error);
+    {
+      std::lock_guard lock(mutex);
+      wake.notify_all();
+    }
+  } catch (...) {
+    // Only allocation or logging can throw here; the group is marked failed regardless.
+  }
+}
+
+void GroupState::throw_if_failed() {
+  if (!failed.load()) return;
+  std::exception_ptr e;
+  {
+    std::lock_guard lock(mutex);
+    e = failure;
+  }
+  if (e) std::rethrow_exception(e);
+}
+
+int GroupState::poll(WorkRecord& record) {
+  const int status = record.status.load();
+  if (status != WorkRecord::pending) return status == -1 ? WorkRecord::pending : status;
+  const cudaError_t q = cudaEventQuery(record.event);
+  if (q == cudaSuccess) {
+    record.finish(WorkRecord::done);
+  } else if (q == cudaErrorCudartUnloading) {
+    // The process is exiting (a group destroyed by a static destructor): not a job failure,
+    // so nothing is published; the operation just cannot be waited for any more.
+    record.finish(WorkRecord::failed, std::make_exception_ptr(BackendError(
+                                          fmt::format("{}: {}: CUDA is shutting down (process exit)", label, record.op))));
+  } else if (q != cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    const std::string reason =
+        fmt::format("{}: {} failed on the device: CUDA error {}; the communicator was aborted", label, record.op,
+                    cuda_error_text(q));
+    fail(std::make_exception_ptr(BackendError(reason)), reason, Origin::self);
+    record.finish(WorkRecord::failed, std::make_exception_ptr(BackendError(reason)));
+  }
+  const int now = record.status.load();
+  return now == -1 ? WorkRecord::pending : now;
+}
+
+}  // namespace fastrun::nccl

@@ -1,0 +1,96 @@
+#pragma once
+// What an NCCL process group shares with its Work handles and its watchdog: the communicator,
+// the operations in flight, and the group's failure. Internal header: includes CUDA and NCCL.
+//
+// Locks (always taken in this order, never held across a wait):
+//   comm_mutex: every NCCL call on the communicator (the issuing thread's enqueue, the
+//               watchdog's ncclCommGetAsyncError, abort). One thread issues; abort may come
+//               from another thread, so the mutex makes abort and enqueue exclusive.
+//   mutex:      in_flight and the failure fields.
+//   store_mutex: the cloned failure-store handle (used by the watchdog and by fail()).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "fastrun/runtime/backend/nccl/communicator.h"
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun::nccl {
+
+// What the rank does after a failure, once the failure is published and the communicator
+// aborted (FASTRUN_NCCL_ON_ERROR; docs/backend-nccl.md "Watchdog policy").
+enum class ErrorPolicy { exit, raise };
+ErrorPolicy error_policy_from_env();
+// The exit policy gives the rank this long to end on its own before the watchdog ends it.
+inline constexpr auto kExitGrace = std::chrono::seconds(5);
+inline constexpr int kWatchdogExitCode = 70;  // EX_SOFTWARE
+
+// One enqueued collective: its end event, its deadline, and how it ended.
+struct WorkRecord {
+  enum Status : int { pending = 0, done = 1, failed = 2 };
+
+  WorkRecord(std::string op, Clock::time_point start, Clock::time_point deadline);  // creates the event
+  ~WorkRecord();  // destroys the event; never throws
+  WorkRecord(const WorkRecord&) = delete;
+  WorkRecord& operator=(const WorkRecord&) = delete;
+
+  // pending -> done/failed, once; false if it had already ended.
+  bool finish(Status status, std::exception_ptr error = nullptr);
+
+  const std::string op;  // "all_reduce #3 (float32 x 1024, sum)"
+  const Clock::time_point start;
+  const Clock::time_point deadline;
+  cudaEvent_t event = nullptr;
+  std::atomic<int> status{pending};
+  std::exception_ptr error;  // written before status becomes failed; read after
+};
+
+struct GroupState {
+  std::string label;     // "nccl group 'world' rank 0/2 (global rank 0)"
+  int global_rank = 0;
+  int device = 0;
+  Duration op_timeout{};
+  ErrorPolicy policy = ErrorPolicy::exit;
+
+  std::mutex comm_mutex;
+  Communicator comm;
+
+  std::mutex mutex;
+  std::vector<std::shared_ptr<WorkRecord>> in_flight;
+  std::exception_ptr failure;
+  std::string failure_reason;
+  Clock::time_point failed_at{};
+  std::atomic<bool> failed{false};
+  std::condition_variable wake;  // with `mutex`: wakes the watchdog (failure, stop)
+  bool stopping = false;
+
+  std::mutex store_mutex;
+  std::unique_ptr<Store> failure_store;  // a clone of GroupSpec::failure_store; may be null
+
+  // The failure path, whoever detects it (watchdog, a waiter, the issuing thread):
+  //  1. the first failure wins (later ones only log);
+  //  2. publish "rank <global>: <reason>" under kFailureKey (unless it came from there);
+  //  3. ncclCommAbort, so no kernel of ours still touches user buffers;
+  //  4. every operation in flight fails with `error` (their wait rethrows it);
+  //  5. wake the watchdog, which applies the policy.
+  // Never throws. Must not be called with comm_mutex or mutex held.
+  enum class Origin { self, peer };
+  void fail(std::exception_ptr error, const std::string& reason, Origin origin) noexcept;
+
+  // Rethrows the group's failure, if any.
+  void throw_if_failed();
+
+  // Queries the record's event (without blocking) and returns its status; a CUDA error other
+  // than "not ready" fails the group.
+  int poll(WorkRecord& record);
+};
+
+}  // namespace fastrun::nccl

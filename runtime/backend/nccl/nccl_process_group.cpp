@@ -1,0 +1,256 @@
+#include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/nccl/nccl_check.h"
+#include "fastrun/runtime/backend/nccl/nccl_types.h"
+#include "fastrun/runtime/backend/nccl/nccl_work.h"
+#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/cuda/cuda_check.h"
+#include "fastrun/runtime/cuda/device_identity.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+
+namespace fastrun::nccl {
+namespace {
+
+// The orderly close of a healthy group may need peers that are gone: bound it.
+constexpr Duration kCloseLimit = std::chrono::seconds(60);
+
+std::string make_label(const GroupSpec& spec) {
+  const int global = spec.rank >= 0 && spec.rank < static_cast<int>(spec.global_ranks.size())
+                         ? spec.global_ranks[spec.rank]
+                         : spec.rank;
+  return fmt::format("nccl group '{}' rank {}/{} (global rank {})", spec.name.empty() ? "world" : spec.name,
+                     spec.rank, spec.size, global);
+}
+
+// Makes the group's device current for the calling thread while enqueueing (the stream,
+// events and communicator live there), and restores the caller's device afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check_cuda(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
+    else previous_ = -1;
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", dtype_name(b.dtype), b.count); }
+
+std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return std::make_unique<NcclProcessGroup>(spec); }
+
+// Registration touches only the backend table: no CUDA call at static-initialisation time.
+const backend::Registration kRegistration("nccl", &make_nccl_group);
+
+}  // namespace
+
+NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
+    : rank_(spec.rank), size_(spec.size), label_(make_label(spec)), close_limit_(std::min(spec.timeout, kCloseLimit)) {
+  // 1. arguments and the join deadline (set-up as a whole must fit in it)
+  if (spec.size < 1 || spec.rank < 0 || spec.rank >= spec.size) {
+    throw ConfigError(fmt::format("{}: rank {} is not in 0..{} (group size {})", label_, spec.rank, spec.size - 1,
+                                  spec.size));
+  }
+  const auto deadline = Clock::now() + spec.timeout;
+
+  // 2. the device: the calling thread's current one
+  const CudaDeviceProbe probe = cuda_device_probe();
+  if (probe.count == 0) {
+    throw BackendError(fmt::format("{}: the nccl backend needs a CUDA device and none is visible ({}); use the "
+                                   "gloo backend for CPU ranks (FASTRUN_BACKEND=gloo) or start GPU ranks with "
+                                   "`fastrun --devices ...`",
+                                   label_, probe.error));
+  }
+  state_ = std::make_shared<GroupState>();
+  state_->label = label_;
+  state_->global_rank = spec.rank < static_cast<int>(spec.global_ranks.size()) ? spec.global_ranks[spec.rank] : spec.rank;
+  state_->device = cuda_current_device();
+  state_->op_timeout = spec.op_timeout;
+  state_->policy = error_policy_from_env();
+
+  // 3. the group's own stream, the input-ordering event and the barrier's scratch element
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), label_ + ": cudaStreamCreateWithFlags");
+  stream_.reset(stream);
+  cudaEvent_t event = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), label_ + ": cudaEventCreateWithFlags");
+  inputs_ready_.reset(event);
+  barrier_scratch_ = DeviceBuffer(sizeof(float));
+  barrier_scratch_.fill_zero();
+
+  // 4. the communicator (unique id through the store, non-blocking init under the deadline)
+  state_->comm = Communicator::create(spec, label_, deadline);
+
+  // 5. the watchdog's own handle on the failure store (a Store serves one thread at a time)
+  if (spec.failure_store) state_->failure_store = spec.failure_store->clone();
+
+  // 6. the watchdog
+  watchdog_ = std::make_unique<Watchdog>(state_);
+  log::info("{}: ready on CUDA device {} (op timeout {:.3g} s, on error: {})", label_, state_->device,
+            std::chrono::duration<double>(spec.op_timeout).count(),
+            state_->policy == ErrorPolicy::exit ? "exit" : "raise");
+}
+
+NcclProcessGroup::~NcclProcessGroup() {
+  try {
+    // Let operations in flight end while the watchdog still enforces their deadlines and
+    // watches the failure key, so this wait is bounded by the op timeout.
+    for (;;) {
+      std::vector<std::shared_ptr<WorkRecord>> works;
+      {
+        std::lock_guard lock(state_->mutex);
+        works = state_->in_flight;
+      }
+      const bool pending = std::any_of(works.begin(), works.end(),
+                                       [&](const auto& w) { return state_->poll(*w) == WorkRecord::pending; });
+      if (!pending || state_->failed.load()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    watchdog_.reset();
+    if (!state_->failed.load()) {
+      std::lock_guard lock(state_->comm_mutex);
+      if (!state_->comm.close(Clock::now() + close_limit_)) {
+        log::warn("{}: ncclCommFinalize did not finish within {:.3g} s; the communicator was aborted", label_,
+                  std::chrono::duration<double>(close_limit_).count());
+      }
+    }
+  } catch (...) {
+    // Destructors never throw; the communicator's own destructor aborts it if still open.
+  }
+}
+
+void NcclProcessGroup::StreamDeleter::operator()(CUstream_st* s) const noexcept { (void)cudaStreamDestroy(s); }
+void NcclProcessGroup::EventDeleter::operator()(CUevent_st* e) const noexcept { (void)cudaEventDestroy(e); }
+
+void NcclProcessGroup::require_device(const BufferView& buffer, const char* op, const char* which) const {
+  if (buffer.device != DeviceKind::cuda) {
+    throw BackendError(fmt::format("{}: {}: the {} buffer is in host memory; the nccl backend takes CUDA device "
+                                   "buffers only (host buffers need the gloo or shm backend: FASTRUN_BACKEND=gloo)",
+                                   label_, op, which));
+  }
+  if (buffer.data == nullptr && buffer.count > 0) {
+    throw BackendError(fmt::format("{}: {}: the {} buffer has {} elements but a null pointer", label_, op, which,
+                                   buffer.count));
+  }
+}
+
+WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
+  std::unique_lock lock(state_->comm_mutex);
+  state_->throw_if_failed();
+  const DeviceGuard device_guard(state_->device);  // before the event: events belong to a device
+  const auto start = Clock::now();
+  auto record = std::make_shared<WorkRecord>(std::move(op), start, start + state_->op_timeout);
+
+  // Inputs: everything issued to the legacy default stream so far comes first.
+  check_cuda(cudaEventRecord(inputs_ready_.get(), cudaStreamLegacy), label_ + ": cudaEventRecord(legacy stream)");
+  check_cuda(cudaStreamWaitEvent(stream_.get(), inputs_ready_.get(), 0), label_ + ": cudaStreamWaitEvent");
+
+  ncclResult_t r = launch(state_->comm.get(), stream_.get());
+  // Non-blocking communicator: a call may return ncclInProgress (lazy connection set-up);
+  // nothing may be put on the stream until its state leaves that. Poll without holding the
+  // comm mutex for long, so the watchdog keeps watching.
+  while (r == ncclInProgress) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
+    state_->throw_if_failed();
+    r = state_->comm.async_error();
+    if (r == ncclInProgress && Clock::now() >= record->deadline) {
+      lock.unlock();
+      const std::string reason = fmt::format(
+          "{}: {} was still being set up by NCCL after {:.3g} s (FASTRUN_OP_TIMEOUT); the communicator was aborted",
+          label_, record->op, std::chrono::duration<double>(state_->op_timeout).count());
+      state_->fail(std::make_exception_ptr(TimeoutError(reason)), reason, GroupState::Origin::self);
+      state_->throw_if_failed();
+    }
+  }
+  if (r != ncclSuccess) {
+    std::string reason = describe(r, state_->comm.get(), record->op, label_);
+    if (!is_fatal(r)) throw BackendError(reason);  // a caller bug: the communicator stays usable
+    lock.unlock();
+    reason += "; the communicator was aborted";
+    state_->fail(std::make_exception_ptr(BackendError(reason)), reason, GroupState::Origin::self);
+    state_->throw_if_failed();
+  }
+  check_cuda(cudaEventRecord(record->event, stream_.get()), label_ + ": cudaEventRecord(" + record->op + ")");
+  {
+    std::lock_guard state_lock(state_->mutex);
+    state_->in_flight.push_back(record);
+  }
+  return std::make_shared<NcclWork>(state_, std::move(record));
+}
+
+WorkHandle NcclProcessGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
+  require_device(buffer, "all_reduce", "in-place");
+  const ncclDataType_t type = to_nccl(buffer.dtype);
+  const ncclRedOp_t op = to_nccl(options.op);
+  return enqueue(fmt::format("all_reduce #{} ({}, {})", ++sequence_, describe_view(buffer), reduce_op_name(options.op)),
+                 [=](ncclComm_t comm, cudaStream_t s) {
+                   return ncclAllReduce(buffer.data, buffer.data, buffer.count, type, op, comm, s);
+                 });
+}
+
+WorkHandle NcclProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& options) {
+  require_device(buffer, "broadcast", "in-place");
+  if (options.root < 0 || options.root >= size_) {
+    throw BackendError(fmt::format("{}: broadcast: root {} is not a rank of the group; accepted: 0..{}", label_,
+                                   options.root, size_ - 1));
+  }
+  const ncclDataType_t type = to_nccl(buffer.dtype);
+  return enqueue(fmt::format("broadcast #{} ({}, root {})", ++sequence_, describe_view(buffer), options.root),
+                 [=](ncclComm_t comm, cudaStream_t s) {
+                   return ncclBroadcast(buffer.data, buffer.data, buffer.count, type, options.root, comm, s);
+                 });
+}
+
+WorkHandle NcclProcessGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
+  require_device(input, "all_gather", "input");
+  require_device(output, "all_gather", "output");
+  if (input.dtype != output.dtype || output.count != input.count * static_cast<std::size_t>(size_)) {
+    throw BackendError(fmt::format("{}: all_gather: output ({}) must be input ({}) times the group size {}", label_,
+                                   describe_view(output), describe_view(input), size_));
+  }
+  const ncclDataType_t type = to_nccl(input.dtype);
+  return enqueue(fmt::format("all_gather #{} ({} per rank)", ++sequence_, describe_view(input)),
+                 [=](ncclComm_t comm, cudaStream_t s) {
+                   return ncclAllGather(input.data, output.data, input.count, type, comm, s);
+                 });
+}
+
+WorkHandle NcclProcessGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
+  require_device(input, "reduce_scatter", "input");
+  require_device(output, "reduce_scatter", "output");
+  if (input.dtype != output.dtype || input.count != output.count * static_cast<std::size_t>(size_)) {
+    throw BackendError(fmt::format("{}: reduce_scatter: input ({}) must be output ({}) times the group size {}",
+                                   label_, describe_view(input), describe_view(output), size_));
+  }
+  const ncclDataType_t type = to_nccl(input.dtype);
+  const ncclRedOp_t op = to_nccl(options.op);
+  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", ++sequence_, describe_view(output),
+                             reduce_op_name(options.op)),
+                 [=](ncclComm_t comm, cudaStream_t s) {
+                   return ncclReduceScatter(input.data, output.data, output.count, type, op, comm, s);
+                 });
+}
+
+WorkHandle NcclProcessGroup::barrier(const BarrierOptions&) {
+  void* scratch = barrier_scratch_.data();
+  return enqueue(fmt::format("barrier #{}", ++sequence_), [=](ncclComm_t comm, cudaStream_t s) {
+    return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
+  });
+}
+
+}  // namespace fastrun::nccl

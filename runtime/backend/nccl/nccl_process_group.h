@@ -1,0 +1,70 @@
+#pragma once
+// The "nccl" backend: a ProcessGroup on one NCCL communicator, for buffers in CUDA memory.
+// Internal header (includes CUDA and NCCL); users get it through backend::find("nccl").
+//
+// Device: the calling thread's current CUDA device when the group is made (the runtime makes
+// it device 0 of the rank's pinned set). One rank per GPU.
+// Threading: one thread issues collectives (NCCL calls on a communicator are not thread-safe);
+// Work handles may be waited on from any thread; the watchdog thread may abort at any time.
+// Streams: each collective runs on the group's own stream (cudaStreamNonBlocking), after all
+// work already issued to the legacy default stream (an event recorded there); work on other
+// user streams must be finished (or synchronised) by the caller first. Results are ready in
+// device memory when Work::wait returns or Work::completed() is true.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "fastrun/runtime/backend/nccl/group_state.h"
+#include "fastrun/runtime/backend/nccl/watchdog.h"
+#include "fastrun/runtime/cuda/device_buffer.h"
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun::nccl {
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  explicit NcclProcessGroup(const GroupSpec& spec);
+  // Stops the watchdog, waits (until the op timeout) for operations in flight, then finalizes
+  // and destroys the communicator; aborts it instead after a failure or when that runs late.
+  ~NcclProcessGroup() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend_name() const override { return "nccl"; }
+
+  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) override;
+  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {}) override;
+  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {}) override;
+  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
+  WorkHandle barrier(const BarrierOptions& options = {}) override;
+
+  // The group's stream, for the GPU checks' deliberate stall (testing.h).
+  cudaStream_t stream() const { return stream_.get(); }
+
+ private:
+  using Launch = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
+  // Validates nothing; enqueues `launch` under the comm mutex, waits out ncclInProgress,
+  // records the end event and registers the operation with the watchdog.
+  WorkHandle enqueue(std::string op, const Launch& launch);
+  void require_device(const BufferView& buffer, const char* op, const char* which) const;
+
+  struct StreamDeleter { void operator()(CUstream_st* s) const noexcept; };
+  struct EventDeleter { void operator()(CUevent_st* e) const noexcept; };
+
+  int rank_ = 0;
+  int size_ = 1;
+  std::string label_;
+  Duration close_limit_{};
+  std::uint64_t sequence_ = 0;  // issuing thread only
+  std::shared_ptr<GroupState> state_;
+  // Declared before the watchdog: destroyed after it (members go in reverse order).
+  std::unique_ptr<CUstream_st, StreamDeleter> stream_;
+  std::unique_ptr<CUevent_st, EventDeleter> inputs_ready_;  // recorded on the legacy stream before each op
+  DeviceBuffer barrier_scratch_;
+  std::unique_ptr<Watchdog> watchdog_;
+};
+
+}  // namespace fastrun::nccl

@@ -1,0 +1,38 @@
+#include "fastrun/runtime/backend/nccl/nccl_work.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::nccl {
+
+bool NcclWork::completed() { return state_->poll(*record_) != WorkRecord::pending; }
+
+void NcclWork::wait(Duration timeout) {
+  const Duration limit = timeout == Duration::zero() ? state_->op_timeout : timeout;
+  const auto deadline = Clock::now() + limit;
+  auto backoff = std::chrono::microseconds(20);
+  for (;;) {
+    const int status = state_->poll(*record_);
+    if (status == WorkRecord::done) return;
+    if (status == WorkRecord::failed) std::rethrow_exception(record_->error);
+    if (Clock::now() >= deadline) {
+      const std::string reason = fmt::format(
+          "{}: {} did not complete within {:.3g} s (the wait's timeout{}); the communicator was aborted", state_->label,
+          record_->op, std::chrono::duration<double>(limit).count(),
+          timeout == Duration::zero() ? ", FASTRUN_OP_TIMEOUT" : "");
+      auto error = std::make_exception_ptr(TimeoutError(reason));
+      state_->fail(error, reason, GroupState::Origin::self);
+      // The record was failed by fail() unless it finished meanwhile or was issued after.
+      record_->finish(WorkRecord::failed, error);
+      continue;  // re-read: done (it finished just now) or failed
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(1000));
+  }
+}
+
+}  // namespace fastrun::nccl

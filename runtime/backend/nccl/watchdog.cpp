@@ -1,0 +1,158 @@
+#include "fastrun/runtime/backend/nccl/watchdog.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/nccl/nccl_check.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun::nccl {
+namespace {
+
+constexpr auto kRound = std::chrono::milliseconds(100);
+constexpr auto kFailureKeyInterval = std::chrono::milliseconds(500);
+
+double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+void check_async_error(GroupState& state) {
+  std::string reason;
+  {
+    std::lock_guard lock(state.comm_mutex);
+    if (!state.comm) return;
+    const ncclResult_t r = state.comm.async_error();
+    if (r == ncclSuccess || r == ncclInProgress) return;
+    reason = describe(r, state.comm.get(), "ncclCommGetAsyncError", state.label) + "; the communicator was aborted";
+  }
+  state.fail(std::make_exception_ptr(BackendError(reason)), reason, GroupState::Origin::self);
+}
+
+void check_operations(GroupState& state) {
+  std::vector<std::shared_ptr<WorkRecord>> works;
+  {
+    std::lock_guard lock(state.mutex);
+    works = state.in_flight;
+  }
+  const auto now = Clock::now();
+  bool retired = false;
+  for (auto& w : works) {
+    const int status = state.poll(*w);
+    if (status != WorkRecord::pending) {
+      retired = true;
+    } else if (now >= w->deadline) {
+      const std::string reason = fmt::format(
+          "{}: {} did not complete within {:.3g} s (FASTRUN_OP_TIMEOUT); the communicator was aborted", state.label,
+          w->op, seconds(std::chrono::duration_cast<Duration>(w->deadline - w->start)));
+      state.fail(std::make_exception_ptr(TimeoutError(reason)), reason, GroupState::Origin::self);
+      return;
+    }
+  }
+  if (retired) {
+    std::lock_guard lock(state.mutex);
+    std::erase_if(state.in_flight, [](const auto& w) { return w->status.load() > WorkRecord::pending; });
+  }
+}
+
+// Returns false when the store cannot be reached (logged once by the caller).
+bool check_failure_key(GroupState& state, std::string& store_error) {
+  std::string value;
+  {
+    std::lock_guard lock(state.store_mutex);
+    if (!state.failure_store) return true;
+    try {
+      if (!state.failure_store->check({kFailureKey})) return true;
+      value = to_string(state.failure_store->get(kFailureKey, std::chrono::seconds(5)));
+    } catch (const std::exception& e) {
+      store_error = e.what();
+      return false;
+    }
+  }
+  const std::string reason =
+      fmt::format("{}: peer failure marked in the store ('{}'): {}; this rank's NCCL operations fail and the "
+                  "communicator was aborted",
+                  state.label, kFailureKey, value);
+  state.fail(std::make_exception_ptr(PeerFailure(reason)), reason, GroupState::Origin::peer);
+  return true;
+}
+
+[[noreturn]] void end_process(const std::string& message) noexcept {
+  // std::_Exit: the rank's other threads may still run, so no atexit handlers or static
+  // destructors; write(2) needs no stdio state.
+  (void)!::write(STDERR_FILENO, message.data(), message.size());
+  std::_Exit(kWatchdogExitCode);
+}
+
+}  // namespace
+
+Watchdog::Watchdog(std::shared_ptr<GroupState> state) : state_(std::move(state)) {
+  thread_ = std::thread(&Watchdog::run, state_);
+}
+
+Watchdog::~Watchdog() {
+  if (!thread_.joinable()) return;
+  bool detach = false;
+  {
+    std::lock_guard lock(state_->mutex);
+    detach = state_->failed.load() && state_->policy == ErrorPolicy::exit;
+    if (!detach) state_->stopping = true;
+    state_->wake.notify_all();
+  }
+  if (detach) {
+    thread_.detach();  // it owns a reference to the state and ends the process at the grace's end
+  } else {
+    thread_.join();
+  }
+}
+
+void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
+  try {
+    // Event queries need no current device, but NCCL and CUDA calls made from this thread
+    // should see the group's device, not device 0 by default.
+    (void)cudaSetDevice(state->device);
+    auto next_key_check = Clock::now();
+    bool store_error_logged = false;
+    std::unique_lock lock(state->mutex);
+    while (!state->stopping) {
+      if (state->failed.load()) {
+        if (state->policy == ErrorPolicy::raise) {
+          state->wake.wait(lock, [&] { return state->stopping; });
+          break;
+        }
+        const std::string message = fmt::format(
+            "[fastrun] {}: ending the rank (exit {}) {:.0f} s after the failure above "
+            "(FASTRUN_NCCL_ON_ERROR=exit; set it to raise to only fail the waits): {}\n",
+            state->label, kWatchdogExitCode, seconds(kExitGrace), state->failure_reason);
+        if (state->wake.wait_until(lock, state->failed_at + kExitGrace, [&] { return state->stopping; })) break;
+        end_process(message);
+      }
+      state->wake.wait_for(lock, kRound, [&] { return state->stopping || state->failed.load(); });
+      if (state->stopping || state->failed.load()) continue;
+      lock.unlock();
+      check_async_error(*state);
+      if (!state->failed.load()) check_operations(*state);
+      if (!state->failed.load() && Clock::now() >= next_key_check) {
+        next_key_check = Clock::now() + kFailureKeyInterval;
+        std::string store_error;
+        if (!check_failure_key(*state, store_error) && !store_error_logged) {
+          store_error_logged = true;
+          log::warn("{}: cannot read the failure key '{}' ({}); peer failures will surface only as op timeouts",
+                    state->label, kFailureKey, store_error);
+        }
+      }
+      lock.lock();
+    }
+  } catch (const std::exception& e) {
+    // Only allocation or logging can throw in this loop. A watchdog that died cannot protect
+    // the rank from a hang, so end it loudly rather than carry on unwatched.
+    end_process(fmt::format("[fastrun] NCCL watchdog failed: {}\n", e.what()));
+  } catch (...) {
+    end_process("[fastrun] NCCL watchdog failed\n");
+  }
+}
+
+}  // namespace fastrun::nccl

@@ -1,0 +1,39 @@
+// Device-memory hooks for DDP (runtime/ddp/buffer_ops.h): bucket allocation and device-to-device
+// gradient copies. Installed at static-initialisation time without touching CUDA (function
+// pointers only), so CUDA_VISIBLE_DEVICES is still read at the rank's first real CUDA call.
+// Copies are synchronous cudaMemcpy on the legacy default stream (the contract of
+// docs/backend-nccl.md): a bucket is filled before its all-reduce is enqueued, and read back
+// only after that all-reduce's Work::wait returned.
+#include <cuda_runtime_api.h>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/cuda/cuda_check.h"
+#include "fastrun/runtime/ddp/buffer_ops.h"
+
+namespace fastrun::ddp {
+namespace {
+
+void* device_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, bytes), fmt::format("DDP: cudaMalloc of a {}-byte bucket", bytes));
+  if (cudaError_t s = cudaMemset(p, 0, bytes); s != cudaSuccess) {
+    cudaFree(p);
+    throw_cuda_error(s, "DDP: cudaMemset of a bucket");
+  }
+  return p;
+}
+
+void device_free(void* p) noexcept { cudaFree(p); }
+
+void device_copy(void* dst, const void* src, std::size_t bytes) {
+  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "DDP: device-to-device gradient copy");
+}
+
+const bool installed = [] {
+  install_device_ops(DeviceOps{&device_alloc, &device_free, &device_copy});
+  return true;
+}();
+
+}  // namespace
+}  // namespace fastrun::ddp

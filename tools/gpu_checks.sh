@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The nccl backend's GPU checks, for a machine with at least one CUDA GPU (a few minutes):
+#   1. configure with CUDA on (must report "NCCL ON") and build the check program, the Catch2
+#      backend tests and the launcher CLI;
+#   2. world of one through the launcher: `fastrun --devices 0 fastrun-nccl-checks` joins on the
+#      nccl backend and runs every collective, dtype and op on device buffers, values checked
+#      (without a launcher binary: the program alone with FASTRUN_RANK=0 FASTRUN_WORLD_SIZE=1);
+#      (and, with two GPUs or more, the same with --devices 0,1);
+#   3. the watchdog paths with FASTRUN_NCCL_ON_ERROR=raise: an op timeout (a group whose op
+#      timeout is 1 s, its stream stalled by a sleeping host function), a peer failure marked
+#      under the failure key, and an init whose second rank never joins (aborted at the deadline);
+#   4. the exit policy: after an op timeout the watchdog must end the rank with exit 70;
+#   5. the Catch2 cases tagged [nccl] (they skip without a GPU; here they must run).
+# Usage: tools/gpu_checks.sh            (BUILD_DIR=build-gpu by default; extra args go to cmake)
+# Exit status: 0 when every step passed. docs/backend-nccl.md explains what each step shows.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+build_dir=${BUILD_DIR:-build-gpu}
+jobs=$(nproc)
+failures=0
+step() { echo; echo "=== $*"; }
+pass() { echo "PASS step: $*"; }
+fail() { echo "FAIL step: $*"; failures=$((failures + 1)); }
+
+step "0. machine"
+command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "(no nvidia-smi)"
+echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}"
+
+step "1. configure and build ($build_dir)"
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if ! cmake -S . -B "$build_dir" "${generator[@]}" -DFASTRUN_WITH_CUDA=ON -DFASTRUN_WERROR=ON "${launcher[@]}" "$@" \
+    >"$build_dir.configure.log" 2>&1; then
+  cat "$build_dir.configure.log"; echo "FAIL step: configure"; exit 1
+fi
+grep "fastrun: CUDA" "$build_dir.configure.log"
+if ! grep -q "NCCL ON" "$build_dir.configure.log"; then
+  echo "FAIL step: configure did not find CUDA and NCCL (see $build_dir.configure.log)"; exit 1
+fi
+if ! timeout 900 cmake --build "$build_dir" -j"$jobs" --target fastrun-nccl-checks; then
+  echo "FAIL step: build fastrun-nccl-checks"; exit 1
+fi
+checks=$build_dir/tests/gpu/fastrun-nccl-checks
+have_launcher=0
+if timeout 900 cmake --build "$build_dir" -j"$jobs" --target fastrun >/dev/null 2>&1 && [ -x "$build_dir/tools/fastrun" ]; then
+  have_launcher=1
+else
+  echo "(no launcher binary: step 2 runs the check program directly)"
+fi
+have_tests=0
+if timeout 900 cmake --build "$build_dir" -j"$jobs" --target test_backend; then have_tests=1; else fail "build test_backend"; fi
+pass "build"
+
+step "2. world of one: init and every collective"
+if [ "$have_launcher" = 1 ]; then
+  timeout 300 "$build_dir/tools/fastrun" --devices 0 "$checks"
+else
+  FASTRUN_RANK=0 FASTRUN_WORLD_SIZE=1 timeout 300 "$checks"
+fi
+rc=$?
+if [ "$rc" = 0 ]; then pass "collectives"; else fail "collectives (exit $rc)"; fi
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "$have_launcher" = 1 ] && [ "${gpus:-0}" -ge 2 ]; then
+  step "2b. two ranks on two GPUs through the launcher"
+  timeout 300 "$build_dir/tools/fastrun" --devices 0,1 "$checks"
+  rc=$?
+  if [ "$rc" = 0 ]; then pass "collectives, 2 ranks"; else fail "collectives, 2 ranks (exit $rc)"; fi
+fi
+
+step "3. watchdog: op timeout, peer failure, init deadline (FASTRUN_NCCL_ON_ERROR=raise)"
+FASTRUN_NCCL_ON_ERROR=raise timeout 120 "$checks" --failures
+rc=$?
+if [ "$rc" = 0 ]; then pass "watchdog paths"; else fail "watchdog paths (exit $rc)"; fi
+
+step "4. watchdog exit policy: the rank is ended with exit 70"
+start=$(date +%s)
+FASTRUN_NCCL_ON_ERROR="exit" timeout 120 "$checks" --exit-policy
+rc=$?
+took=$(( $(date +%s) - start ))
+if [ "$rc" = 70 ] && [ "$took" -le 20 ]; then pass "exit policy (exit 70 after ${took} s)"; else fail "exit policy (exit $rc after ${took} s, want 70 within 20 s)"; fi
+
+step "5. Catch2 [nccl] cases"
+if [ "$have_tests" = 1 ]; then
+  out=$(timeout 300 "$build_dir/tests/backend/test_backend" "[nccl]" 2>&1)
+  rc=$?
+  echo "$out" | tail -20
+  if [ "$rc" != 0 ]; then fail "test_backend [nccl] (exit $rc)"
+  elif echo "$out" | grep -q "skipped: no GPU visible"; then fail "test_backend [nccl] skipped although a GPU should be visible"
+  else pass "test_backend [nccl]"; fi
+fi
+
+echo
+if [ "$failures" = 0 ]; then echo "GPU checks: all steps passed"; else echo "GPU checks: $failures step(s) failed"; fi
+[ "$failures" = 0 ]
