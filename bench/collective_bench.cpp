@@ -1,0 +1,202 @@
+// fastrun-bench allreduce|allgather|broadcast [--backend NAME] [--min 4K] [--max 256M]
+//                                             [--iters N] [--spawn N]
+// Collective bandwidth for any backend and rank count, nccl-tests style (runtime-notes §3.4):
+//   algbw = S / t;  busbw = algbw * factor, factor = 2(n-1)/n (allreduce), (n-1)/n (allgather,
+//   S = the whole gathered buffer), 1 (broadcast).
+// Run it under the launcher (`fastrun --nproc 2 fastrun-bench allreduce --backend gloo`) or
+// let it fork its own ranks with --spawn N (a shm:// store hosted by the parent). Rank 0 prints
+// one row per size (4 KiB ... 256 MiB, doubling), with this machine's memcpy bandwidth for the
+// same size measured by the same process beside it. t is the slowest rank's mean time.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench_registry.h"
+#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/factory.h"
+
+namespace fastrun::bench {
+namespace {
+
+struct Args {
+  std::string op;
+  std::string backend = "auto";
+  std::size_t min = 4 << 10;
+  std::size_t max = 256 << 20;
+  int iters = 0;  // 0 = by size
+  int spawn = 0;
+};
+
+std::size_t parse_size(const std::string& flag, const std::string& text) {
+  std::size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  std::string unit = text.substr(pos);
+  std::size_t mul = 1;
+  if (unit == "K" || unit == "KiB" || unit == "k") mul = 1 << 10;
+  else if (unit == "M" || unit == "MiB") mul = 1 << 20;
+  else if (unit == "G" || unit == "GiB") mul = std::size_t{1} << 30;
+  else if (!unit.empty() || pos == 0)
+    throw ConfigError(fmt::format("{} '{}': expected a byte count like 4096, 4K, 64M or 1G", flag, text));
+  return static_cast<std::size_t>(v) * mul;
+}
+
+std::string human(std::size_t bytes) {
+  if (bytes >= (std::size_t{1} << 30) && bytes % (std::size_t{1} << 30) == 0) return fmt::format("{} GiB", bytes >> 30);
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= (1u << 10) && bytes % (1u << 10) == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  a.op = argv[0];
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ConfigError(fmt::format("{} needs a value", flag));
+      return argv[++i];
+    };
+    if (flag == "--backend") a.backend = value();
+    else if (flag == "--min") a.min = parse_size(flag, value());
+    else if (flag == "--max") a.max = parse_size(flag, value());
+    else if (flag == "--iters") a.iters = std::stoi(value());
+    else if (flag == "--spawn") a.spawn = std::stoi(value());
+    else if (flag == "--help" || flag == "-h") {
+      fmt::print("usage: fastrun-bench {} [--backend auto|gloo|shm|nccl] [--min 4K] [--max 256M] [--iters N] "
+                 "[--spawn N]\n",
+                 a.op);
+      std::exit(0);
+    } else {
+      throw ConfigError(fmt::format("unknown option '{}' (see --help)", flag));
+    }
+  }
+  if (a.min < 4 || a.min > a.max) throw ConfigError(fmt::format("--min {} / --max {}: need 4 <= min <= max", a.min, a.max));
+  return a;
+}
+
+int iterations_for(std::size_t bytes, int forced) {
+  if (forced > 0) return forced;
+  return static_cast<int>(std::clamp<std::size_t>((std::size_t{128} << 20) / bytes, 2, 50));
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Mean seconds per memcpy of `bytes` (warm buffers).
+double memcpy_seconds(std::size_t bytes, int iters) {
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  std::memcpy(b.data(), a.data(), bytes);
+  const double t0 = now_s();
+  for (int i = 0; i < iters; ++i) {
+    a[static_cast<std::size_t>(i) % bytes] = static_cast<char>(i);
+    std::memcpy(b.data(), a.data(), bytes);
+  }
+  return (now_s() - t0) / iters;
+}
+
+int run_ranks_body(const Args& a) {
+  auto ctx = join({a.backend});
+  Group& g = ctx->world();
+  const int n = g.size();
+  const bool cuda = ctx->device() == DeviceKind::cuda && g.backend_name() == "nccl";
+  if (cuda)
+    throw ConfigError("this benchmark drives host buffers; for nccl use the GPU check script (it owns device buffers)");
+  const double factor = a.op == "allreduce" ? 2.0 * (n - 1) / n : a.op == "allgather" ? double(n - 1) / n : 1.0;
+  if (g.rank() == 0) {
+    fmt::print("# fastrun-bench {}: backend {}, {} ranks, float32, host memory; t = slowest rank's mean\n", a.op,
+               g.backend_name(), n);
+    fmt::print("# {:>9} {:>11} {:>6} {:>11} {:>11} {:>11} {:>12}\n", "size", "count", "iters", "time(us)",
+               "algbw(GB/s)", "busbw(GB/s)", "memcpy(GB/s)");
+  }
+  for (std::size_t bytes = a.min; bytes <= a.max; bytes *= 2) {
+    const std::size_t count = bytes / sizeof(float);
+    if (a.op == "allgather" && count % static_cast<std::size_t>(n) != 0) continue;
+    std::vector<float> buf(count, 1.0f + static_cast<float>(g.rank()));
+    std::vector<float> in(a.op == "allgather" ? count / static_cast<std::size_t>(n) : 0, 1.0f);
+    auto once = [&] {
+      if (a.op == "allreduce") g.all_reduce(view_of(buf.data(), count))->wait();
+      else if (a.op == "broadcast") g.broadcast(view_of(buf.data(), count))->wait();
+      else g.all_gather(view_of(in.data(), in.size()), view_of(buf.data(), count))->wait();
+    };
+    const int iters = iterations_for(bytes, a.iters);
+    once();  // warm-up: connections, page faults
+    g.barrier()->wait();
+    const double t0 = now_s();
+    for (int i = 0; i < iters; ++i) once();
+    double t = (now_s() - t0) / iters;
+    g.all_reduce(BufferView{&t, 1, DType::float64, DeviceKind::cpu}, {ReduceOp::max})->wait();
+    if (g.rank() == 0) {
+      const double mc = static_cast<double>(bytes) / memcpy_seconds(bytes, std::max(iters, 3)) / 1e9;
+      const double algbw = static_cast<double>(bytes) / t / 1e9;
+      fmt::print("{:>11} {:>11} {:>6} {:>11.1f} {:>11.3f} {:>11.3f} {:>12.2f}\n", human(bytes), count, iters, t * 1e6,
+                 algbw, algbw * factor, mc);
+      std::fflush(stdout);
+    }
+  }
+  g.barrier()->wait();
+  return 0;
+}
+
+// --spawn N: this process hosts a shm:// store and forks N ranks that run the body.
+int spawn(const Args& a) {
+  auto hosted = host_store(fmt::format("shm://fastrun-bench-{}", getpid()));
+  std::vector<pid_t> pids;
+  for (int r = 0; r < a.spawn; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) throw_errno("fastrun-bench: fork", errno);
+    if (pid == 0) {
+      setenv("FASTRUN_RANK", std::to_string(r).c_str(), 1);
+      setenv("FASTRUN_WORLD_SIZE", std::to_string(a.spawn).c_str(), 1);
+      setenv("FASTRUN_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("FASTRUN_LOCAL_WORLD_SIZE", std::to_string(a.spawn).c_str(), 1);
+      setenv("FASTRUN_STORE", hosted->address().c_str(), 1);
+      int code = 1;
+      try {
+        code = run_ranks_body(a);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "fastrun-bench %s rank %d: %s\n", a.op.c_str(), r, e.what());
+      }
+      std::fflush(stdout);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int worst = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    worst = std::max(worst, code);
+  }
+  return worst;
+}
+
+int run(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  // Under a launcher the environment already says who we are: --spawn is ignored.
+  if (a.spawn > 0 && !env::raw(env::kRank)) return spawn(a);
+  return run_ranks_body(a);
+}
+
+const Registration reg_allreduce{"allreduce", "all-reduce bandwidth, any backend (--backend NAME, --spawn N)", &run};
+const Registration reg_allgather{"allgather", "all-gather bandwidth, any backend (--backend NAME, --spawn N)", &run};
+const Registration reg_broadcast{"broadcast", "broadcast bandwidth, any backend (--backend NAME, --spawn N)", &run};
+
+}  // namespace
+}  // namespace fastrun::bench

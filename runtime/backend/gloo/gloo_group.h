@@ -1,0 +1,25 @@
+#pragma once
+// The `gloo` backend: CPU buffers, any number of nodes, on Debian's Gloo (5b14351) with only
+// its function-style API (gloo::allreduce, broadcast, allgather, barrier): mixing in the class
+// algorithms on one context was measured to slow gloo::allreduce to ~1 s per MiB at 3+ ranks.
+//
+// Set-up: one tcp device on FASTRUN_GLOO_HOST (127.0.0.1 by default), one full-mesh context
+// rendezvoused through the group's store (already prefixed per group and generation).
+// Threading: collectives are queued to one comm thread per group (FIFO, the issue order) and
+// return an AsyncWork at once; the caller's buffers must stay alive until wait() returns.
+// reduce_scatter: Gloo has no function-style reduce-scatter, so it is an allreduce of a copy of
+// the input followed by a copy of this rank's block (2x the optimal traffic; documented).
+// avg: sum, then divide by the group size (integer division for int32/int64).
+// Failures: a Gloo IoException (a peer closed its socket) becomes a PeerFailure naming the
+// dead rank (found through the pids published at join) and is recorded under kFailureKey so
+// ranks not connected to the dead one fail too; a pending wait() also watches that key.
+// After any failure the group is unusable: later calls throw the first failure at once.
+#include <memory>
+
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun::gloo_backend {
+
+std::unique_ptr<ProcessGroup> make_gloo_group(const GroupSpec& spec);
+
+}  // namespace fastrun::gloo_backend

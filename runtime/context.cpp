@@ -1,0 +1,195 @@
+#include "fastrun/runtime/context.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/env_sources.h"
+#include "fastrun/runtime/join/peer_info.h"
+#include "fastrun/runtime/join/rendezvous.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/memory_store.h"
+#include "fastrun/runtime/store/prefix_store.h"
+#ifdef FASTRUN_HAVE_NCCL
+#include "fastrun/runtime/cuda/device_identity.h"
+#endif
+
+namespace fastrun {
+namespace {
+
+std::mutex g_current_mutex;
+std::weak_ptr<Context> g_current;
+std::atomic<int> g_generation{0};
+
+Duration seconds_to_duration(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+// "cpu", or the PCI bus id of CUDA device 0 (the launcher pins one device per rank).
+std::string probe_device_identity() {
+#ifdef FASTRUN_HAVE_NCCL
+  const CudaDeviceProbe probe = cuda_device_probe();
+  if (probe.count > 0) return cuda_device_identity(0);
+#endif
+  return "cpu";
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Context::~Context() = default;
+
+std::shared_ptr<Context> join(const JoinOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Context> ctx(new Context());
+  Context& c = *ctx;
+
+  // 1. Who am I: the first environment source present.
+  const join_detail::Layout layout = join_detail::detect_layout();
+  c.rank_ = layout.rank;
+  c.world_size_ = layout.world_size;
+  c.source_ = layout.source;
+  c.run_id_ = layout.run_id;
+  c.timeout_ = options.timeout > Duration::zero() ? options.timeout : seconds_to_duration(env::get_seconds(env::kTimeout));
+  c.op_timeout_ = seconds_to_duration(env::get_seconds(env::kOpTimeout));
+  c.backend_request_ = options.backend.empty() ? env::get_string(env::kBackend) : options.backend;
+  c.generation_ = g_generation.fetch_add(1);
+  log::set_rank(c.rank_);
+  static std::once_flag source_logged;
+  std::call_once(source_logged, [&] {
+    log::info("rank layout from the {} environment: rank {} of {}", layout.source, layout.rank, layout.world_size);
+  });
+
+  // 2. The store.
+  StoreOptions so;
+  so.timeout = c.timeout_;
+  so.token = layout.store_token;
+  if (layout.store_address.empty()) {
+    c.store_ = std::make_shared<MemoryStore>();
+  } else if (layout.host_store) {
+    c.hosted_ = host_store(layout.store_address, so);
+    c.store_ = c.hosted_->connect();
+  } else {
+    c.store_ = connect_store(layout.store_address, so);
+  }
+  c.store_->set_timeout(c.timeout_);
+
+  // 3. Exchange host, pid and device identity; refuse two ranks on one GPU.
+  c.device_identity_ = probe_device_identity();
+  c.device_ = c.device_identity_ == "cpu" ? DeviceKind::cpu : DeviceKind::cuda;
+  const PeerInfo self = local_peer_info(c.rank_, c.device_identity_);
+  const auto peers = join_detail::exchange_peer_infos(*c.store_, self, c.world_size_, c.generation_, c.timeout_);
+  join_detail::check_distinct_devices(peers);
+  for (const auto& p : peers) c.hosts_.push_back(p.host);
+
+  // Local layout: from the environment when given, else from the host names.
+  std::vector<std::string> distinct_hosts;
+  for (const auto& h : c.hosts_)
+    if (std::find(distinct_hosts.begin(), distinct_hosts.end(), h) == distinct_hosts.end()) distinct_hosts.push_back(h);
+  const std::string& my_host = c.hosts_[static_cast<std::size_t>(c.rank_)];
+  int computed_local_rank = 0, computed_local_size = 0;
+  for (int r = 0; r < c.world_size_; ++r) {
+    if (c.hosts_[static_cast<std::size_t>(r)] != my_host) continue;
+    if (r < c.rank_) ++computed_local_rank;
+    ++computed_local_size;
+  }
+  c.local_rank_ = layout.local_rank.value_or(computed_local_rank);
+  c.local_world_size_ = layout.local_world_size.value_or(computed_local_size);
+  c.node_rank_ = layout.node_rank.value_or(static_cast<int>(
+      std::find(distinct_hosts.begin(), distinct_hosts.end(), my_host) - distinct_hosts.begin()));
+
+  // 4. The default process group.
+  std::vector<int> all(static_cast<std::size_t>(c.world_size_));
+  for (int r = 0; r < c.world_size_; ++r) all[static_cast<std::size_t>(r)] = r;
+  c.world_ = c.make_group(all, c.backend_request_, "world");
+
+  log::info("joined in {:.1f} ms: rank {} of {} (local {} of {}, node {}) from the {} environment, device {}, "
+            "store {}, backend {}",
+            ms_since(start), c.rank_, c.world_size_, c.local_rank_, c.local_world_size_, c.node_rank_, c.source_,
+            c.device_identity_, c.store_->describe(), c.world_->backend_name());
+  {
+    std::lock_guard lock(g_current_mutex);
+    g_current = ctx;
+  }
+  return ctx;
+}
+
+std::shared_ptr<Context> current_context() {
+  std::lock_guard lock(g_current_mutex);
+  return g_current.lock();
+}
+
+void Context::report_failure(const std::string& why) noexcept {
+  try {
+    store_->compare_set(kFailureKey, {}, to_bytes(fmt::format("rank {}: {}", rank_, why)));
+  } catch (const std::exception& e) {
+    log::error("cannot record this rank's failure ({}) in the job store: {}", why, e.what());
+  }
+}
+
+std::string Context::resolve_backend(const std::string& requested, const std::vector<int>& ranks) const {
+  const std::string name = requested.empty() ? backend_request_ : requested;
+  if (name != "auto") {
+    backend::find(name);  // ConfigError listing the built backends
+    return name;
+  }
+  if (device_ == DeviceKind::cuda && backend::available("nccl")) return "nccl";
+  bool one_node = true;
+  for (int r : ranks)
+    if (hosts_.at(static_cast<std::size_t>(r)) != hosts_.at(static_cast<std::size_t>(ranks.front()))) one_node = false;
+  if (one_node && ranks.size() > 1 && backend::available("shm")) return "shm";
+  return "gloo";
+}
+
+std::shared_ptr<Group> Context::make_group(const std::vector<int>& ranks, const std::string& backend_request,
+                                           const std::string& name) {
+  const auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  const std::string backend_name = resolve_backend(backend_request, ranks);
+  GroupSpec spec;
+  spec.rank = static_cast<int>(it - ranks.begin());
+  spec.size = static_cast<int>(ranks.size());
+  spec.global_ranks = ranks;
+  spec.name = name;
+  spec.run_id = run_id_.empty() ? "local" : run_id_;
+  spec.timeout = timeout_;
+  spec.op_timeout = op_timeout_;
+  spec.failure_store = store_;
+  spec.store = std::make_shared<PrefixStore>(fmt::format("fastrun/pg/{}/{}/{}", generation_, name, backend_name),
+                                             store_->clone());
+  std::shared_ptr<ProcessGroup> pg = backend::find(backend_name)(spec);
+  // Object collectives need host memory: a gloo group over the same ranks, made on first use.
+  std::weak_ptr<Context> self = weak_from_this();
+  Group::CpuFactory cpu_factory = [self, ranks, name]() -> std::shared_ptr<Group> {
+    auto ctx = self.lock();
+    if (!ctx) throw ConfigError(fmt::format("group '{}': its context is gone; object collectives need it", name));
+    return ctx->make_group(ranks, "gloo", name + "-cpu");
+  };
+  return std::make_shared<Group>(std::move(pg), ranks, std::move(cpu_factory));
+}
+
+std::shared_ptr<Group> Context::new_group(const std::vector<int>& ranks, const std::string& backend) {
+  const std::string name = fmt::format("group-{}", ++groups_made_);
+  if (ranks.empty()) throw ConfigError(fmt::format("new_group: empty rank list ({})", name));
+  std::set<int> seen;
+  for (int r : ranks) {
+    if (r < 0 || r >= world_size_)
+      throw ConfigError(fmt::format("new_group: rank {} is not in the world of {} ranks", r, world_size_));
+    if (!seen.insert(r).second) throw ConfigError(fmt::format("new_group: rank {} is listed twice in [{}]", r, fmt::join(ranks, ", ")));
+  }
+  if (!seen.count(rank_)) return nullptr;
+  return make_group(ranks, backend, name);
+}
+
+}  // namespace fastrun

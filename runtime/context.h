@@ -1,0 +1,91 @@
+#pragma once
+// A rank's view of its job: who it is, its store, its default process group. One call:
+//   auto ctx = fastrun::join();          // reads the environment (join/env_sources.h)
+//   ctx->world().all_reduce(view_of(grad.data(), grad.size()))->wait();
+// join() steps: 1. layout from the environment (logged once with its source); 2. the store
+// (connect, or host it as torchrun's rank 0, or an in-process one for a world of one);
+// 3. exchange host, pid and device identity, refusing two ranks on one GPU, under
+// FASTRUN_TIMEOUT with the missing ranks named; 4. the world group on the chosen backend.
+// Threading: a Context is used by one thread at a time (its store and groups follow the
+// ProcessGroup rule: one issuing thread per group).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/process_group/group.h"
+#include "fastrun/runtime/process_group/types.h"
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun {
+
+class HostedStore;
+
+struct JoinOptions {
+  std::string backend = "";  // "" = FASTRUN_BACKEND (auto|shm|gloo|nccl)
+  Duration timeout{0};       // 0 = FASTRUN_TIMEOUT
+};
+
+class Context : public std::enable_shared_from_this<Context> {
+ public:
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }
+  int local_world_size() const { return local_world_size_; }
+  int node_rank() const { return node_rank_; }
+  DeviceKind device() const { return device_; }
+  // "cpu", or the PCI bus id of this rank's CUDA device 0.
+  const std::string& device_identity() const { return device_identity_; }
+  // Which environment the layout came from: fastrun, torchrun, slurm, openmpi or none.
+  const std::string& source() const { return source_; }
+  const std::string& run_id() const { return run_id_; }
+  Duration timeout() const { return timeout_; }
+  Duration op_timeout() const { return op_timeout_; }
+
+  // The job's store, unprefixed (kFailureKey lives here).
+  Store& store() { return *store_; }
+  std::shared_ptr<Store> store_ptr() { return store_; }
+  Group& world() { return *world_; }
+  std::shared_ptr<Group> world_ptr() { return world_; }
+
+  // A sub-group of `ranks` (global ranks, each once, any order: group rank i is ranks[i]).
+  // Collective over the WORLD: every rank calls it with the same list, in the same order of
+  // new_group calls; non-members get nullptr. backend "" = the world's backend choice rule.
+  std::shared_ptr<Group> new_group(const std::vector<int>& ranks, const std::string& backend = "");
+
+  // Records "rank N: why" under kFailureKey in the job's store (the first failure recorded wins),
+  // so that peers blocked in collectives fail at once with a PeerFailure naming this rank.
+  // Never throws (a broken store is logged).
+  void report_failure(const std::string& why) noexcept;
+
+  // Resolves "auto" for a group of `ranks` (see docs/runtime.md, "Backends").
+  std::string resolve_backend(const std::string& requested, const std::vector<int>& ranks) const;
+
+ private:
+  friend std::shared_ptr<Context> join(const JoinOptions&);
+  Context() = default;
+  std::shared_ptr<Group> make_group(const std::vector<int>& ranks, const std::string& backend, const std::string& name);
+
+  int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1, node_rank_ = 0;
+  DeviceKind device_ = DeviceKind::cpu;
+  std::string device_identity_ = "cpu";
+  std::string source_, run_id_, backend_request_;
+  Duration timeout_{}, op_timeout_{};
+  std::vector<std::string> hosts_;  // host of each global rank
+  int generation_ = 0;              // joins so far in this process: keeps store keys fresh
+  int groups_made_ = 0;
+  std::unique_ptr<HostedStore> hosted_;  // torchrun-style rank 0 owns the store
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Group> world_;
+};
+
+std::shared_ptr<Context> join(const JoinOptions& options = {});
+
+// The context of the last join() in this process that is still alive (nullptr if none): what
+// the driver surface (driver/driver.h) acts on.
+std::shared_ptr<Context> current_context();
+
+}  // namespace fastrun

@@ -1,0 +1,131 @@
+#include "fastrun/runtime/join/env_sources.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::join_detail {
+namespace {
+
+std::optional<std::string> getenv_opt(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+// A foreign launcher's integer variable (not in fastrun's registry): validated the same way.
+std::optional<int> foreign_int(const char* name, int min) {
+  auto v = getenv_opt(name);
+  if (!v) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(v->c_str(), &end, 10);
+  if (v->empty() || errno != 0 || end != v->c_str() + v->size() || parsed < min || parsed > INT32_MAX)
+    throw ConfigError(fmt::format("{}='{}' is not valid: expected an integer >= {}", name, *v, min));
+  return static_cast<int>(parsed);
+}
+
+std::optional<int> fastrun_int(const env::Variable& v) {
+  if (!env::raw(v)) return std::nullopt;
+  return static_cast<int>(env::get_int(v));
+}
+
+void check_rank(const Layout& l, const char* rank_name, const char* size_name) {
+  if (l.rank >= l.world_size)
+    throw ConfigError(fmt::format("{}={} is not valid with {}={}: a rank must be below the world size", rank_name,
+                                  l.rank, size_name, l.world_size));
+}
+
+// The store for sources other than fastrun's own: FASTRUN_STORE, else MASTER_ADDR/PORT.
+void pick_store(Layout& l) {
+  if (auto s = env::find_string(env::kStore); s && !s->empty()) {
+    l.store_address = *s;
+    return;
+  }
+  auto addr = getenv_opt("MASTER_ADDR");
+  auto port = foreign_int("MASTER_PORT", 1);
+  if (addr && port) {
+    l.store_address = fmt::format("tcp://{}:{}", *addr, *port);
+    l.host_store = l.rank == 0;
+    // Every rank must present the same secret and none can learn rank 0's random one: derive
+    // it from the shared address unless FASTRUN_STORE_TOKEN gives one (documented).
+    if (!env::find_string(env::kStoreToken)) l.store_token = fmt::format("fastrun-master:{}:{}", *addr, *port);
+    return;
+  }
+  if (l.world_size > 1)
+    throw ConfigError(fmt::format("rank {} of {} ({} environment): no rendezvous store: set FASTRUN_STORE "
+                                  "(file://PATH on a shared filesystem or tcp://HOST:PORT) or MASTER_ADDR and "
+                                  "MASTER_PORT (rank 0 then hosts a tcp store there)",
+                                  l.rank, l.world_size, l.source));
+}
+
+}  // namespace
+
+Layout detect_layout() {
+  Layout l;
+  l.run_id = env::find_string(env::kRunId).value_or("");
+  // 1. fastrun's own variables.
+  if (auto rank = fastrun_int(env::kRank)) {
+    l.source = "fastrun";
+    l.rank = *rank;
+    auto size = fastrun_int(env::kWorldSize);
+    if (!size) throw ConfigError(fmt::format("FASTRUN_RANK={} is set but FASTRUN_WORLD_SIZE is not", *rank));
+    l.world_size = *size;
+    check_rank(l, "FASTRUN_RANK", "FASTRUN_WORLD_SIZE");
+    l.local_rank = fastrun_int(env::kLocalRank);
+    l.local_world_size = fastrun_int(env::kLocalWorldSize);
+    l.node_rank = fastrun_int(env::kNodeRank);
+    pick_store(l);
+    return l;
+  }
+  // 2. torchrun / PyTorchJob.
+  if (auto rank = foreign_int("RANK", 0)) {
+    l.source = "torchrun";
+    l.rank = *rank;
+    auto size = foreign_int("WORLD_SIZE", 1);
+    if (!size) throw ConfigError(fmt::format("RANK={} is set but WORLD_SIZE is not", *rank));
+    l.world_size = *size;
+    check_rank(l, "RANK", "WORLD_SIZE");
+    l.local_rank = foreign_int("LOCAL_RANK", 0);
+    l.local_world_size = foreign_int("LOCAL_WORLD_SIZE", 1);
+    l.node_rank = foreign_int("GROUP_RANK", 0);
+    pick_store(l);
+    return l;
+  }
+  // 3. Slurm (srun).
+  if (auto rank = foreign_int("SLURM_PROCID", 0)) {
+    l.source = "slurm";
+    l.rank = *rank;
+    auto size = foreign_int("SLURM_NTASKS", 1);
+    if (!size) throw ConfigError(fmt::format("SLURM_PROCID={} is set but SLURM_NTASKS is not", *rank));
+    l.world_size = *size;
+    check_rank(l, "SLURM_PROCID", "SLURM_NTASKS");
+    l.local_rank = foreign_int("SLURM_LOCALID", 0);
+    l.node_rank = foreign_int("SLURM_NODEID", 0);
+    pick_store(l);
+    return l;
+  }
+  // 4. Open MPI (mpirun).
+  if (auto rank = foreign_int("OMPI_COMM_WORLD_RANK", 0)) {
+    l.source = "openmpi";
+    l.rank = *rank;
+    auto size = foreign_int("OMPI_COMM_WORLD_SIZE", 1);
+    if (!size) throw ConfigError(fmt::format("OMPI_COMM_WORLD_RANK={} is set but OMPI_COMM_WORLD_SIZE is not", *rank));
+    l.world_size = *size;
+    check_rank(l, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+    l.local_rank = foreign_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    l.local_world_size = foreign_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    pick_store(l);
+    return l;
+  }
+  // 5. Nothing: a world of one.
+  l.source = "none";
+  if (auto s = env::find_string(env::kStore); s && !s->empty()) l.store_address = *s;
+  return l;
+}
+
+}  // namespace fastrun::join_detail

@@ -1,0 +1,31 @@
+#pragma once
+// Where a rank learns who it is (docs/runtime.md, "Joining"). Sources, first match wins:
+//   fastrun   FASTRUN_RANK + FASTRUN_WORLD_SIZE (+ LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, STORE)
+//   torchrun  RANK + WORLD_SIZE (+ LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR/PORT)
+//   slurm     SLURM_PROCID + SLURM_NTASKS (+ SLURM_LOCALID, SLURM_NODEID)
+//   openmpi   OMPI_COMM_WORLD_RANK + OMPI_COMM_WORLD_SIZE (+ _LOCAL_RANK, _LOCAL_SIZE)
+//   none      a world of one with an in-process store
+// The store: FASTRUN_STORE when set; else, with MASTER_ADDR and MASTER_PORT, rank 0 hosts a
+// tcp store there and the others connect; else (world > 1) a ConfigError saying what to set.
+#include <optional>
+#include <string>
+
+namespace fastrun::join_detail {
+
+struct Layout {
+  std::string source;  // "fastrun", "torchrun", "slurm", "openmpi", "none"
+  int rank = 0;
+  int world_size = 1;
+  std::optional<int> local_rank;        // unset: computed from host names at join
+  std::optional<int> local_world_size;  // idem
+  std::optional<int> node_rank;         // idem
+  std::string store_address;            // "" = in-process store (world of one)
+  bool host_store = false;              // this rank hosts store_address (torchrun-style rank 0)
+  std::string store_token;              // token for a self-hosted tcp store ("" = FASTRUN_STORE_TOKEN)
+  std::string run_id;
+};
+
+// Reads the environment. ConfigError naming the variable for malformed or inconsistent values.
+Layout detect_layout();
+
+}  // namespace fastrun::join_detail

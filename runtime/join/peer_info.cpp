@@ -1,0 +1,83 @@
+#include "fastrun/runtime/join/peer_info.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun {
+
+std::string PeerInfo::encode() const { return fmt::format("{}\t{}\t{}", host, pid, device); }
+
+PeerInfo PeerInfo::decode(int rank, const std::string& text) {
+  PeerInfo info;
+  info.rank = rank;
+  std::istringstream in(text);
+  std::string pid;
+  if (!std::getline(in, info.host, '\t') || !std::getline(in, pid, '\t') || !std::getline(in, info.device))
+    throw StoreError(fmt::format("{}: malformed value '{}' (expected 'host<TAB>pid<TAB>device')", peer_key(rank), text));
+  try {
+    info.pid = std::stol(pid);
+  } catch (const std::exception&) {
+    throw StoreError(fmt::format("{}: malformed pid '{}' in '{}'", peer_key(rank), pid, text));
+  }
+  return info;
+}
+
+std::string peer_key(int global_rank) { return fmt::format("fastrun/peer/{}", global_rank); }
+
+std::string this_host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+PeerInfo local_peer_info(int rank, const std::string& device_identity) {
+  return PeerInfo{rank, this_host_name(), static_cast<long>(getpid()), device_identity};
+}
+
+std::vector<PeerInfo> read_peer_infos(Store& store, const std::vector<int>& ranks) {
+  std::vector<PeerInfo> out;
+  for (int r : ranks) {
+    try {
+      if (store.check({peer_key(r)})) out.push_back(PeerInfo::decode(r, to_string(store.get(peer_key(r)))));
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Gone, or a zombie / dead entry in /proc (a killed child stays a zombie until its parent reaps it).
+bool process_dead(long pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return false;
+  const char state = line[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
+std::vector<int> dead_local_peers(const std::vector<PeerInfo>& peers, Duration grace) {
+  const std::string host = this_host_name();
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (;;) {
+    std::vector<int> dead;
+    for (const auto& p : peers)
+      if (p.host == host && p.pid != getpid() && process_dead(p.pid)) dead.push_back(p.rank);
+    if (!dead.empty() || std::chrono::steady_clock::now() >= deadline) return dead;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace fastrun

@@ -1,0 +1,61 @@
+#include "fastrun/runtime/join/rendezvous.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::join_detail {
+
+std::vector<PeerInfo> exchange_peer_infos(Store& store, const PeerInfo& self, int world_size, int generation,
+                                          Duration timeout) {
+  auto arrival_key = [&](int r) { return fmt::format("fastrun/join/{}/{}", generation, r); };
+  store.set(peer_key(self.rank), to_bytes(self.encode()));
+  store.set(arrival_key(self.rank), to_bytes(self.encode()));
+
+  // Poll with a growing interval rather than one long wait, so that at the deadline we know
+  // exactly which ranks are missing (and can say so).
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + timeout;
+  std::vector<int> missing;
+  for (int r = 0; r < world_size; ++r)
+    if (r != self.rank) missing.push_back(r);
+  Duration interval = std::chrono::milliseconds(2);
+  while (!missing.empty()) {
+    std::erase_if(missing, [&](int r) { return store.check({arrival_key(r)}); });
+    if (missing.empty()) break;
+    if (clock::now() >= deadline) {
+      throw TimeoutError(fmt::format(
+          "rank {}: joining timed out after {:.3g} s: {} of {} ranks never arrived: [{}] (store {}; raise "
+          "FASTRUN_TIMEOUT to wait longer, or check that those ranks started and use the same FASTRUN_STORE)",
+          self.rank, std::chrono::duration<double>(timeout).count(), missing.size(), world_size,
+          fmt::join(missing, ", "), store.describe()));
+    }
+    std::this_thread::sleep_for(interval);
+    interval = std::min<Duration>(interval * 2, std::chrono::milliseconds(100));
+  }
+
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < world_size; ++r)
+    peers.push_back(r == self.rank ? self : PeerInfo::decode(r, to_string(store.get(arrival_key(r), timeout))));
+  return peers;
+}
+
+void check_distinct_devices(const std::vector<PeerInfo>& peers) {
+  std::map<std::pair<std::string, std::string>, int> owner;
+  for (const auto& p : peers) {
+    if (p.device == "cpu") continue;
+    auto [it, fresh] = owner.emplace(std::make_pair(p.host, p.device), p.rank);
+    if (!fresh)
+      throw ConfigError(fmt::format("ranks {} and {} are both on GPU {} of host {}: each rank needs its own device "
+                                    "(check --devices / CUDA_VISIBLE_DEVICES)",
+                                    it->second, p.rank, p.device, p.host));
+  }
+}
+
+}  // namespace fastrun::join_detail

@@ -1,0 +1,18 @@
+#pragma once
+// Step 3 of join(): every rank publishes its PeerInfo and waits for everyone else's.
+#include <vector>
+
+#include "fastrun/runtime/join/peer_info.h"
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun::join_detail {
+
+// Publishes `self` (under peer_key and "fastrun/join/<generation>/<rank>") and returns every
+// rank's info in rank order. TimeoutError after `timeout` listing the ranks that never arrived.
+std::vector<PeerInfo> exchange_peer_infos(Store& store, const PeerInfo& self, int world_size, int generation,
+                                          Duration timeout);
+
+// ConfigError naming both ranks when two ranks on one host report the same device (not "cpu").
+void check_distinct_devices(const std::vector<PeerInfo>& peers);
+
+}  // namespace fastrun::join_detail

@@ -1,0 +1,59 @@
+#include "fastrun/runtime/objects/object_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace fastrun::objects_detail {
+namespace {
+
+// Payloads travel as int64 elements (every backend moves int64); bytes are padded to 8.
+std::size_t words_for(std::size_t bytes) { return (bytes + 7) / 8; }
+
+void wait(const WorkHandle& w) { w->wait(); }
+
+}  // namespace
+
+std::vector<std::uint8_t> broadcast_bytes(Group& group, std::vector<std::uint8_t> bytes, int root) {
+  Group& g = group.cpu_group();
+  if (root < 0 || root >= g.size())
+    throw ConfigError(fmt::format("broadcast_object: root {} is not a rank of this group of {} ranks", root, g.size()));
+  std::int64_t size = g.rank() == root ? static_cast<std::int64_t>(bytes.size()) : 0;
+  wait(g.process_group().broadcast(view_of(&size, 1), {root}));
+  std::vector<std::int64_t> words(words_for(static_cast<std::size_t>(size)));
+  if (g.rank() == root && !bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
+  wait(g.process_group().broadcast(view_of(words.data(), words.size()), {root}));
+  if (g.rank() != root) {
+    bytes.resize(static_cast<std::size_t>(size));
+    if (size > 0) std::memcpy(bytes.data(), words.data(), bytes.size());
+  }
+  return bytes;
+}
+
+std::vector<std::vector<std::uint8_t>> all_gather_bytes(Group& group, const std::vector<std::uint8_t>& bytes) {
+  Group& g = group.cpu_group();
+  const auto n = static_cast<std::size_t>(g.size());
+  std::int64_t mine = static_cast<std::int64_t>(bytes.size());
+  std::vector<std::int64_t> sizes(n);
+  wait(g.process_group().all_gather(view_of(&mine, 1), view_of(sizes.data(), n)));
+  const std::size_t slot = words_for(static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end())));
+  // A separate padded input (not a view into the output): no backend has to support aliasing.
+  std::vector<std::int64_t> mine_padded(slot, 0);
+  if (!bytes.empty()) std::memcpy(mine_padded.data(), bytes.data(), bytes.size());
+  std::vector<std::int64_t> all(slot * n);
+  wait(g.process_group().all_gather(view_of(mine_padded.data(), slot), view_of(all.data(), all.size())));
+  std::vector<std::vector<std::uint8_t>> out(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(all.data() + slot * r);
+    out[r].assign(p, p + sizes[r]);
+  }
+  return out;
+}
+
+void throw_decode_error(Group& group, const char* op, int sender, std::size_t bytes, const std::exception& e) {
+  throw SerializationError(fmt::format("{}: cannot decode the {} bytes sent by rank {} (global rank {}) to rank {}: {}",
+                                       op, bytes, sender, group.global_rank(sender), group.rank(), e.what()));
+}
+
+}  // namespace fastrun::objects_detail

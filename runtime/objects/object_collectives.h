@@ -1,0 +1,88 @@
+#pragma once
+// Object collectives over fastrun::serializer<T> (serializer.h). Blocking calls, collective
+// over `group` (every member calls, same order), run on the group's CPU companion
+// (Group::cpu_group(): the group itself on gloo/shm, a gloo group over the same ranks in NCCL
+// jobs), so objects never touch a device.
+// Protocol: sizes first, then payloads (torch's *_object* protocol, runtime-notes §5):
+//   broadcast_object:   broadcast the int64 size, then the bytes;
+//   all_gather_object:  all-gather the int64 sizes, pad to the largest, all-gather the bytes;
+//   gather_object:      as all_gather_object, but only `root` decodes (the others get nullopt).
+// Objects of different sizes on different ranks work; a decode error names the sending rank.
+// FASTRUN_NO_SYNC=2 (no_sync.h): nothing is sent; broadcast_object returns `value` unchanged on
+// every rank (the driver's broadcast_object returns nullopt off the source, as fastNLP does),
+// all_gather_object returns {value}, gather_object returns {value} on the root only.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/objects/serializer.h"
+#include "fastrun/runtime/process_group/group.h"
+#include "fastrun/runtime/process_group/no_sync.h"
+
+namespace fastrun {
+namespace objects_detail {
+
+// Byte-level steps (object_collectives.cpp). They run on group.cpu_group().
+std::vector<std::uint8_t> broadcast_bytes(Group& group, std::vector<std::uint8_t> bytes, int root);
+// Every rank's bytes, in group rank order.
+std::vector<std::vector<std::uint8_t>> all_gather_bytes(Group& group, const std::vector<std::uint8_t>& bytes);
+// Rethrows a SerializationError as one naming the operation and the sending rank.
+[[noreturn]] void throw_decode_error(Group& group, const char* op, int sender, std::size_t bytes,
+                                     const std::exception& e);
+
+template <class T>
+T decode_from(Group& group, const char* op, int sender, const std::vector<std::uint8_t>& bytes) {
+  try {
+    return decode<T>(bytes.data(), bytes.size());
+  } catch (const SerializationError& e) {
+    throw_decode_error(group, op, sender, bytes.size(), e);
+  }
+}
+
+}  // namespace objects_detail
+
+// Every member gets `root`'s value (root: rank within the group).
+template <class T>
+T broadcast_object(Group& group, T value, int root = 0) {
+  if (no_sync_level() >= 2 || group.size() == 1) return value;
+  std::vector<std::uint8_t> bytes;
+  if (group.rank() == root) bytes = encode(value);
+  bytes = objects_detail::broadcast_bytes(group, std::move(bytes), root);
+  if (group.rank() == root) return value;
+  return objects_detail::decode_from<T>(group, "broadcast_object", root, bytes);
+}
+
+// Every member's value, in group rank order, on every member.
+template <class T>
+std::vector<T> all_gather_object(Group& group, const T& value) {
+  if (no_sync_level() >= 2 || group.size() == 1) return {value};
+  const auto all = objects_detail::all_gather_bytes(group, encode(value));
+  std::vector<T> out;
+  out.reserve(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (static_cast<int>(r) == group.rank()) out.push_back(value);
+    else out.push_back(objects_detail::decode_from<T>(group, "all_gather_object", static_cast<int>(r), all[r]));
+  }
+  return out;
+}
+
+// Every member's value on `root`; nullopt elsewhere.
+template <class T>
+std::optional<std::vector<T>> gather_object(Group& group, const T& value, int root = 0) {
+  if (no_sync_level() >= 2 || group.size() == 1) {
+    if (group.rank() != root) return std::nullopt;
+    return std::vector<T>{value};
+  }
+  const auto all = objects_detail::all_gather_bytes(group, encode(value));
+  if (group.rank() != root) return std::nullopt;
+  std::vector<T> out;
+  out.reserve(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (static_cast<int>(r) == group.rank()) out.push_back(value);
+    else out.push_back(objects_detail::decode_from<T>(group, "gather_object", static_cast<int>(r), all[r]));
+  }
+  return out;
+}
+
+}  // namespace fastrun

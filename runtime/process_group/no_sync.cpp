@@ -1,0 +1,40 @@
+#include "fastrun/runtime/process_group/no_sync.h"
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+
+namespace fastrun {
+namespace {
+// -1: no guard/setter active, the level is FASTRUN_NO_SYNC (read on every call, as fastNLP reads
+// its variable, so a child forked after a parent's read still sees its own environment).
+std::atomic<int> g_override{-1};
+
+void check_level(int level) {
+  if (level < 0 || level > 2)
+    throw ConfigError(fmt::format("no-sync level {} is not valid: expected 0 (normal), 1 (no barriers) or 2 "
+                                  "(every collective local), as FASTRUN_NO_SYNC",
+                                  level));
+}
+}  // namespace
+
+int no_sync_level() {
+  const int l = g_override.load(std::memory_order_acquire);
+  if (l >= 0) return l;
+  return static_cast<int>(env::get_int(env::kNoSync));
+}
+
+void set_no_sync_level(int level) {
+  check_level(level);
+  g_override.store(level, std::memory_order_release);
+}
+
+int exchange_no_sync_override(int level) {
+  if (level != -1) check_level(level);
+  return g_override.exchange(level, std::memory_order_acq_rel);
+}
+
+}  // namespace fastrun

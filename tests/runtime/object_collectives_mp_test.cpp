@@ -1,0 +1,142 @@
+// Object collectives and the NO_SYNC levels in real processes.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/objects/object_collectives.h"
+#include "test_support/rank_runner.h"
+
+using namespace fastrun;
+
+namespace metrics {
+struct Report {
+  int rank = 0;
+  std::string name;
+  std::map<std::string, std::vector<double>> values;
+  bool operator==(const Report&) const = default;
+};
+FASTRUN_SERIALIZABLE(Report, rank, name, values)
+}  // namespace metrics
+
+namespace {
+metrics::Report report_of(int rank) {
+  metrics::Report r{rank, std::string(static_cast<std::size_t>(rank) * 1000 + 1, static_cast<char>('a' + rank)), {}};
+  for (int k = 0; k <= rank; ++k) r.values["m" + std::to_string(k)] = std::vector<double>(static_cast<std::size_t>(k) * 10, k);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("object collectives: mixed sizes, 1 MiB payloads, user structs", "[objects][mp]") {
+  auto results = test::run_ranks(3, [](int rank) {
+    auto ctx = join({"gloo"});
+    Group& g = ctx->world();
+
+    auto all = all_gather_object(g, report_of(rank));
+    RANK_REQUIRE(all.size() == 3);
+    for (int r = 0; r < 3; ++r) RANK_REQUIRE(all[static_cast<std::size_t>(r)] == report_of(r));
+
+    // 1 MiB from src=1 in a world of 3 (fastNLP behaviour 43).
+    std::string mib(1 << 20, '\0');
+    for (std::size_t i = 0; i < mib.size(); ++i) mib[i] = static_cast<char>(i * 7 + 1);
+    const std::string got = broadcast_object(g, rank == 1 ? mib : std::string("ignored"), 1);
+    RANK_REQUIRE(got == mib);
+
+    // Different-sized 1 MiB-ish payloads gathered everywhere, then to one root.
+    std::vector<std::int64_t> payload(static_cast<std::size_t>((1 << 17) + rank * 1000), rank);
+    auto gathered = all_gather_object(g, payload);
+    for (int r = 0; r < 3; ++r)
+      RANK_REQUIRE(gathered[static_cast<std::size_t>(r)].size() == static_cast<std::size_t>((1 << 17) + r * 1000));
+    auto at_two = gather_object(g, std::make_pair(rank, std::to_string(rank)), 2);
+    RANK_REQUIRE(at_two.has_value() == (rank == 2));
+    if (at_two) RANK_REQUIRE((*at_two)[1] == std::make_pair(1, std::string("1")));
+
+    // A rank that sends another type: the receivers' error names it.
+    try {
+      if (rank == 1) all_gather_object(g, std::string("abc"));
+      else all_gather_object(g, std::vector<int>{1, 2, 3});
+      throw std::runtime_error("no decode error");
+    } catch (const SerializationError& e) {
+      const std::string m = e.what();
+      if (rank != 1 && m.find("sent by rank 1") == std::string::npos) throw std::runtime_error("unexpected: " + m);
+    }
+    // The group is still in step afterwards.
+    RANK_REQUIRE(broadcast_object(g, rank == 0 ? 42 : 0) == 42);
+
+    // Sub-group: roots are group ranks.
+    auto sub = ctx->new_group({2, 1});
+    if (sub) RANK_REQUIRE(broadcast_object(*sub, rank == 1 ? std::string("from 1") : std::string(), 1) == "from 1");
+  });
+  REQUIRE(test::all_ok(results));
+}
+
+TEST_CASE("NO_SYNC levels, guards and rank_zero_call across ranks", "[driver][mp]") {
+  auto results = test::run_ranks(2, [](int rank) {
+    auto ctx = join({"gloo"});
+    RANK_REQUIRE(is_global_zero() == (rank == 0));
+    {
+      NoSyncGuard g(1);  // barriers are no-ops: rank 0 barriers alone without hanging
+      if (rank == 0) {
+        barrier();
+        ctx->world().barrier()->wait();
+      }
+      std::int64_t v = 1;  // other collectives still communicate at level 1
+      ctx->world().all_reduce(view_of(&v, 1))->wait();
+      RANK_REQUIRE(v == 2);
+    }
+    {
+      NoSyncGuard g(2);  // every collective is local
+      std::int64_t v = rank + 10;
+      ctx->world().all_reduce(view_of(&v, 1))->wait();
+      RANK_REQUIRE(v == rank + 10);
+      std::vector<std::int64_t> out(2, -1);
+      ctx->world().all_gather(view_of(&v, 1), view_of(out.data(), 2))->wait();
+      RANK_REQUIRE(out[static_cast<std::size_t>(rank)] == rank + 10 && out[static_cast<std::size_t>(1 - rank)] == -1);
+      RANK_REQUIRE(fastrun::all_gather(rank) == std::vector<int>{rank});
+      auto b = fastrun::broadcast_object(std::string("src"), 0);
+      RANK_REQUIRE(b.has_value() == (rank == 0));
+      RANK_REQUIRE(broadcast_object(ctx->world(), rank, 0) == rank);
+    }
+    // A collective inside rank_zero_call runs locally on rank 0 only: no deadlock.
+    auto r0 = rank_zero_call([&] {
+      std::int64_t v = 5;
+      ctx->world().all_reduce(view_of(&v, 1))->wait();
+      barrier();
+      return fastrun::all_gather(v);
+    });
+    RANK_REQUIRE(r0.has_value() == (rank == 0));
+    if (r0) RANK_REQUIRE(*r0 == std::vector<std::int64_t>{5});
+    {
+      AllRanksGuard all;
+      RANK_REQUIRE(is_global_zero());
+    }
+    // Back at level 0, everything communicates and the ranks are still in step.
+    RANK_REQUIRE(no_sync_level() == 0);
+    RANK_REQUIRE(fastrun::all_gather(rank * 3) == (std::vector<int>{0, 3}));
+    RANK_REQUIRE(fastrun::broadcast_object(rank == 1 ? std::string("one") : std::string(), 1).value() == "one");
+    barrier();
+  });
+  REQUIRE(test::all_ok(results));
+}
+
+TEST_CASE("FASTRUN_NO_SYNC from the environment", "[driver][mp]") {
+  test::RankRunOptions o;
+  o.extra_env = {{"FASTRUN_NO_SYNC", "2"}};
+  auto results = test::run_ranks(
+      2,
+      [](int rank) {
+        auto ctx = join({"gloo"});
+        RANK_REQUIRE(no_sync_level() == 2);
+        std::int64_t v = rank;
+        ctx->world().all_reduce(view_of(&v, 1))->wait();
+        RANK_REQUIRE(v == rank);
+        RANK_REQUIRE(all_gather_object(ctx->world(), rank) == std::vector<int>{rank});
+        RANK_REQUIRE(gather_object(ctx->world(), rank, 1).has_value() == (rank == 1));
+        if (rank == 0) barrier();
+      },
+      o);
+  REQUIRE(test::all_ok(results));
+}

@@ -1,0 +1,115 @@
+// With no launcher environment at all, join() gives a world of one where everything works.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/join/env_sources.h"
+#include "fastrun/runtime/objects/object_collectives.h"
+#include "test_support/scoped_env.h"
+
+using namespace fastrun;
+
+namespace {
+struct NoLauncherEnv {
+  test::ScopedEnv a{"FASTRUN_RANK", nullptr}, b{"FASTRUN_WORLD_SIZE", nullptr}, c{"RANK", nullptr},
+      d{"WORLD_SIZE", nullptr}, e{"SLURM_PROCID", nullptr}, f{"OMPI_COMM_WORLD_RANK", nullptr},
+      g{"FASTRUN_STORE", nullptr}, h{"MASTER_ADDR", nullptr}, i{"FASTRUN_BACKEND", nullptr},
+      j{"FASTRUN_NO_SYNC", nullptr};
+};
+}  // namespace
+
+TEST_CASE("a world of one without any environment", "[join][world1]") {
+  NoLauncherEnv clean;
+  auto ctx = join();
+  CHECK(ctx->rank() == 0);
+  CHECK(ctx->world_size() == 1);
+  CHECK(ctx->local_rank() == 0);
+  CHECK(ctx->local_world_size() == 1);
+  CHECK(ctx->node_rank() == 0);
+  CHECK(ctx->source() == "none");
+  CHECK(ctx->world().size() == 1);
+
+  std::vector<float> v{1, 2, 3};
+  for (auto op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max, ReduceOp::product})
+    ctx->world().all_reduce(view_of(v.data(), v.size()), {op})->wait();
+  CHECK(v == std::vector<float>{1, 2, 3});
+  ctx->world().broadcast(view_of(v.data(), v.size()))->wait();
+  std::vector<float> out(3);
+  ctx->world().all_gather(view_of(v.data(), 3), view_of(out.data(), 3))->wait();
+  CHECK(out == v);
+  ctx->world().reduce_scatter(view_of(v.data(), 3), view_of(out.data(), 3))->wait();
+  CHECK(out == v);
+  ctx->world().barrier()->wait();
+
+  CHECK(broadcast_object(ctx->world(), std::string("x")) == "x");
+  CHECK(all_gather_object(ctx->world(), 5) == std::vector<int>{5});
+  CHECK(gather_object(ctx->world(), 5).value() == std::vector<int>{5});
+
+  auto sub = ctx->new_group({0});
+  REQUIRE(sub);
+  CHECK(sub->size() == 1);
+  CHECK_THROWS_AS(ctx->new_group({1}), ConfigError);
+
+  CHECK(is_global_zero());
+  barrier();
+  CHECK(fastrun::all_gather(std::string("me")) == std::vector<std::string>{"me"});
+  CHECK(fastrun::broadcast_object(3).value() == 3);
+  CHECK(rank_zero_call([] { return no_sync_level(); }).value() == 2);
+}
+
+TEST_CASE("a backend that is not built is a clear error", "[join][world1]") {
+  NoLauncherEnv clean;
+  CHECK_THROWS_WITH(join({"mpi"}), Catch::Contains("'mpi'") && Catch::Contains("gloo"));
+  test::ScopedEnv bad("FASTRUN_BACKEND", "tpu");
+  CHECK_THROWS_WITH(join(), Catch::Contains("FASTRUN_BACKEND='tpu'"));
+}
+
+TEST_CASE("bad launcher variables are ConfigErrors naming them", "[join]") {
+  NoLauncherEnv clean;
+  {
+    test::ScopedEnv r("RANK", "x");
+    CHECK_THROWS_WITH(join(), Catch::Contains("RANK='x'"));
+  }
+  {
+    test::ScopedEnv r("RANK", "3"), w("WORLD_SIZE", "2");
+    CHECK_THROWS_WITH(join(), Catch::Contains("RANK=3") && Catch::Contains("WORLD_SIZE=2"));
+  }
+  {
+    test::ScopedEnv r("SLURM_PROCID", "1"), w("SLURM_NTASKS", "2");
+    CHECK_THROWS_WITH(join(), Catch::Contains("FASTRUN_STORE") && Catch::Contains("slurm"));
+  }
+}
+
+TEST_CASE("environment sources: Open MPI and Slurm layouts", "[join]") {
+  NoLauncherEnv clean;
+  {
+    test::ScopedEnv r("OMPI_COMM_WORLD_RANK", "3"), w("OMPI_COMM_WORLD_SIZE", "4"),
+        lr("OMPI_COMM_WORLD_LOCAL_RANK", "1"), lw("OMPI_COMM_WORLD_LOCAL_SIZE", "2"), s("FASTRUN_STORE", "file:///tmp/x");
+    const auto l = join_detail::detect_layout();
+    CHECK(l.source == "openmpi");
+    CHECK(l.rank == 3);
+    CHECK(l.world_size == 4);
+    CHECK(l.local_rank == 1);
+    CHECK(l.local_world_size == 2);
+    CHECK(l.store_address == "file:///tmp/x");
+    CHECK_FALSE(l.host_store);
+  }
+  {
+    test::ScopedEnv r("SLURM_PROCID", "0"), w("SLURM_NTASKS", "8"), n("SLURM_NODEID", "0"), a("MASTER_ADDR", "10.0.0.1"),
+        p("MASTER_PORT", "29500"), t("FASTRUN_STORE_TOKEN", nullptr);
+    const auto l = join_detail::detect_layout();
+    CHECK(l.source == "slurm");
+    CHECK(l.store_address == "tcp://10.0.0.1:29500");
+    CHECK(l.host_store);  // rank 0 hosts it
+    CHECK_FALSE(l.local_world_size.has_value());  // computed from host names at join
+  }
+  {  // fastrun's own variables win over the others
+    test::ScopedEnv r("FASTRUN_RANK", "1"), w("FASTRUN_WORLD_SIZE", "2"), tr("RANK", "0"), tw("WORLD_SIZE", "2"),
+        s("FASTRUN_STORE", "shm://job");
+    const auto l = join_detail::detect_layout();
+    CHECK(l.source == "fastrun");
+    CHECK(l.rank == 1);
+  }
+}
