@@ -1,0 +1,229 @@
+// fastrun-bench shm: collectives of one backend on N ranks forked by the bench itself (no
+// launcher needed), with the memory bandwidth of this machine for reference. Prints one table
+// per op: size, time per op, algbw and busbw (nccl-tests definitions, runtime-notes §3.4).
+//   fastrun-bench shm [--nproc N] [--backend shm|gloo] [--op allreduce|allgather|broadcast|
+//                      reducescatter|object|all] [--min BYTES] [--max BYTES] [--dtype float32|...]
+//                     [--pin]   (pin rank r to the r-th CPU)
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench_registry.h"
+#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/prefix_store.h"
+
+namespace fastrun::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int nproc = 2;
+  std::string backend = "shm";
+  std::string op = "all";
+  std::size_t min_bytes = 4096;
+  std::size_t max_bytes = 256u << 20;
+  DType dtype = DType::float32;
+  bool pin = false;  // pin rank r to the r-th usable CPU (round robin)
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  auto need = [&](int& i) -> std::string {
+    if (i + 1 >= argc) throw ConfigError(fmt::format("{} needs a value", argv[i]));
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "--nproc") a.nproc = std::stoi(need(i));
+    else if (f == "--backend") a.backend = need(i);
+    else if (f == "--op") a.op = need(i);
+    else if (f == "--min") a.min_bytes = std::stoull(need(i));
+    else if (f == "--max") a.max_bytes = std::stoull(need(i));
+    else if (f == "--pin") a.pin = true;
+    else if (f == "--dtype") {
+      const std::string d = need(i);
+      bool found = false;
+      for (DType t : {DType::float32, DType::float64, DType::float16, DType::bfloat16, DType::int32, DType::int64})
+        if (dtype_name(t) == d) a.dtype = t, found = true;
+      if (!found) throw ConfigError(fmt::format("--dtype {}: accepted float32|float64|float16|bfloat16|int32|int64", d));
+    } else {
+      throw ConfigError(fmt::format("unknown option '{}'; accepted: --nproc N --backend NAME --op "
+                                    "allreduce|allgather|broadcast|reducescatter|object|all --min B --max B --dtype T",
+                                    f));
+    }
+  }
+  if (a.nproc < 1) throw ConfigError("--nproc must be >= 1");
+  return a;
+}
+
+// Single-core memory bandwidth: memcpy of 256 MiB, best of 3 (the reference the targets cite).
+double memcpy_gbps() {
+  const std::size_t bytes = 256u << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return static_cast<double>(bytes) / best / 1e9;
+}
+
+double time_op(ProcessGroup& g, std::size_t iters, const std::function<void()>& op) {
+  for (int w = 0; w < 3; ++w) op();
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    g.barrier()->wait();
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < iters; ++i) op();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters));
+  }
+  return best;
+}
+
+void pin_to_cpu(int rank) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.empty()) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[static_cast<std::size_t>(rank) % cpus.size()], &one);
+  ::sched_setaffinity(0, sizeof(one), &one);
+}
+
+void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id) {
+  if (a.pin) pin_to_cpu(rank);
+  GroupSpec spec;
+  std::shared_ptr<Store> store(connect_store(address));
+  spec.store = std::make_shared<PrefixStore>("bench", store->clone());
+  spec.rank = rank;
+  spec.size = a.nproc;
+  for (int i = 0; i < a.nproc; ++i) spec.global_ranks.push_back(i);
+  spec.name = "world";
+  spec.run_id = run_id;
+  spec.failure_store = store;
+  auto g = backend::find(a.backend)(spec);
+  const std::size_t es = dtype_size(a.dtype);
+  const double n = a.nproc;
+  auto say = [&](const std::string& s) {
+    if (rank == 0) std::fputs(s.c_str(), stdout), std::fflush(stdout);
+  };
+  auto header = [&](const char* op) {
+    say(fmt::format("\n{} ({} ranks, backend {}, {})\n{:>12} {:>12} {:>12} {:>12}\n", op, a.nproc, a.backend,
+                    dtype_name(a.dtype), "bytes", "time_us", "algbw_GB/s", "busbw_GB/s"));
+  };
+  auto row = [&](std::size_t bytes, double secs, double factor) {
+    const double alg = static_cast<double>(bytes) / secs / 1e9;
+    say(fmt::format("{:>12} {:>12.2f} {:>12.2f} {:>12.2f}\n", bytes, secs * 1e6, alg, alg * factor));
+  };
+  auto iters_for = [](std::size_t bytes) {
+    return std::clamp<std::size_t>((std::size_t{256} << 20) / std::max<std::size_t>(bytes, 1) / 4, 3, 20000);
+  };
+  auto sizes = [&] {
+    std::vector<std::size_t> s;
+    for (std::size_t b = a.min_bytes; b <= a.max_bytes; b *= 4) s.push_back(b / es * es);
+    return s;
+  };
+  const bool all = a.op == "all";
+  if (all || a.op == "allreduce") {
+    header("all_reduce sum");
+    for (std::size_t bytes : sizes()) {
+      std::vector<char> buf(bytes, 0);
+      BufferView v{buf.data(), bytes / es, a.dtype};
+      row(bytes, time_op(*g, iters_for(bytes), [&] { g->all_reduce(v)->wait(); }), 2 * (n - 1) / n);
+    }
+  }
+  if (all || a.op == "allgather") {
+    header("all_gather (bytes = total output)");
+    for (std::size_t bytes : sizes()) {
+      const std::size_t per = std::max<std::size_t>(1, bytes / es / static_cast<std::size_t>(a.nproc));
+      std::vector<char> in(per * es, 0), out(per * es * static_cast<std::size_t>(a.nproc), 0);
+      BufferView vi{in.data(), per, a.dtype}, vo{out.data(), per * static_cast<std::size_t>(a.nproc), a.dtype};
+      row(out.size(), time_op(*g, iters_for(bytes), [&] { g->all_gather(vi, vo)->wait(); }), (n - 1) / n);
+    }
+  }
+  if (all || a.op == "broadcast") {
+    header("broadcast from rank 0");
+    for (std::size_t bytes : sizes()) {
+      std::vector<char> buf(bytes, 0);
+      BufferView v{buf.data(), bytes / es, a.dtype};
+      row(bytes, time_op(*g, iters_for(bytes), [&] { g->broadcast(v)->wait(); }), 1.0);
+    }
+  }
+  if (all || a.op == "reducescatter") {
+    header("reduce_scatter sum (bytes = total input)");
+    for (std::size_t bytes : sizes()) {
+      const std::size_t per = std::max<std::size_t>(1, bytes / es / static_cast<std::size_t>(a.nproc));
+      std::vector<char> in(per * es * static_cast<std::size_t>(a.nproc), 0), out(per * es, 0);
+      BufferView vi{in.data(), per * static_cast<std::size_t>(a.nproc), a.dtype}, vo{out.data(), per, a.dtype};
+      row(in.size(), time_op(*g, iters_for(bytes), [&] { g->reduce_scatter(vi, vo)->wait(); }), (n - 1) / n);
+    }
+  }
+  if (all || a.op == "object") {
+    // all_gather_object's protocol (runtime-notes §5): all-gather the int64 sizes, then the
+    // payloads padded to the largest; here a 100-byte payload.
+    std::int64_t size = 100, sizes_out[64];
+    std::vector<std::uint8_t> payload(100, static_cast<std::uint8_t>(rank)), all_out(100 * static_cast<std::size_t>(a.nproc));
+    const double secs = time_op(*g, 20000, [&] {
+      g->all_gather(view_of(&size, 1), view_of(sizes_out, static_cast<std::size_t>(a.nproc)))->wait();
+      g->all_gather(BufferView{payload.data(), 25, DType::int32}, BufferView{all_out.data(), 25 * static_cast<std::size_t>(a.nproc), DType::int32})->wait();
+    });
+    say(fmt::format("\nobject all-gather protocol, 100-byte objects ({} ranks, {}): {:.2f} us\n", a.nproc, a.backend, secs * 1e6));
+  }
+  g->barrier()->wait();
+}
+
+int run(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  if (!backend::available(a.backend)) throw ConfigError(fmt::format("backend '{}' is not built", a.backend));
+  std::printf("memcpy bandwidth (one core, 256 MiB): %.1f GB/s\n", memcpy_gbps());
+  std::fflush(stdout);
+  const std::string run_id = fmt::format("bench{}", ::getpid());
+  auto host = host_store("shm://" + run_id + "-store");
+  std::vector<pid_t> pids;
+  for (int r = 0; r < a.nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        run_rank(a, r, host->address(), run_id);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  return rc;
+}
+
+const Registration reg{"shm", "collectives of one backend on N self-forked ranks (--nproc N --backend shm|gloo)", &run};
+
+}  // namespace
+}  // namespace fastrun::bench

@@ -1,0 +1,108 @@
+#pragma once
+// The step protocol every shm algorithm is written in (one Channel per group).
+//
+// Each rank publishes a 32-bit step counter in its RankControl. An algorithm is a fixed sequence
+// of steps, identical on every rank; at step k a rank may (a) read what peers wrote at step k-1,
+// (b) write into its own region k%R (R = the ring, layout.h), (c) publish k, (d) wait until the
+// peers it needs reached k. Data written at step k is read by peers before they publish k+1 (or,
+// after an op's last step, before they publish the next op's first step), so region k%R is free
+// again once every peer has reached k+1: before_write(k+R) checks exactly that, which makes the
+// ring safe across operations of any shape without a trailing barrier.
+//
+// Waiting spins briefly, then sleeps on the peer's step word with FUTEX_WAIT (a bounded slice),
+// and between slices checks that the awaited peers are alive (pidfd), have not aborted, that no
+// failure was recorded under kFailureKey, and the op deadline. Publishers call FUTEX_WAKE only
+// when a sleeper registered on their word.
+//
+// Threading: one thread drives a Channel (the group's issuing thread).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/backend/shm/layout.h"
+#include "fastrun/runtime/backend/shm/segment.h"
+#include "fastrun/runtime/backend/shm/shared_copy.h"
+#include "fastrun/runtime/process_group/failure_watch.h"
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun::shm {
+
+struct ChannelInfo {
+  int rank = 0;
+  int size = 1;
+  std::vector<int> global_ranks;  // for messages
+  std::string group;              // group name, for messages
+};
+
+class Channel {
+ public:
+  // `segment` is mapped and initialised (header checked, own pid written by the caller).
+  Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_ptr<FailureWatch> watch);
+  ~Channel();  // marks this rank aborted if an op failed or the group goes away with peers waiting
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Opens pidfds on every peer (their pids must be in the segment). Call once after set-up.
+  void watch_peers();
+
+  int rank() const { return info_.rank; }
+  int size() const { return info_.size; }
+  std::size_t region_bytes() const { return layout_.region_bytes; }
+
+  // The next step number (identical on every rank as long as they run the same ops).
+  std::uint32_t next_step() { return ++step_; }
+  // Region k%R of `rank`.
+  std::byte* region(int rank, std::uint32_t step) const {
+    return base_ + layout_.region_offset(static_cast<std::size_t>(rank), step % layout_.ring);
+  }
+
+  // Copies into this rank's regions (plain or streaming stores, whichever is cheaper here).
+  void copy_in(void* dst, const void* src, std::size_t bytes) { copier_.copy(dst, src, bytes); }
+
+  // Before writing into region k%R: every peer must have reached k-R+1 (done reading step k-R).
+  void before_write(std::uint32_t k) {
+    const std::uint32_t need = k - static_cast<std::uint32_t>(layout_.ring) + 1;
+    if (static_cast<std::int32_t>(all_reached_ - need) < 0) wait_all(need);
+  }
+  void publish(std::uint32_t k);
+  // Waits until every peer reached k (and records it for before_write).
+  void wait_all(std::uint32_t k);
+  // Waits until `peer` reached k.
+  void wait_one(int peer, std::uint32_t k);
+
+  // Names the operation in wait errors ("all_reduce", ...) and sets its deadline.
+  void begin_op(const char* op, std::chrono::steady_clock::duration timeout);
+  // Marks this rank aborted so peers waiting on it fail at once instead of timing out.
+  void abort() noexcept;
+
+ private:
+  RankControl& control(int rank) const {
+    return *reinterpret_cast<RankControl*>(base_ + layout_.control_offset(static_cast<std::size_t>(rank)));
+  }
+  bool reached(int peer, std::uint32_t k) const;
+  void wait_slow(int peer, std::uint32_t k);
+  // Throws PeerFailure / TimeoutError when `peer` cannot arrive at k.
+  void check_health(int peer, std::uint32_t k);
+  std::string who(int rank) const;
+  std::string where() const;
+
+  SharedCopy copier_;
+  Segment segment_;
+  std::byte* base_;
+  Layout layout_;
+  ChannelInfo info_;
+  std::shared_ptr<FailureWatch> watch_;
+  std::vector<int> pidfds_;  // per rank; -1 for self or when pidfd_open is unavailable
+  std::uint32_t step_ = 0;
+  std::uint32_t all_reached_ = 0;
+  const char* op_ = "set-up";
+  std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::steady_clock::duration timeout_{};
+  std::chrono::nanoseconds spin_{};  // how long to spin before sleeping
+  bool yield_while_spinning_ = false;
+};
+
+}  // namespace fastrun::shm

@@ -1,0 +1,135 @@
+#include "fastrun/runtime/backend/shm/reduce.h"
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/half_float.h"
+
+namespace fastrun::shm {
+namespace {
+
+// Work goes in blocks of a compile-time size so the inner loops have a constant trip count and
+// vectorise even under -O2's "very cheap" cost model; the accumulator lives on the stack (a
+// local array no source can alias), which is also what makes dst == source safe.
+constexpr std::size_t kBlock = 1024;
+
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
+
+// Storage type T -> accumulation type.
+template <typename T> struct Traits {
+  using Acc = T;
+  static Acc load(T v) { return v; }
+  static T store(Acc v) { return v; }
+};
+template <> struct Traits<Half> {
+  using Acc = float;
+  static Acc load(Half v) { return half::half_to_float(v.bits); }
+  static Half store(Acc v) { return Half{half::float_to_half(v)}; }
+};
+template <> struct Traits<BFloat16> {
+  using Acc = float;
+  static Acc load(BFloat16 v) { return half::bf16_to_float(v.bits); }
+  static BFloat16 store(Acc v) { return BFloat16{half::float_to_bf16(v)}; }
+};
+
+template <typename A> A add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename A> A mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+struct SumOp {
+  template <typename A> static A apply(A a, A b) { return add(a, b); }
+};
+struct ProdOp {
+  template <typename A> static A apply(A a, A b) { return mul(a, b); }
+};
+struct MinOp {
+  template <typename A> static A apply(A a, A b) { return b < a ? b : a; }
+};
+struct MaxOp {
+  template <typename A> static A apply(A a, A b) { return a < b ? b : a; }
+};
+
+// One block of m <= kBlock elements. M is the compile-time trip count (kBlock) or 0 for the tail.
+template <typename T, typename Op, bool Avg, std::size_t M>
+void block(T* dst, T* dst2, const void* const* srcs, int nsrc, std::size_t offset, std::size_t m_runtime) {
+  using Tr = Traits<T>;
+  using A = typename Tr::Acc;
+  const std::size_t m = M ? M : m_runtime;
+  A acc[kBlock];
+  const T* s0 = static_cast<const T*>(srcs[0]) + offset;
+  if (nsrc >= 2) {
+    const T* s1 = static_cast<const T*>(srcs[1]) + offset;
+    for (std::size_t i = 0; i < m; ++i) acc[i] = Op::apply(Tr::load(s0[i]), Tr::load(s1[i]));
+  } else {
+    for (std::size_t i = 0; i < m; ++i) acc[i] = Tr::load(s0[i]);
+  }
+  for (int k = 2; k < nsrc; ++k) {
+    const T* s = static_cast<const T*>(srcs[k]) + offset;
+    for (std::size_t i = 0; i < m; ++i) acc[i] = Op::apply(acc[i], Tr::load(s[i]));
+  }
+  if constexpr (Avg) {
+    const A n = static_cast<A>(nsrc);
+    for (std::size_t i = 0; i < m; ++i) acc[i] = acc[i] / n;
+  }
+  T* d = dst + offset;
+  for (std::size_t i = 0; i < m; ++i) d[i] = Tr::store(acc[i]);
+  if (dst2) std::memcpy(dst2 + offset, d, m * sizeof(T));
+}
+
+template <typename T, typename Op, bool Avg>
+void run(void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count) {
+  T* d = static_cast<T*>(dst);
+  T* d2 = static_cast<T*>(dst2);
+  std::size_t off = 0;
+  for (; off + kBlock <= count; off += kBlock) block<T, Op, Avg, kBlock>(d, d2, srcs, nsrc, off, kBlock);
+  if (off < count) block<T, Op, Avg, 0>(d, d2, srcs, nsrc, off, count - off);
+}
+
+template <typename T>
+void dispatch_op(ReduceOp op, void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count) {
+  switch (op) {
+    case ReduceOp::sum: return run<T, SumOp, false>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::avg: return run<T, SumOp, true>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::min: return run<T, MinOp, false>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::max: return run<T, MaxOp, false>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::product: return run<T, ProdOp, false>(dst, dst2, srcs, nsrc, count);
+  }
+  throw BackendError("shm backend: unknown reduce op");
+}
+
+}  // namespace
+
+void reduce(DType dtype, ReduceOp op, void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count) {
+  if (count == 0) return;
+  switch (dtype) {
+    case DType::float32: return dispatch_op<float>(op, dst, dst2, srcs, nsrc, count);
+    case DType::float64: return dispatch_op<double>(op, dst, dst2, srcs, nsrc, count);
+    case DType::int32: return dispatch_op<std::int32_t>(op, dst, dst2, srcs, nsrc, count);
+    case DType::int64: return dispatch_op<std::int64_t>(op, dst, dst2, srcs, nsrc, count);
+    case DType::float16: return dispatch_op<Half>(op, dst, dst2, srcs, nsrc, count);
+    case DType::bfloat16: return dispatch_op<BFloat16>(op, dst, dst2, srcs, nsrc, count);
+  }
+  throw BackendError("shm backend: unknown dtype");
+}
+
+}  // namespace fastrun::shm

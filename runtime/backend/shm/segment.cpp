@@ -1,0 +1,107 @@
+#include "fastrun/runtime/backend/shm/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::shm {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& name, int err) {
+  throw BackendError(fmt::format("shm backend: {} '/dev/shm{}': {} (errno {})", what, name, std::strerror(err), err));
+}
+
+// Closes an fd on scope exit (the mapping keeps the memory alive).
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+std::byte* map(int fd, std::size_t bytes, const std::string& name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED) fail(fmt::format("cannot map {} bytes of", bytes), name, errno);
+  return static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
+Segment Segment::create(const std::string& name, std::size_t bytes) {
+  Segment s;
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) fail("cannot create", name, errno);
+  FdCloser closer{fd};
+  s.name_ = name;
+  s.owns_name_ = true;  // from here on the destructor removes it if anything below throws
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    fail(fmt::format("cannot size to {} bytes (is /dev/shm full?)", bytes), name, err);
+  }
+  // Reserve the pages now: on a full tmpfs (a container's 64 MiB /dev/shm) a sparse segment
+  // would map fine and then SIGBUS on first touch instead of failing here with a message.
+  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0 && err != EOPNOTSUPP)
+    fail(fmt::format("cannot reserve {} bytes (is /dev/shm full? df /dev/shm)", bytes), name, err);
+  s.data_ = map(fd, bytes, name);
+  s.size_ = bytes;
+  return s;
+}
+
+Segment Segment::open(const std::string& name, std::size_t min_bytes) {
+  Segment s;
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) fail("cannot open (are all ranks of the group on one node?)", name, errno);
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail("cannot stat", name, errno);
+  const auto bytes = static_cast<std::size_t>(st.st_size);
+  if (bytes < min_bytes)
+    throw BackendError(fmt::format("shm backend: segment '/dev/shm{}' is {} bytes, expected at least {}", name,
+                                   bytes, min_bytes));
+  s.name_ = name;
+  s.data_ = map(fd, bytes, name);
+  s.size_ = bytes;
+  return s;
+}
+
+Segment::Segment(Segment&& other) noexcept
+    : name_(std::move(other.name_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      owns_name_(std::exchange(other.owns_name_, false)) {}
+
+Segment& Segment::operator=(Segment&& other) noexcept {
+  if (this != &other) {
+    reset();
+    name_ = std::move(other.name_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    owns_name_ = std::exchange(other.owns_name_, false);
+  }
+  return *this;
+}
+
+Segment::~Segment() { reset(); }
+
+void Segment::unlink() noexcept {
+  if (!name_.empty()) ::shm_unlink(name_.c_str());  // ENOENT: already removed by a peer
+  owns_name_ = false;
+}
+
+void Segment::reset() noexcept {
+  if (owns_name_) unlink();
+  if (data_) ::munmap(data_, size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace fastrun::shm

@@ -1,0 +1,316 @@
+// The shm collectives, each written in Channel's step protocol (channel.h). Per step a rank
+// reads what peers published at the previous step, writes its own region for this step,
+// publishes and waits; chunked ops overlap the chunks that way (pipelining without extra
+// barriers).
+#include "fastrun/runtime/backend/shm/shm_group.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/shm/reduce.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/async_work.h"
+
+namespace fastrun::shm {
+namespace {
+
+std::byte* bytes_of(const BufferView& b) { return static_cast<std::byte*>(b.data); }
+
+// Slice boundaries of a chunk split between n ranks: rank p reduces [begin(p), begin(p+1)).
+// Every chunk of an op uses the partition of the full chunk length `basis`, clipped to its own
+// `len`: a region holds one chunk's result slice next to the next chunk's copied-in slices, so
+// the partitions must agree. Rounded to cache lines so ranks never write the same line.
+struct Slices {
+  std::size_t basis, len, n, align;
+  std::size_t begin(std::size_t p) const {
+    if (p >= n) return len;
+    const std::size_t raw = basis * p / n;
+    return std::min(len, (raw + align - 1) / align * align);
+  }
+};
+
+std::size_t line_elems(std::size_t esize) { return std::max<std::size_t>(1, 64 / esize); }
+
+const WorkHandle& done() {
+  static const WorkHandle work = std::make_shared<CompletedWork>();
+  return work;
+}
+
+}  // namespace
+
+ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel)
+    : rank_(spec.rank), size_(spec.size), name_(spec.name), op_timeout_(spec.op_timeout), chan_(std::move(channel)) {}
+
+ShmGroup::~ShmGroup() = default;
+
+template <typename Body>
+WorkHandle ShmGroup::run(const char* op, Body&& body) {
+  if (!broken_.empty())
+    return std::make_shared<CompletedWork>(std::make_exception_ptr(BackendError(fmt::format(
+        "shm {} on group '{}' rank {}: the group is unusable after an earlier failure: {}", op, name_, rank_, broken_))));
+  if (!chan_) {  // a group of one: the body handles it locally
+    body();
+    return done();
+  }
+  try {
+    chan_->begin_op(op, op_timeout_);
+    body();
+    return done();
+  } catch (const std::exception& e) {
+    broken_ = e.what();
+    chan_->abort();  // peers waiting on us fail now instead of at their timeout
+    return std::make_shared<CompletedWork>(std::current_exception());
+  }
+}
+
+void ShmGroup::check_host(const char* op, const BufferView& b) const {
+  if (b.device != DeviceKind::cpu)
+    throw ConfigError(fmt::format("shm {} on group '{}': buffer is in CUDA memory; the shm backend handles host "
+                                  "memory only (use nccl for device buffers)",
+                                  op, name_));
+  if (b.count > 0 && !b.data)
+    throw ConfigError(fmt::format("shm {} on group '{}': null data pointer for {} elements", op, name_, b.count));
+}
+
+// ---------------------------------------------------------------------------- all_reduce
+
+WorkHandle ShmGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
+  check_host("all_reduce", buffer);
+  return run("all_reduce", [&] {
+    if (!chan_ || buffer.count == 0) return;
+    if (buffer.bytes() <= kSmallAllReduceBytes) {
+      all_reduce_small(buffer, options.op);
+    } else {
+      all_reduce_large(buffer, options.op);
+    }
+  });
+}
+
+// One step: everyone copies its buffer in, then everyone reduces all copies (in rank order, so
+// every rank computes bit-identical results).
+void ShmGroup::all_reduce_small(const BufferView& b, ReduceOp op) {
+  Channel& ch = *chan_;
+  const std::uint32_t k = ch.next_step();
+  ch.before_write(k);
+  ch.copy_in(ch.region(rank_, k), b.data, b.bytes());
+  ch.publish(k);
+  ch.wait_all(k);
+  const void* srcs[64];
+  std::vector<const void*> many;
+  const void** s = srcs;
+  if (size_ > 64) {
+    many.resize(static_cast<std::size_t>(size_));
+    s = many.data();
+  }
+  for (int p = 0; p < size_; ++p) s[p] = ch.region(p, k);
+  reduce(b.dtype, op, b.data, nullptr, s, size_, b.count);
+}
+
+// Reduce-scatter then all-gather through the segment, pipelined over chunks of one region.
+// Chunk j: copy-in at step j+1 (the slices peers reduce), reduce at j+2 (own slice, from own
+// input + peers' copies; result into the output and into the own region), gather at j+3.
+void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
+  Channel& ch = *chan_;
+  const std::size_t esize = dtype_size(b.dtype);
+  const std::size_t align = line_elems(esize);
+  const std::size_t max_chunk = ch.region_bytes() / esize;  // a multiple of `align`
+  const std::size_t nchunks = (b.count + max_chunk - 1) / max_chunk;
+  // Equal chunks (but the last), so the last one is split as evenly as the others.
+  const std::size_t chunk = ((b.count + nchunks - 1) / nchunks + align - 1) / align * align;
+  const auto n = static_cast<std::size_t>(size_);
+  const auto r = static_cast<std::size_t>(rank_);
+  std::byte* data = bytes_of(b);
+  std::vector<const void*> srcs(n);
+  auto slices = [&](std::size_t j) { return Slices{chunk, std::min(chunk, b.count - j * chunk), n, align}; };
+  auto gather = [&](std::size_t j, std::uint32_t from_step) {
+    const Slices sl = slices(j);
+    std::byte* out = data + j * chunk * esize;
+    for (std::size_t p = 0; p < n; ++p) {
+      if (p == r) continue;
+      const std::size_t lo = sl.begin(p), hi = sl.begin(p + 1);
+      if (hi > lo) std::memcpy(out + lo * esize, ch.region(static_cast<int>(p), from_step) + lo * esize, (hi - lo) * esize);
+    }
+  };
+  std::uint32_t k = 0;
+  for (std::size_t s = 1; s <= nchunks + 1; ++s) {
+    k = ch.next_step();
+    ch.before_write(k);
+    if (s >= 3) gather(s - 3, k - 1);
+    if (s >= 2) {  // reduce own slice of chunk s-2
+      const std::size_t j = s - 2;
+      const Slices sl = slices(j);
+      const std::size_t lo = sl.begin(r), hi = sl.begin(r + 1);
+      if (hi > lo) {
+        std::byte* own = data + (j * chunk + lo) * esize;
+        for (std::size_t p = 0; p < n; ++p)
+          srcs[p] = p == r ? static_cast<const void*>(own) : ch.region(static_cast<int>(p), k - 1) + lo * esize;
+        reduce(b.dtype, op, own, nullptr, srcs.data(), size_, hi - lo);
+        ch.copy_in(ch.region(rank_, k) + lo * esize, own, (hi - lo) * esize);  // still in cache
+      }
+    }
+    if (s <= nchunks) {  // copy in the slices of chunk s-1 that peers reduce
+      const std::size_t j = s - 1;
+      const Slices sl = slices(j);
+      const std::byte* in = data + j * chunk * esize;
+      std::byte* region = ch.region(rank_, k);
+      const std::size_t lo = sl.begin(r), hi = sl.begin(r + 1);
+      if (lo > 0) ch.copy_in(region, in, lo * esize);
+      if (sl.len > hi) ch.copy_in(region + hi * esize, in + hi * esize, (sl.len - hi) * esize);
+    }
+    ch.publish(k);
+    ch.wait_all(k);
+  }
+  gather(nchunks - 1, k);
+}
+
+// ---------------------------------------------------------------------------- broadcast
+
+WorkHandle ShmGroup::broadcast(BufferView buffer, const BroadcastOptions& options) {
+  check_host("broadcast", buffer);
+  if (options.root < 0 || options.root >= size_)
+    throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
+                                  options.root, size_ - 1));
+  return run("broadcast", [&] {
+    if (chan_ && buffer.count > 0) broadcast_chunks(buffer, options.root);
+  });
+}
+
+// The root writes chunk j at step j+1; the others copy it out at step j+2. Only the root waits
+// for everyone (it must not overwrite a region still being read); the others wait for the root.
+void ShmGroup::broadcast_chunks(const BufferView& b, int root) {
+  Channel& ch = *chan_;
+  const std::size_t total = b.bytes(), chunk = ch.region_bytes();
+  const std::size_t nchunks = (total + chunk - 1) / chunk;
+  std::byte* data = bytes_of(b);
+  auto len = [&](std::size_t j) { return std::min(chunk, total - j * chunk); };
+  std::uint32_t k = 0;
+  for (std::size_t s = 1; s <= nchunks; ++s) {
+    k = ch.next_step();
+    if (rank_ == root) {
+      ch.before_write(k);
+      ch.copy_in(ch.region(root, k), data + (s - 1) * chunk, len(s - 1));
+      ch.publish(k);
+      ch.wait_all(k);
+    } else {
+      if (s >= 2) std::memcpy(data + (s - 2) * chunk, ch.region(root, k - 1), len(s - 2));
+      ch.publish(k);
+      ch.wait_one(root, k);
+    }
+  }
+  if (rank_ != root) std::memcpy(data + (nchunks - 1) * chunk, ch.region(root, k), len(nchunks - 1));
+}
+
+// ---------------------------------------------------------------------------- all_gather
+
+WorkHandle ShmGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
+  check_host("all_gather", input);
+  check_host("all_gather", output);
+  if (output.dtype != input.dtype || output.count != input.count * static_cast<std::size_t>(size_))
+    throw ConfigError(fmt::format("shm all_gather on group '{}': output must hold size x input = {} x {} {} "
+                                  "elements, got {} {}",
+                                  name_, size_, input.count, dtype_name(input.dtype), output.count,
+                                  dtype_name(output.dtype)));
+  return run("all_gather", [&] {
+    if (input.count == 0) return;
+    std::byte* own = bytes_of(output) + static_cast<std::size_t>(rank_) * input.bytes();
+    if (own != input.data) std::memmove(own, input.data, input.bytes());
+    if (chan_) all_gather_chunks(input, output);
+  });
+}
+
+// Chunk j of every rank's input: written at step j+1, gathered by the others at step j+2.
+void ShmGroup::all_gather_chunks(const BufferView& in, const BufferView& out) {
+  Channel& ch = *chan_;
+  const std::size_t total = in.bytes(), chunk = ch.region_bytes();
+  const std::size_t nchunks = (total + chunk - 1) / chunk;
+  const std::byte* src = bytes_of(in);
+  std::byte* dst = bytes_of(out);
+  auto len = [&](std::size_t j) { return std::min(chunk, total - j * chunk); };
+  auto gather = [&](std::size_t j, std::uint32_t from_step) {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_)
+        std::memcpy(dst + static_cast<std::size_t>(p) * total + j * chunk, ch.region(p, from_step), len(j));
+  };
+  std::uint32_t k = 0;
+  for (std::size_t s = 1; s <= nchunks; ++s) {
+    k = ch.next_step();
+    ch.before_write(k);
+    if (s >= 2) gather(s - 2, k - 1);
+    ch.copy_in(ch.region(rank_, k), src + (s - 1) * chunk, len(s - 1));
+    ch.publish(k);
+    ch.wait_all(k);
+  }
+  gather(nchunks - 1, k);
+}
+
+// ---------------------------------------------------------------------------- reduce_scatter
+
+WorkHandle ShmGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
+  check_host("reduce_scatter", input);
+  check_host("reduce_scatter", output);
+  if (output.dtype != input.dtype || input.count != output.count * static_cast<std::size_t>(size_))
+    throw ConfigError(fmt::format("shm reduce_scatter on group '{}': input must hold size x output = {} x {} {} "
+                                  "elements, got {} {}",
+                                  name_, size_, output.count, dtype_name(output.dtype), input.count,
+                                  dtype_name(input.dtype)));
+  return run("reduce_scatter", [&] {
+    if (output.count == 0) return;
+    if (!chan_) {  // one rank: every op of a single value is the value itself
+      if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
+      return;
+    }
+    reduce_scatter_chunks(input, output, options.op);
+  });
+}
+
+// Every rank copies in its share of the other ranks' blocks (chunk j at step j+1), and reduces
+// its own block's chunk j at step j+2 from its input and the peers' copies.
+void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op) {
+  Channel& ch = *chan_;
+  const std::size_t esize = dtype_size(in.dtype);
+  const auto n = static_cast<std::size_t>(size_);
+  const auto r = static_cast<std::size_t>(rank_);
+  const std::size_t count = out.count;  // elements per block
+  const std::size_t align = line_elems(esize);
+  const std::size_t chunk = std::max<std::size_t>(align, ch.region_bytes() / (n * esize) / align * align);
+  const std::size_t nchunks = (count + chunk - 1) / chunk;
+  const std::byte* src = bytes_of(in);
+  std::byte* dst = bytes_of(out);
+  std::vector<const void*> srcs(n);
+  auto len = [&](std::size_t j) { return std::min(chunk, count - j * chunk); };
+  auto reduce_chunk = [&](std::size_t j, std::uint32_t from_step) {
+    for (std::size_t p = 0; p < n; ++p)
+      srcs[p] = p == r ? static_cast<const void*>(src + (r * count + j * chunk) * esize)
+                       : ch.region(static_cast<int>(p), from_step) + r * chunk * esize;
+    reduce(in.dtype, op, dst + j * chunk * esize, nullptr, srcs.data(), size_, len(j));
+  };
+  std::uint32_t k = 0;
+  for (std::size_t s = 1; s <= nchunks; ++s) {
+    k = ch.next_step();
+    ch.before_write(k);
+    if (s >= 2) reduce_chunk(s - 2, k - 1);
+    std::byte* region = ch.region(rank_, k);
+    const std::size_t j = s - 1;
+    for (std::size_t p = 0; p < n; ++p)
+      if (p != r) ch.copy_in(region + p * chunk * esize, src + (p * count + j * chunk) * esize, len(j) * esize);
+    ch.publish(k);
+    ch.wait_all(k);
+  }
+  reduce_chunk(nchunks - 1, k);
+}
+
+// ---------------------------------------------------------------------------- barrier
+
+WorkHandle ShmGroup::barrier(const BarrierOptions&) {
+  return run("barrier", [&] {
+    if (!chan_) return;
+    const std::uint32_t k = chan_->next_step();
+    chan_->publish(k);
+    chan_->wait_all(k);
+  });
+}
+
+}  // namespace fastrun::shm

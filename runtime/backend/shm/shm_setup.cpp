@@ -1,0 +1,155 @@
+// Set-up of an shm group: one straight-line function (make_shm_group), numbered steps.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+
+namespace fastrun::shm {
+namespace {
+
+constexpr const char* kSegmentKey = "shm/segment";
+constexpr const char* kMappedBarrier = "shm/mapped";
+
+std::string sanitize(const std::string& s, std::size_t max_len) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    out.push_back(ok ? c : '_');
+    if (out.size() >= max_len) break;
+  }
+  return out.empty() ? "x" : out;
+}
+
+// "/fastrun-<run id>-<group>-<pid>-<random>": names the job and group for whoever lists
+// /dev/shm; the pid and random part keep concurrent groups and reruns apart.
+std::string segment_name(const GroupSpec& spec) {
+  std::random_device rd;
+  return fmt::format("/fastrun-{}-{}-{}-{:08x}", sanitize(spec.run_id.empty() ? "norun" : spec.run_id, 80),
+                     sanitize(spec.name, 60), ::getpid(), rd());
+}
+
+// Identifies this machine (and its /dev/shm): ranks on other nodes cannot open the segment.
+std::string node_id() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(host) + "/" + boot;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
+SegmentHeader& header(const Segment& seg) { return *reinterpret_cast<SegmentHeader*>(seg.data()); }
+RankControl& control(const Segment& seg, const Layout& layout, int rank) {
+  return *reinterpret_cast<RankControl*>(seg.data() + layout.control_offset(static_cast<std::size_t>(rank)));
+}
+
+}  // namespace
+
+Layout shm_layout(int nranks, int cpus) {
+  Layout l;
+  l.nranks = static_cast<std::size_t>(nranks);
+  l.region_bytes = nranks > cpus ? kOversubscribedRegionBytes : kRegionBytes;
+  l.ring = std::max<std::size_t>(2, kRingBytesPerRank / l.region_bytes);
+  while (l.ring > 2 && l.total_bytes() > kMaxSegmentBytes) l.ring /= 2;
+  while (l.region_bytes > kSmallAllReduceBytes && l.total_bytes() > kMaxSegmentBytes) l.region_bytes /= 2;
+  return l;
+}
+
+std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // 1. Check the spec. A group of one needs no segment and no store.
+  if (spec.size < 1 || spec.rank < 0 || spec.rank >= spec.size)
+    throw ConfigError(fmt::format("shm backend: rank {} of size {} for group '{}': need 0 <= rank < size >= 1",
+                                  spec.rank, spec.size, spec.name));
+  if (spec.size == 1) return std::make_unique<ShmGroup>(spec, nullptr);
+  if (!spec.store)
+    throw ConfigError(fmt::format("shm backend: group '{}' of {} ranks has no store to rendezvous through",
+                                  spec.name, spec.size));
+  Layout layout = shm_layout(spec.size, usable_cpus());
+  const std::string node = node_id();
+
+  // 2. Rank 0 creates and initialises the segment and publishes its name; the others open it.
+  Segment seg;
+  if (spec.rank == 0) {
+    seg = Segment::create(segment_name(spec), layout.total_bytes());
+    SegmentHeader& h = header(seg);
+    h.version = kLayoutVersion;
+    h.nranks = static_cast<std::uint32_t>(spec.size);
+    h.region_bytes = layout.region_bytes;
+    h.total_bytes = layout.total_bytes();
+    h.ring = static_cast<std::uint32_t>(layout.ring);
+    std::atomic_ref<std::uint64_t>(h.magic).store(kSegmentMagic, std::memory_order_release);
+    spec.store->set(kSegmentKey, to_bytes(seg.name() + "\n" + node));
+  } else {
+    const std::string value = to_string(spec.store->get(kSegmentKey, spec.timeout));
+    const auto nl = value.find('\n');
+    const std::string name = value.substr(0, nl);
+    const std::string their_node = nl == std::string::npos ? "" : value.substr(nl + 1);
+    if (their_node != node)
+      throw ConfigError(fmt::format("shm backend: group '{}' spans nodes (rank 0 is on '{}', rank {} on '{}'); "
+                                    "shm works on one node only: use backend gloo",
+                                    spec.name, their_node, spec.rank, node));
+    seg = Segment::open(name, sizeof(SegmentHeader));
+    const SegmentHeader& h = header(seg);
+    if (std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h.magic)).load(std::memory_order_acquire) !=
+            kSegmentMagic ||
+        h.version != kLayoutVersion || h.nranks != static_cast<std::uint32_t>(spec.size))
+      throw BackendError(fmt::format("shm backend: segment '{}' of group '{}' has an unexpected header (version {}, "
+                                     "{} ranks; expected {}, {}): mixed fastrun builds?",
+                                     name, spec.name, h.version, h.nranks, kLayoutVersion, spec.size));
+    layout.region_bytes = h.region_bytes;  // rank 0's choice
+    layout.ring = h.ring;
+    if (layout.total_bytes() != h.total_bytes || h.total_bytes != seg.size() || layout.ring < 2 ||
+        (layout.ring & (layout.ring - 1)) != 0 ||  // step % ring must survive the step counter's wrap
+        layout.region_bytes < kSmallAllReduceBytes)
+      throw BackendError(fmt::format("shm backend: segment '{}' of group '{}' is inconsistent ({} bytes mapped, "
+                                     "header says {} bytes of {} x {}-byte regions)",
+                                     name, spec.name, seg.size(), h.total_bytes, h.ring, h.region_bytes));
+  }
+
+  // 3. Everyone records its pid, then waits until all have mapped the segment and removes the
+  //    name: from here on nothing is left in /dev/shm whatever happens to the ranks.
+  control(seg, layout, spec.rank).pid = static_cast<std::int32_t>(::getpid());
+  try {
+    store_barrier(*spec.store, kMappedBarrier, spec.size, spec.timeout);
+  } catch (...) {
+    seg.unlink();
+    throw;
+  }
+  seg.unlink();
+
+  // 4. The channel watches every peer's liveness from now on.
+  ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name};
+  auto watch = spec.failure_store ? std::make_shared<FailureWatch>(spec.failure_store) : nullptr;
+  auto chan = std::make_unique<Channel>(std::move(seg), layout, std::move(info), std::move(watch));
+  chan->watch_peers();
+  log::info("shm group '{}': rank {} of {} ready in {:.1f} ms ({} x {} KiB regions per rank)", spec.name, spec.rank,
+            spec.size, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+            layout.ring, layout.region_bytes / 1024);
+  return std::make_unique<ShmGroup>(spec, std::move(chan));
+}
+
+namespace {
+const backend::Registration reg{"shm", &make_shm_group};
+}  // namespace
+
+}  // namespace fastrun::shm
