@@ -1,0 +1,238 @@
+// fastrun-bench store: throughput and rendezvous time of every store kind, with real
+// processes (fork) on this machine. Prints a table; asserts nothing.
+//   set+get/s   one set + one get of a 32-byte value per round trip, 1 and 4 client processes
+//   add/s       4 processes incrementing ONE key (contended)
+//   rdv N       N pre-connected processes, released at once: each sets its key and waits for
+//               all N keys; time from release to the last one done (spawn+connect in brackets)
+// tcp:// is included when host_store("tcp://127.0.0.1:0") works in this build.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench_registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/factory.h"
+
+namespace fastrun::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+// Forked children, each running body(i) -> a double reported through one pipe. Always reaped:
+// collect() kills stragglers after its limit, and so does the destructor.
+class Children {
+ public:
+  Children(int n, const std::function<double(int)>& body) {
+    if (::pipe(fds_) != 0) throw_errno("pipe", errno);
+    std::fflush(nullptr);
+    for (int i = 0; i < n; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(fds_[0]);
+        Msg msg{i, -1};
+        try {
+          msg.r = body(i);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "bench child %d: %s\n", i, e.what());
+        }
+        if (::write(fds_[1], &msg, sizeof msg) != static_cast<ssize_t>(sizeof msg)) ::_exit(2);
+        ::_exit(0);
+      }
+      if (pid < 0) {
+        std::fprintf(stderr, "fork failed after %d children: %s\n", i, std::strerror(errno));
+        break;
+      }
+      pids_.push_back(pid);
+    }
+    ::close(fds_[1]);
+    results_.assign(static_cast<std::size_t>(n), -1);
+  }
+  ~Children() { reap(true); }
+  Children(const Children&) = delete;
+  Children& operator=(const Children&) = delete;
+
+  // The reports in child order (-1 for a child that failed or did not report in time).
+  std::vector<double> collect(std::chrono::seconds limit) {
+    const auto deadline = Clock::now() + limit;
+    std::size_t got = 0;
+    Msg msg{};
+    while (got < pids_.size() && Clock::now() < deadline) {
+      const ssize_t r = ::read(fds_[0], &msg, sizeof msg);
+      if (r != static_cast<ssize_t>(sizeof msg)) break;
+      results_[static_cast<std::size_t>(msg.i)] = msg.r;
+      ++got;
+    }
+    reap(got < pids_.size());
+    return results_;
+  }
+
+ private:
+  struct Msg {
+    int i;
+    double r;
+  };
+  void reap(bool kill) {
+    for (pid_t p : pids_) {
+      if (kill) ::kill(p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+    pids_.clear();
+    if (fds_[0] >= 0) ::close(fds_[0]);
+    fds_[0] = -1;
+  }
+  int fds_[2] = {-1, -1};
+  std::vector<pid_t> pids_;
+  std::vector<double> results_;
+};
+
+StoreOptions client_options(const HostedStore& h) {
+  StoreOptions o;
+  o.token = h.token();
+  o.timeout = 60s;
+  return o;
+}
+
+// Operations per second summed over `procs` processes, each running `op` for `seconds`.
+double rate(HostedStore& hosted, int procs, double seconds, const std::string& round,
+            const std::function<void(Store&, int, std::uint64_t)>& op) {
+  auto control = hosted.connect();
+  const std::string go = round + "/go";
+  Children kids(procs, [&](int i) {
+    auto s = connect_store(hosted.address(), client_options(hosted));
+    if (s->add(round + "/ready", 1) == procs) s->set(round + "/all-ready", {});
+    s->wait({go});
+    std::uint64_t n = 0;
+    const double end = now_s() + seconds;
+    while (now_s() < end)
+      for (int k = 0; k < 16; ++k) op(*s, i, n++);
+    return static_cast<double>(n) / seconds;
+  });
+  control->wait({round + "/all-ready"}, 60s);
+  control->set(go, {});
+  const auto results = kids.collect(std::chrono::seconds(static_cast<long>(seconds) + 60));
+  double total = 0;
+  for (double r : results) total += r > 0 ? r : 0;
+  return total;
+}
+
+// The release happens once every child is connected and waiting on "go" (not timed); then
+// each sets its key and waits for all. Returns {seconds from release to the last done,
+// seconds from the first fork to the last done}.
+std::pair<double, double> rendezvous(HostedStore& hosted, int procs, const std::string& round) {
+  auto control = hosted.connect();
+  const double t_spawn = now_s();
+  std::vector<std::string> keys;
+  for (int r = 0; r < procs; ++r) keys.push_back(fmt::format("{}/rank/{}", round, r));
+  const std::string go = round + "/go";
+  Children kids(procs, [&](int i) {
+    auto s = connect_store(hosted.address(), client_options(hosted));
+    if (s->add(round + "/ready", 1) == procs) s->set(round + "/all-ready", {});
+    s->wait({go}, 120s);
+    s->set(keys[static_cast<std::size_t>(i)], to_bytes("1"));
+    s->wait(keys, 120s);
+    return now_s();
+  });
+  control->wait({round + "/all-ready"}, 120s);
+  const double t_go = now_s();
+  control->set(go, {});
+  const auto results = kids.collect(180s);
+  double last = 0;
+  bool ok = true;
+  for (double r : results) {
+    ok = ok && r > 0;
+    last = std::max(last, r);
+  }
+  if (!ok) return {-1, -1};
+  return {last - t_go, last - t_spawn};
+}
+
+std::string fmt_rate(double r) {
+  if (r <= 0) return "failed";
+  if (r >= 1e6) return fmt::format("{:.2f} M", r / 1e6);
+  if (r >= 1e3) return fmt::format("{:.1f} k", r / 1e3);
+  return fmt::format("{:.0f}", r);
+}
+
+std::string fmt_time(std::pair<double, double> t) {
+  if (t.first < 0) return "failed";
+  return fmt::format("{:.1f} ms ({:.0f})", t.first * 1e3, t.second * 1e3);
+}
+
+int run_store(int argc, char** argv) {
+  double seconds = 1.0;
+  std::vector<std::string> kinds = {"shm", "file", "tcp"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--seconds" && i + 1 < argc) {
+      seconds = std::stod(argv[++i]);
+    } else if (a == "--kinds" && i + 1 < argc) {
+      kinds.clear();
+      std::string list = argv[++i];
+      for (std::size_t p = 0; p <= list.size();) {
+        const auto c = std::min(list.find(',', p), list.size());
+        kinds.push_back(list.substr(p, c - p));
+        p = c + 1;
+      }
+    } else {
+      throw ConfigError(fmt::format("fastrun-bench store: unknown option '{}'; accepted: --seconds S, --kinds "
+                                    "shm,file,tcp",
+                                    a));
+    }
+  }
+  std::printf("fastrun-bench store: %.1f s per throughput figure, real processes, this machine (%ld CPUs)\n",
+              seconds, ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("%-5s | %-16s | %-11s | %-16s | %-14s | %-18s | %-18s\n", "store", "set+get/s 1 proc", "us/rt 1 proc",
+              "set+get/s 4 proc", "add/s 4p 1 key", "rdv 32 (w/ spawn)", "rdv 256 (w/ spawn)");
+  std::printf("%s\n", std::string(118, '-').c_str());
+  std::vector<std::string> notes;
+  for (const auto& kind : kinds) {
+    std::string address;
+    if (kind == "shm") address = fmt::format("shm://bench-{}", ::getpid());
+    else if (kind == "file") address = fmt::format("file://bench-{}", ::getpid());
+    else if (kind == "tcp") address = "tcp://127.0.0.1:0";
+    else throw ConfigError(fmt::format("fastrun-bench store: unknown kind '{}'; accepted: shm, file, tcp", kind));
+    std::unique_ptr<HostedStore> hosted;
+    try {
+      StoreOptions o;
+      o.timeout = 60s;
+      hosted = host_store(address, o);
+    } catch (const std::exception& e) {
+      notes.push_back(fmt::format("{}: skipped: {}", kind, e.what()));
+      continue;
+    }
+    const Bytes value(32, 'v');
+    auto set_get = [&](Store& s, int i, std::uint64_t n) {
+      const std::string key = fmt::format("p{}/k{}", i, n % 64);
+      s.set(key, value);
+      if (s.get(key, 10s).size() != value.size()) throw StoreError("bench: wrong value size");
+    };
+    const double r1 = rate(*hosted, 1, seconds, "sg1", set_get);
+    const double r4 = rate(*hosted, 4, seconds, "sg4", set_get);
+    const double a4 = rate(*hosted, 4, seconds, "add4", [](Store& s, int, std::uint64_t) { s.add("counter", 1); });
+    const auto t32 = rendezvous(*hosted, 32, "rdv32");
+    const auto t256 = rendezvous(*hosted, 256, "rdv256");
+    std::printf("%-5s | %-16s | %-11s | %-16s | %-14s | %-18s | %-18s\n", kind.c_str(), fmt_rate(r1).c_str(),
+                r1 > 0 ? fmt::format("{:.2f}", 1e6 / r1).c_str() : "-", fmt_rate(r4).c_str(), fmt_rate(a4).c_str(),
+                fmt_time(t32).c_str(), fmt_time(t256).c_str());
+    std::fflush(stdout);
+  }
+  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
+  return 0;
+}
+
+const Registration reg{"store", "rendezvous store throughput and rendezvous time (shm, file, tcp)", &run_store};
+
+}  // namespace
+}  // namespace fastrun::bench

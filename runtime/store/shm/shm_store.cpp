@@ -1,0 +1,385 @@
+// The operations of the shm:// store on a mapped segment (layout: segment_layout.h).
+#include "fastrun/runtime/store/shm/shm_store.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/memory_store.h"
+#include "fastrun/runtime/store/owner.h"
+#include "fastrun/runtime/store/shm/segment_layout.h"
+
+namespace fastrun::shm_store {
+
+Mapping::~Mapping() = default;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t hash_key(const std::string& key) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  return h | 2;  // never 0 / 1
+}
+
+int bucket_of(std::uint64_t hash) { return static_cast<int>((hash >> 32) % kWaitBuckets); }
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, Clock::duration timeout) {
+  if (timeout <= Clock::duration::zero()) return;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+std::string mb(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
+
+// All access to one segment's state, valid while the robust mutex is held.
+class Locked {
+ public:
+  Locked(Mapping& m, Duration timeout) : m_(m), h_(*m.header), base_(reinterpret_cast<char*>(m.header)) {
+    timespec deadline{};
+    ::clock_gettime(CLOCK_REALTIME, &deadline);
+    const auto ms = std::max<std::int64_t>(timeout.count(), 1000);  // the lock is held for microseconds
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) {
+      deadline.tv_sec += 1;
+      deadline.tv_nsec -= 1000000000;
+    }
+    int rc = ::pthread_mutex_timedlock(&h_.mutex, &deadline);
+    if (rc == EOWNERDEAD) {
+      repair();
+      ::pthread_mutex_consistent(&h_.mutex);
+    } else if (rc == ETIMEDOUT) {
+      throw StoreError(fmt::format("{}: could not take the lock of {} within {} ms: a process holding it is stopped "
+                                   "(SIGSTOP/debugger?)",
+                                   m.address, m.segment, ms));
+    } else if (rc != 0) {
+      throw StoreError(fmt::format("{}: locking {} failed: {} — the segment is unusable; host a new store",
+                                   m.address, m.segment, std::strerror(rc)));
+    }
+  }
+  ~Locked() { ::pthread_mutex_unlock(&h_.mutex); }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+  SegmentHeader& h() { return h_; }
+
+  // The slot holding `key`, or nullptr; `insert_at` gets where it would go (first tombstone or
+  // empty slot on its probe path; nullptr when the table has neither).
+  std::uint64_t* find(const std::string& key, std::uint64_t hash, std::uint64_t** insert_at = nullptr) {
+    std::uint64_t* table = this->table(h_.active);
+    const std::uint64_t mask = h_.nslots - 1;
+    std::uint64_t* tomb = nullptr;
+    for (std::uint64_t i = 0, pos = hash & mask; i < h_.nslots; ++i, pos = (pos + 1) & mask) {
+      const std::uint64_t v = table[pos];
+      if (v == kEmpty) {
+        if (insert_at) *insert_at = tomb ? tomb : &table[pos];
+        return nullptr;
+      }
+      if (v == kTombstone) {
+        if (!tomb) tomb = &table[pos];
+        continue;
+      }
+      const Record* r = record(v);
+      if (r->hash == hash && r->key_len == key.size() && std::memcmp(r->key(), key.data(), key.size()) == 0)
+        return &table[pos];
+    }
+    if (insert_at) *insert_at = tomb;
+    return nullptr;
+  }
+
+  const Record* record(std::uint64_t offset) const { return reinterpret_cast<const Record*>(base_ + offset); }
+
+  // Stores key=value (insert or replace). Compacts or fails with a StoreError when full.
+  void put(const std::string& key, std::uint64_t hash, const std::uint8_t* value, std::uint64_t value_len) {
+    const std::uint64_t need = record_bytes(key.size(), value_len);
+    std::uint64_t* insert_at = nullptr;
+    std::uint64_t* slot = find(key, hash, &insert_at);
+    const bool table_crowded = !slot && (h_.live + h_.tombstones + 1) * 4 > std::uint64_t{h_.nslots} * 3 &&
+                               !(insert_at && *insert_at == kTombstone);
+    if (h_.half[h_.active].bump + need > h_.heap_bytes || table_crowded || (!slot && !insert_at)) {
+      compact();
+      insert_at = nullptr;
+      slot = find(key, hash, &insert_at);
+      const std::uint64_t live_bytes = h_.half[h_.active].bump;
+      if (live_bytes + need > h_.heap_bytes)
+        throw StoreError(fmt::format("{}: set('{}') of {} bytes: segment {} is full ({} bytes = 2 halves of {}, "
+                                     "{} in use by {} keys); raise FASTRUN_SHM_STORE_BYTES",
+                                     m_.address, key, value_len, m_.segment, h_.total_bytes, mb(h_.heap_bytes),
+                                     mb(live_bytes), h_.live));
+      if (!slot && (!insert_at || (h_.live + 1) * 4 > std::uint64_t{h_.nslots} * 3))
+        throw StoreError(fmt::format("{}: set('{}'): segment {} has no free key slot ({} keys of {} slots); "
+                                     "raise FASTRUN_SHM_STORE_BYTES (slots grow with it)",
+                                     m_.address, key, m_.segment, h_.live, h_.nslots));
+    }
+    // 1. claim the bytes (one store), 2. fill them, 3. publish with one release store.
+    Half& half = h_.half[h_.active];
+    const std::uint64_t offset = h_.heap_offset[h_.active] + half.bump;
+    half.bump += need;
+    auto* r = reinterpret_cast<Record*>(base_ + offset);
+    r->hash = hash;
+    r->key_len = key.size();
+    r->value_len = value_len;
+    std::memcpy(const_cast<char*>(r->key()), key.data(), key.size());
+    if (value_len) std::memcpy(const_cast<std::uint8_t*>(r->value()), value, value_len);
+    std::uint64_t* target = slot ? slot : insert_at;
+    const bool was_tomb = !slot && *target == kTombstone;
+    std::atomic_ref<std::uint64_t>(*target).store(offset, std::memory_order_release);
+    if (!slot) {
+      ++h_.live;
+      if (was_tomb) --h_.tombstones;
+    }
+    bump_generation(hash);
+  }
+
+  bool erase(const std::string& key, std::uint64_t hash) {
+    std::uint64_t* slot = find(key, hash);
+    if (!slot) return false;
+    std::atomic_ref<std::uint64_t>(*slot).store(kTombstone, std::memory_order_release);
+    --h_.live;
+    ++h_.tombstones;
+    return true;
+  }
+
+  void bump_generation(std::uint64_t hash) {
+    const int b = bucket_of(hash);
+    h_.generation[b].fetch_add(1, std::memory_order_release);
+    if (h_.waiters[b].load(std::memory_order_acquire) > 0) wake_bucket_ = b;
+  }
+  int wake_bucket() const { return wake_bucket_; }
+
+ private:
+  std::uint64_t* table(std::uint64_t which) { return reinterpret_cast<std::uint64_t*>(base_ + h_.table_offset[which]); }
+
+  // Copies the live records into the other half, then flips `active` with one store.
+  void compact() {
+    const std::uint64_t from = h_.active, to = 1 - from;
+    std::uint64_t* src = table(from);
+    std::uint64_t* dst = table(to);
+    std::memset(dst, 0, sizeof(std::uint64_t) * h_.nslots);
+    std::uint64_t bump = 0, live = 0;
+    const std::uint64_t mask = h_.nslots - 1;
+    for (std::uint64_t i = 0; i < h_.nslots; ++i) {
+      const std::uint64_t v = src[i];
+      if (v == kEmpty || v == kTombstone) continue;
+      const Record* r = record(v);
+      const std::uint64_t n = record_bytes(r->key_len, r->value_len);
+      const std::uint64_t offset = h_.heap_offset[to] + bump;
+      std::memcpy(base_ + offset, r, n);
+      bump += n;
+      std::uint64_t pos = r->hash & mask;
+      while (dst[pos] != kEmpty) pos = (pos + 1) & mask;
+      dst[pos] = offset;
+      ++live;
+    }
+    h_.half[to].bump = bump;
+    std::atomic_thread_fence(std::memory_order_release);
+    std::atomic_ref<std::uint64_t>(h_.active).store(to, std::memory_order_release);
+    h_.live = live;
+    h_.tombstones = 0;
+  }
+
+  // A holder died inside an operation: recompute the derived counts of the active half. Every
+  // slot holds kEmpty, kTombstone or a fully written record (see segment_layout.h).
+  void repair() {
+    std::uint64_t live = 0, tombs = 0;
+    std::uint64_t* t = table(h_.active);
+    for (std::uint64_t i = 0; i < h_.nslots; ++i) {
+      if (t[i] == kTombstone) ++tombs;
+      else if (t[i] != kEmpty) ++live;
+    }
+    h_.live = live;
+    h_.tombstones = tombs;
+    ++h_.repairs;
+    log::info("{}: a process died holding the lock of {}; state checked ({} keys)", m_.address, m_.segment, live);
+  }
+
+  Mapping& m_;
+  SegmentHeader& h_;
+  char* base_;
+  int wake_bucket_ = -1;
+};
+
+// Wakes the futex waiters of a bucket after the lock is released.
+void wake(Mapping& m, int bucket) {
+  if (bucket >= 0) futex_wake_all(&m.header->generation[bucket]);
+}
+
+}  // namespace
+
+void initialize_segment(void* base, std::uint64_t total_bytes, const std::string& address) {
+  auto* h = new (base) SegmentHeader{};
+  h->version = kVersion;
+  h->total_bytes = total_bytes;
+  // Slots: one per 4 KiB of segment, power of two, 1 Ki .. 1 Mi.
+  std::uint64_t nslots = 1024;
+  while (nslots < (1u << 20) && nslots * 2 * 4096 <= total_bytes) nslots *= 2;
+  h->nslots = static_cast<std::uint32_t>(nslots);
+  const std::uint64_t header_bytes = (sizeof(SegmentHeader) + 63) & ~std::uint64_t{63};
+  h->table_offset[0] = header_bytes;
+  h->table_offset[1] = header_bytes + nslots * 8;
+  const std::uint64_t heaps_at = header_bytes + 2 * nslots * 8;
+  if (total_bytes < heaps_at + 2 * 4096)
+    throw ConfigError(fmt::format("{}: a segment of {} bytes is too small (FASTRUN_SHM_STORE_BYTES >= {})", address,
+                                  total_bytes, kMinSegmentBytes));
+  h->heap_bytes = ((total_bytes - heaps_at) / 2) & ~std::uint64_t{7};
+  h->heap_offset[0] = heaps_at;
+  h->heap_offset[1] = heaps_at + h->heap_bytes;
+
+  pthread_mutexattr_t attr;
+  ::pthread_mutexattr_init(&attr);
+  ::pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  ::pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  const int rc = ::pthread_mutex_init(&h->mutex, &attr);
+  ::pthread_mutexattr_destroy(&attr);
+  if (rc != 0) throw StoreError(fmt::format("{}: pthread_mutex_init: {}", address, std::strerror(rc)));
+  h->magic.store(kMagic, std::memory_order_release);
+}
+
+void ShmStore::set(const std::string& key, const Bytes& value) {
+  const std::uint64_t hash = hash_key(key);
+  int bucket;
+  {
+    Locked l(*m_, timeout());
+    l.put(key, hash, value.data(), value.size());
+    bucket = l.wake_bucket();
+  }
+  wake(*m_, bucket);
+}
+
+Bytes ShmStore::get(const std::string& key, Duration timeout) {
+  const std::uint64_t hash = hash_key(key);
+  const int b = bucket_of(hash);
+  const auto deadline = Clock::now() + timeout;
+  SegmentHeader& h = *m_->header;
+  for (;;) {
+    std::uint32_t gen;
+    {
+      Locked l(*m_, this->timeout());
+      if (std::uint64_t* slot = l.find(key, hash)) {
+        const Record* r = l.record(*slot);
+        return Bytes(r->value(), r->value() + r->value_len);
+      }
+      gen = h.generation[b].load(std::memory_order_acquire);
+      h.waiters[b].fetch_add(1, std::memory_order_acq_rel);
+    }
+    futex_wait(&h.generation[b], gen, deadline - Clock::now());
+    h.waiters[b].fetch_sub(1, std::memory_order_acq_rel);
+    if (Clock::now() >= deadline && !check({key})) throw_wait_timeout(*this, {key}, 1, timeout);
+  }
+}
+
+std::int64_t ShmStore::add(const std::string& key, std::int64_t delta) {
+  const std::uint64_t hash = hash_key(key);
+  std::int64_t v = delta;
+  int bucket;
+  {
+    Locked l(*m_, timeout());
+    if (std::uint64_t* slot = l.find(key, hash)) {
+      const Record* r = l.record(*slot);
+      v = parse_counter(m_->address, key, Bytes(r->value(), r->value() + r->value_len)) + delta;
+    }
+    const std::string text = std::to_string(v);
+    l.put(key, hash, reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+    bucket = l.wake_bucket();
+  }
+  wake(*m_, bucket);
+  return v;
+}
+
+Bytes ShmStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  const std::uint64_t hash = hash_key(key);
+  Bytes result;
+  int bucket = -1;
+  {
+    Locked l(*m_, timeout());
+    std::uint64_t* slot = l.find(key, hash);
+    if (!slot) {
+      if (!expected.empty()) return expected;
+    } else {
+      const Record* r = l.record(*slot);
+      if (r->value_len != expected.size() ||
+          (!expected.empty() && std::memcmp(r->value(), expected.data(), expected.size()) != 0))
+        return Bytes(r->value(), r->value() + r->value_len);
+    }
+    l.put(key, hash, desired.data(), desired.size());
+    bucket = l.wake_bucket();
+    result = desired;
+  }
+  wake(*m_, bucket);
+  return result;
+}
+
+void ShmStore::wait(const std::vector<std::string>& keys, Duration timeout) {
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(keys.size());
+  for (const auto& k : keys) hashes.push_back(hash_key(k));
+  const auto deadline = Clock::now() + timeout;
+  SegmentHeader& h = *m_->header;
+  std::size_t next = 0;  // keys[0, next) were seen present
+  for (;;) {
+    int b;
+    std::uint32_t gen;
+    {
+      Locked l(*m_, this->timeout());
+      while (next < keys.size() && l.find(keys[next], hashes[next])) ++next;
+      if (next == keys.size()) return;
+      b = bucket_of(hashes[next]);
+      gen = h.generation[b].load(std::memory_order_acquire);
+      h.waiters[b].fetch_add(1, std::memory_order_acq_rel);
+    }
+    futex_wait(&h.generation[b], gen, deadline - Clock::now());
+    h.waiters[b].fetch_sub(1, std::memory_order_acq_rel);
+    if (Clock::now() >= deadline) {
+      std::vector<std::string> missing;
+      {
+        Locked l(*m_, this->timeout());
+        for (std::size_t i = 0; i < keys.size(); ++i)
+          if (!l.find(keys[i], hashes[i])) missing.push_back(keys[i]);
+      }
+      if (missing.empty()) return;
+      throw_wait_timeout(*this, missing, keys.size(), timeout);
+    }
+  }
+}
+
+bool ShmStore::check(const std::vector<std::string>& keys) {
+  Locked l(*m_, timeout());
+  for (const auto& k : keys)
+    if (!l.find(k, hash_key(k))) return false;
+  return true;
+}
+
+bool ShmStore::delete_key(const std::string& key) {
+  Locked l(*m_, timeout());
+  return l.erase(key, hash_key(key));
+}
+
+std::int64_t ShmStore::num_keys() {
+  Locked l(*m_, timeout());
+  return static_cast<std::int64_t>(l.h().live);
+}
+
+std::unique_ptr<Store> ShmStore::clone() {
+  auto s = std::make_unique<ShmStore>(m_);
+  s->set_timeout(timeout());
+  return s;
+}
+
+}  // namespace fastrun::shm_store

@@ -1,0 +1,58 @@
+#pragma once
+// shm://NAME — the rendezvous store in one POSIX shared-memory segment, /dev/shm/fastrun-NAME
+// (Boost.Interprocess maps it). Layout and crash-safety argument: segment_layout.h.
+//
+// Threading: a ShmStore handle may be used from several threads at once (all state lives in
+// the segment, under its robust mutex); clone() shares the mapping. Every blocking call
+// (get, wait) sleeps on a futex and honours its timeout to the millisecond; taking the mutex is
+// bounded by the store's timeout too (a holder stopped with SIGSTOP cannot wedge us forever).
+// A timeout <= 0 checks once and fails at once.
+#include <memory>
+#include <string>
+
+#include "fastrun/runtime/store/store.h"
+
+namespace boost::interprocess {
+class mapped_region;
+}
+
+namespace fastrun::shm_store {
+
+struct SegmentHeader;
+
+// The mapping of one segment, shared by a store handle and its clones.
+struct Mapping {
+  std::string address;   // "shm://NAME"
+  std::string segment;   // "/dev/shm/fastrun-NAME"
+  std::unique_ptr<boost::interprocess::mapped_region> region;
+  SegmentHeader* header = nullptr;
+  ~Mapping();
+};
+
+class ShmStore final : public Store {
+ public:
+  explicit ShmStore(std::shared_ptr<Mapping> mapping) : m_(std::move(mapping)) {}
+
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, Duration timeout) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;
+  std::unique_ptr<Store> clone() override;
+  std::string describe() const override { return m_->address; }
+  using Store::get;
+  using Store::wait;
+
+ private:
+  std::shared_ptr<Mapping> m_;
+};
+
+// Lays out a fresh segment of `total_bytes` at `base` (creator only, before publishing magic).
+void initialize_segment(void* base, std::uint64_t total_bytes, const std::string& address);
+// The smallest segment this layout accepts.
+inline constexpr std::uint64_t kMinSegmentBytes = 65536;
+
+}  // namespace fastrun::shm_store

@@ -1,0 +1,104 @@
+// file:// specifics: private directory and owner-only files, stale paths refused, removal.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "conformance.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/runtime_dir.h"
+#include "test_support/scoped_env.h"
+
+using namespace fastrun;
+using namespace std::chrono_literals;
+
+namespace {
+mode_t mode_of(const std::string& p) {
+  struct stat st {};
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  return st.st_mode & 0777;
+}
+}  // namespace
+
+TEST_CASE("file store: lives in the private runtime dir, 0700 dir and 0600 files", "[store][file]") {
+  const std::string name = test::unique_test_name("perm");
+  const std::string dir = runtime_dir() + "/" + name;
+  CHECK(mode_of(runtime_dir()) == 0700);
+  {
+    const mode_t old = ::umask(0);
+    auto hosted = host_store("file://" + name);
+    auto s = hosted->connect();
+    s->set("k", to_bytes("v"));
+    ::umask(old);
+    CHECK(mode_of(dir) == 0700);
+    CHECK(mode_of(dir + "/k-k") == 0600);
+    CHECK(mode_of(dir + "/owner") == 0600);
+  }
+  struct stat st {};
+  CHECK(::stat(dir.c_str(), &st) != 0);
+  CHECK(test::leftovers().empty());
+}
+
+TEST_CASE("file store: an existing path is refused (never replays a crashed job's keys)", "[store][file]") {
+  const std::string name = test::unique_test_name("stale");
+  const std::string dir = runtime_dir() + "/" + name;
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  CHECK_THROWS_WITH(host_store("file://" + name), Catch::Contains("already exists") && Catch::Contains(dir));
+  struct stat st {};
+  CHECK(::stat(dir.c_str(), &st) == 0);  // not ours to remove
+  ::rmdir(dir.c_str());
+  CHECK(test::leftovers().empty());
+}
+
+TEST_CASE("file store: absolute paths, and clients that start before the host", "[store][file]") {
+  char tmpl[] = "/tmp/fastrun-store-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string path = std::string(tmpl) + "/store";
+  StoreOptions o;
+  o.timeout = 5s;
+  std::unique_ptr<Store> early;
+  std::thread client([&] { early = connect_store("file://" + path, o); });
+  std::this_thread::sleep_for(50ms);
+  {
+    auto hosted = host_store("file://" + path);
+    client.join();
+    REQUIRE(early);
+    early->set("x", to_bytes("1"));
+    CHECK(to_string(hosted->connect()->get("x", 1s)) == "1");
+  }
+  struct stat st {};
+  CHECK(::stat(path.c_str(), &st) != 0);
+  ::rmdir(tmpl);
+  o.timeout = 150ms;
+  CHECK_THROWS_AS(connect_store("file://" + path, o), TimeoutError);
+}
+
+TEST_CASE("runtime dir: must be private and ours", "[store][file][runtime_dir]") {
+  char tmpl[] = "/tmp/fastrun-rtdir-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  const std::string base = tmpl;
+  {
+    test::ScopedEnv env("FASTRUN_RUNTIME_DIR", (base + "/new").c_str());
+    CHECK(runtime_dir() == base + "/new");  // created
+    CHECK(mode_of(base + "/new") == 0700);
+  }
+  REQUIRE(::mkdir((base + "/open").c_str(), 0755) == 0);
+  ::chmod((base + "/open").c_str(), 0755);
+  {
+    test::ScopedEnv env("FASTRUN_RUNTIME_DIR", (base + "/open").c_str());
+    CHECK_THROWS_WITH(runtime_dir(), Catch::Contains("755") && Catch::Contains("FASTRUN_RUNTIME_DIR"));
+  }
+  REQUIRE(::symlink((base + "/new").c_str(), (base + "/link").c_str()) == 0);
+  {
+    test::ScopedEnv env("FASTRUN_RUNTIME_DIR", (base + "/link").c_str());
+    CHECK_THROWS_WITH(runtime_dir(), Catch::Contains("symlink"));
+  }
+  ::unlink((base + "/link").c_str());
+  ::rmdir((base + "/open").c_str());
+  ::rmdir((base + "/new").c_str());
+  ::rmdir(base.c_str());
+}
