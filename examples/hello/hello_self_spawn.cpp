@@ -1,0 +1,33 @@
+// hello_self_spawn: the same hello, but the program starts its own ranks (no `fastrun` needed):
+//   ./hello_self_spawn 4            # 4 CPU ranks
+//   ./hello_self_spawn --devices 0,1
+// launch_self() must be the first thing main does, before any CUDA call: rank 0 sets its own
+// CUDA_VISIBLE_DEVICES there. Ranks 1..N-1 are this binary re-executed with the same argv.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "fastrun/launcher/self_launch.h"
+#include "fastrun/runtime/store/factory.h"
+
+int main(int argc, char** argv) {
+  fastrun::SelfLaunchOptions options;
+  if (argc > 2 && std::strcmp(argv[1], "--devices") == 0) options.devices = argv[2];
+  else options.nproc = argc > 1 ? std::atoi(argv[1]) : 2;
+  options.tag_output = true;
+  int rank = 0;
+  try {
+    rank = fastrun::launch_self(argc, argv, options);  // FIRST: before any CUDA use
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hello_self_spawn: %s\n", e.what());
+    return 2;
+  }
+  const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::printf("hello from rank %d of %s, device %s, run %s\n", rank, std::getenv("FASTRUN_WORLD_SIZE"),
+              devices ? devices : "<all>", std::getenv("FASTRUN_RUN_ID"));
+  std::fflush(stdout);
+  auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
+  fastrun::store_barrier(*store, "hello", std::atoi(std::getenv("FASTRUN_WORLD_SIZE")), std::chrono::seconds(60));
+  std::printf("rank %d passed the barrier\n", rank);
+  return 0;  // rank 0 waits here (at exit) for the other ranks
+}

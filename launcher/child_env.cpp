@@ -1,0 +1,66 @@
+#include "fastrun/launcher/child_env.h"
+
+#include <cstdlib>
+#include <set>
+#include <string_view>
+
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+
+extern char** environ;
+
+namespace fastrun::launcher {
+
+std::vector<std::pair<std::string, std::string>> rank_variables(const JobConfig& job, int rank) {
+  const std::string r = std::to_string(rank);
+  const std::string n = std::to_string(job.world_size);
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {std::string(env::kRank.name), r},
+      {std::string(env::kWorldSize.name), n},
+      {std::string(env::kLocalRank.name), r},
+      {std::string(env::kLocalWorldSize.name), n},
+      {std::string(env::kNodeRank.name), "0"},
+      {std::string(env::kNnodes.name), "1"},
+      {std::string(env::kRunId.name), job.run_id},
+      {std::string(env::kStore.name), job.store_address},
+      {std::string(env::kGlobalSeed.name), job.seed},
+      {"RANK", r},
+      {"WORLD_SIZE", n},
+      {"LOCAL_RANK", r},
+      {"LOCAL_WORLD_SIZE", n},
+  };
+  if (job.devices) {
+    vars.emplace_back("CUDA_VISIBLE_DEVICES", job.devices->rank_devices.at(static_cast<std::size_t>(rank)));
+    vars.emplace_back("USER_CUDA_VISIBLE_DEVICES", job.devices->user_visible);
+  }
+  return vars;
+}
+
+std::vector<std::string> build_child_env(const std::vector<std::string>& base, const JobConfig& job, int rank) {
+  const auto vars = rank_variables(job, rank);
+  std::set<std::string_view> replaced;
+  for (const auto& [name, value] : vars) replaced.insert(name);
+  std::vector<std::string> out;
+  out.reserve(base.size() + vars.size());
+  for (const std::string& entry : base) {
+    const std::size_t eq = entry.find('=');
+    if (eq != std::string::npos && replaced.count(std::string_view(entry).substr(0, eq))) continue;
+    out.push_back(entry);
+  }
+  for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
+  return out;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) out.emplace_back(*e);
+  return out;
+}
+
+void apply_to_self(const JobConfig& job, int rank) {
+  for (const auto& [name, value] : rank_variables(job, rank)) {
+    if (::setenv(name.c_str(), value.c_str(), 1) != 0) throw_errno("setenv " + name, errno);
+  }
+}
+
+}  // namespace fastrun::launcher

@@ -1,0 +1,180 @@
+#include "fastrun/launcher/cli.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fastrun/launcher/job_resources.h"
+#include "fastrun/launcher/spawn.h"
+#include "fastrun/launcher/stale_cleanup.h"
+#include "fastrun/launcher/supervisor.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/version.h"
+
+namespace fastrun::launcher {
+namespace {
+
+int parse_int_value(const std::string& option, const std::string& v) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+    throw ConfigError(fmt::format("{} '{}': expected a whole number", option, v));
+  }
+  return n;
+}
+
+double parse_seconds_value(const std::string& option, const std::string& v) {
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size()) {
+    throw ConfigError(fmt::format("{} '{}': expected seconds, e.g. 5 or 0.5", option, v));
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string usage_text() {
+  return fmt::format(
+      "usage: fastrun [options] [--] PROGRAM [ARGS...]\n"
+      "Runs PROGRAM as a job of ranks on this machine, one process per rank.\n\n"
+      "  --devices LIST|all     one rank per GPU; LIST = indices into the visible GPUs, e.g. 0,2,3\n"
+      "  --nproc N              N ranks without GPUs\n"
+      "  --log-dir DIR          file rank r's output in DIR/<run-id>/rank-<r>/{{stdout,stderr}}.log\n"
+      "  --run-id ID            the job's id (default: generated); exported as FASTRUN_RUN_ID\n"
+      "  --output MODE          what ranks other than 0 show: all (default), only_error, ignore\n"
+      "  --tag-output           prefix terminal lines with \"[rank r] \"\n"
+      "  --kill-timeout SECS    grace between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
+      "  --cleanup              remove /dev/shm segments of jobs whose launcher died, and exit\n"
+      "  --help, --version      this text; fastrun's version\n"
+      "  --help-env             the environment variables fastrun reads and sets\n\n"
+      "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
+      "signal N); 130/143/129 after SIGINT/SIGTERM/SIGHUP; 2 for a usage error.\n");
+}
+
+CliArgs parse_cli(const std::vector<std::string>& args) {
+  CliArgs out;
+  std::size_t i = 0;
+  bool saw_nproc = false;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // PROGRAM
+    std::string name = a;
+    std::optional<std::string> inline_value;
+    if (const auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = a.substr(0, eq);
+      inline_value = a.substr(eq + 1);
+    }
+    auto value = [&]() -> std::string {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size()) throw ConfigError(fmt::format("{} needs a value; see fastrun --help", name));
+      return args[++i];
+    };
+    auto no_value = [&] {
+      if (inline_value) throw ConfigError(fmt::format("{} takes no value (got '{}')", name, *inline_value));
+    };
+    if (name == "--help" || name == "-h") { no_value(); out.action = CliArgs::Action::help; return out; }
+    if (name == "--version") { no_value(); out.action = CliArgs::Action::version; return out; }
+    if (name == "--help-env") { no_value(); out.action = CliArgs::Action::help_env; return out; }
+    if (name == "--cleanup") { no_value(); out.action = CliArgs::Action::cleanup; return out; }
+    if (name == "--devices") {
+      out.job.devices = value();
+    } else if (name == "--nproc") {
+      const std::string v = value();
+      out.job.nproc = parse_int_value(name, v);
+      saw_nproc = true;
+      if (out.job.nproc < 1) throw ConfigError(fmt::format("--nproc {}: give a number of ranks of 1 or more", v));
+    } else if (name == "--log-dir") {
+      out.job.log_dir = value();
+      if (out.job.log_dir.empty()) throw ConfigError("--log-dir is empty; give a directory");
+    } else if (name == "--run-id") {
+      out.job.run_id = value();
+      check_run_id(out.job.run_id);
+    } else if (name == "--output") {
+      out.job.output = parse_output_mode(value());
+    } else if (name == "--tag-output") {
+      no_value();
+      out.job.tag_output = true;
+    } else if (name == "--kill-timeout") {
+      out.job.kill_timeout = parse_seconds_value(name, value());
+      if (!(out.job.kill_timeout >= 0 && out.job.kill_timeout <= 86400))
+        throw ConfigError(fmt::format("--kill-timeout {}: give seconds from 0 to 86400", out.job.kill_timeout));
+    } else {
+      throw ConfigError(fmt::format("unknown option '{}'; see fastrun --help", a));
+    }
+  }
+  if (!saw_nproc && !out.job.devices) {
+    throw ConfigError("give --devices LIST|all (one rank per GPU) or --nproc N (CPU ranks); see fastrun --help");
+  }
+  if (i >= args.size()) throw ConfigError("PROGRAM is missing; usage: fastrun [options] [--] PROGRAM [ARGS...]");
+  out.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return out;
+}
+
+int cli_main(int argc, char** argv) {
+  // 1. Parse and validate everything before anything starts: usage errors exit 2.
+  CliArgs args;
+  JobConfig job;
+  std::string exec_path;
+  try {
+    args = parse_cli(std::vector<std::string>(argv + 1, argv + argc));
+    switch (args.action) {
+      case CliArgs::Action::help: std::fputs(usage_text().c_str(), stdout); return 0;
+      case CliArgs::Action::version: std::printf("fastrun %s\n", kVersion); return 0;
+      case CliArgs::Action::help_env: std::fputs(env::help_text().c_str(), stdout); return 0;
+      case CliArgs::Action::cleanup: return run_stale_cleanup(stdout, stderr);
+      case CliArgs::Action::run: break;
+    }
+    job = prepare_job(args.job);
+    exec_path = resolve_program(args.program[0]);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "fastrun: %s\n", e.what());
+    return 2;
+  }
+  // 2. Signals: blocked here, before any thread exists, and read by the supervisor's signalfd.
+  const sigset_t handled = Supervisor::handled_signals();
+  pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  try {
+    // 3. Log directory and store; both released (store removed) whatever happens below.
+    JobResources resources(job);
+    SupervisorOptions so;
+    so.job = job;
+    so.exec_path = exec_path;
+    so.argv = args.program;
+    so.handle_signals = true;
+    so.reset_sigpipe = true;
+    so.rank0_stdin = ::isatty(0) ? -1 : 0;  // a terminal would stop a background rank (SIGTTIN)
+    so.failure_store = resources.store();
+    log::set_tag("launcher");
+    log::info("run {}: {} rank{}, store {}, devices {}, logs {}", job.run_id, job.world_size,
+              job.world_size == 1 ? "" : "s", job.store_address,
+              job.devices ? fmt::format("{}", fmt::join(job.devices->rank_devices, ",")) : std::string("not pinned"),
+              job.log_dir.empty() ? std::string("not filed") : job.log_dir);
+    // 4. Run; this thread (main) lives as long as the ranks, as PR_SET_PDEATHSIG requires.
+    const JobResult result = Supervisor(std::move(so)).run();
+    resources.release();
+    return result.exit_code;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "fastrun: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fastrun: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace fastrun::launcher

@@ -1,0 +1,54 @@
+#pragma once
+// What a job is, once its options are checked: the options both entry points share (the CLI
+// and launch_self), and prepare_job(), which validates them and fixes every per-job choice
+// (run id, seed, device plan) before anything starts.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastrun/launcher/device_plan.h"
+
+namespace fastrun::launcher {
+
+enum class OutputMode { all, only_error, ignore };
+
+// The user's options, as typed (CLI flags or SelfLaunchOptions).
+struct JobOptions {
+  int nproc = 0;              // 0 = not given
+  std::optional<std::string> devices;  // "0,2,3" | "all"; nullopt = not given
+  std::string log_dir;
+  OutputMode output = OutputMode::all;
+  bool tag_output = false;
+  double kill_timeout = 5.0;
+  std::string run_id;         // "" = generate
+};
+
+// Everything fixed before the first rank starts.
+struct JobConfig {
+  int world_size = 1;
+  std::optional<DevicePlan> devices;  // nullopt: CPU ranks, CUDA_VISIBLE_DEVICES left as is
+  std::string run_id;
+  std::string seed;           // FASTRUN_GLOBAL_SEED, equal on every rank
+  std::string store_address;  // shm://<run-id>, i.e. /dev/shm/fastrun-<run-id>
+  std::string log_dir;        // DIR/<run-id> ("" = no files)
+  OutputMode output = OutputMode::all;
+  bool tag_output = false;
+  double kill_timeout = 5.0;
+};
+
+// Validates `options` against the process environment and fixes the job's choices. Throws
+// ConfigError (naming the option, the value and what is accepted) before anything starts.
+// Creates nothing: log directories are made by the supervisor.
+JobConfig prepare_job(const JobOptions& options);
+
+// "all" | "only_error" | "ignore"; ConfigError otherwise.
+OutputMode parse_output_mode(const std::string& value);
+
+// A run id unique even for jobs started in the same millisecond: UTC time to the microsecond,
+// the pid and 32 random bits, e.g. "20261129-170812-123456-p4242-9f3a01bc".
+std::string generate_run_id();
+// Run ids name files and /dev/shm segments: 1-64 characters of [A-Za-z0-9._-], not starting with
+// '.' or '-'. ConfigError otherwise.
+void check_run_id(const std::string& run_id);
+
+}  // namespace fastrun::launcher

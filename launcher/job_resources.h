@@ -1,0 +1,40 @@
+#pragma once
+// What a job owns outside its processes, with RAII: the log directory (created, never removed),
+// the shm store (created before the first rank, removed after the last), and the /dev/shm
+// segments ranks leave under the job's name ("fastrun-<run-id>-*", e.g. a collective's segment
+// of a SIGKILLed rank), removed at the end whatever the outcome.
+#include <memory>
+#include <string>
+
+#include "fastrun/launcher/job_config.h"
+#include "fastrun/runtime/store/factory.h"
+
+namespace fastrun::launcher {
+
+class JobResources {
+ public:
+  // Creates DIR/<run-id> (parents as needed; the run directory itself must be new, so that a
+  // run never mixes into an old one) and hosts the job's store. Throws ConfigError / Error.
+  explicit JobResources(const JobConfig& job);
+  ~JobResources();  // release()
+  JobResources(const JobResources&) = delete;
+  JobResources& operator=(const JobResources&) = delete;
+
+  // A client handle for the launcher's own use (the failure key).
+  Store* store() { return client_.get(); }
+  // Removes the store and every /dev/shm/fastrun-<run-id>-* now (idempotent; never throws).
+  void release() noexcept;
+
+ private:
+  std::string run_id_;
+  std::unique_ptr<HostedStore> hosted_;
+  std::unique_ptr<Store> client_;
+};
+
+// Removes /dev/shm/fastrun-<run_id> and /dev/shm/fastrun-<run_id>-*; returns how many.
+int remove_job_segments(const std::string& run_id) noexcept;
+
+// Creates `path` and its missing parents (mkdir -p). Throws Error naming the path.
+void make_directories(const std::string& path);
+
+}  // namespace fastrun::launcher

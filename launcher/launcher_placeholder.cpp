@@ -1,2 +1,0 @@
-// Replaced by the launcher's sources.
-namespace fastrun::launcher { int placeholder() { return 0; } }

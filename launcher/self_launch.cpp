@@ -1,0 +1,225 @@
+// In-process spawn (self_launch.h). Rank 0 is the calling process; a supervisor thread starts and
+// watches ranks 1..N-1; an atexit handler makes rank 0's exit wait for them.
+#include "fastrun/launcher/self_launch.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "fastrun/launcher/child_env.h"
+#include "fastrun/launcher/job_resources.h"
+#include "fastrun/launcher/supervisor.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+
+namespace fastrun {
+namespace {
+
+using launcher::JobConfig;
+using launcher::JobResources;
+
+// The job of this process when it is rank 0. Created once, never destroyed: it must outlive
+// main() and every static destructor that might still print.
+struct SelfJob {
+  JobConfig job;
+  std::unique_ptr<JobResources> resources;
+  std::thread supervisor;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  int exit_code = 0;
+  // Rank 0's own output relayed through pipes: the terminal fds saved, and the eventfd that tells
+  // the supervisor rank 0 is done writing.
+  int saved_out = -1;
+  int saved_err = -1;
+  int self_done = -1;
+};
+
+SelfJob* g_job = nullptr;
+
+// Rank 0's SIGINT/SIGTERM/SIGHUP while children run: the handler only passes the signal number
+// to the supervisor (async-signal-safe write), which stops the children, removes the store and
+// then re-raises the signal on rank 0 with its default action.
+int g_signal_pipe[2] = {-1, -1};
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+void on_stop_signal(int sig) {
+  const int saved = errno;
+  const unsigned char c = static_cast<unsigned char>(sig);
+  (void)!::write(g_signal_pipe[1], &c, 1);
+  errno = saved;
+}
+
+// Installs on_stop_signal where the disposition is still SIG_DFL (a program that ignores SIGHUP,
+// or handles SIGINT itself, keeps doing so).
+void install_stop_handlers() {
+  for (int sig : kStopSignals) {
+    struct sigaction old{};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa{};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+// Back to SIG_DFL where our handler is still installed; a signal that arrived meanwhile is
+// re-raised so that it is not lost.
+void remove_stop_handlers() {
+  for (int sig : kStopSignals) {
+    struct sigaction old{};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != on_stop_signal) continue;
+    ::signal(sig, SIG_DFL);
+  }
+  unsigned char c = 0;
+  if (g_signal_pipe[0] >= 0 && ::read(g_signal_pipe[0], &c, 1) == 1) ::kill(::getpid(), c);
+}
+
+// Ends rank 0 as if `sig` had killed it (the shell sees the signal), after the job is cleaned up.
+[[noreturn]] void die_by(int sig) {
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  ::_exit(128 + sig);
+}
+
+// Rank 0 is exiting normally (return from main, or exit()) with `status`: wait for the other
+// ranks. A non-zero status is rank 0's failure: the supervisor stops the others first. When any
+// rank fails, the supervisor thread ends the process with that status before this returns.
+// (on_exit rather than atexit: it is the only exit hook that sees the status.)
+void wait_for_ranks_at_exit(int status, void*) {
+  SelfJob& j = *g_job;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (j.saved_out >= 0) {
+    // Put the terminal back (this closes our ends of the relay pipes) before telling the supervisor.
+    ::dup2(j.saved_out, 1);
+    ::dup2(j.saved_err, 2);
+  }
+  const std::uint64_t value = static_cast<std::uint64_t>(status & 0xff) + 1;
+  (void)!::write(j.self_done, &value, sizeof value);
+  int code = 0;
+  {
+    std::unique_lock lock(j.mutex);
+    j.cv.wait(lock, [&] { return j.done; });
+    code = j.exit_code;
+  }
+  if (j.supervisor.joinable()) j.supervisor.join();
+  j.resources->release();
+  if (code != 0) ::_exit(code);
+}
+
+void supervise(SelfJob* j, launcher::SupervisorOptions options) {
+  int code = 1;
+  int stop_signal = 0;
+  try {
+    const auto result = launcher::Supervisor(std::move(options)).run();
+    code = result.exit_code;
+    stop_signal = result.stop_signal;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fastrun: supervisor failed: %s\n", e.what());
+  }
+  if (stop_signal != 0) {
+    j->resources->release();
+    die_by(stop_signal);
+  }
+  if (code != 0) {
+    // A rank failed and the others are stopped: remove the store, end rank 0 with that status.
+    j->resources->release();
+    ::_exit(code);
+  }
+  if (g_signal_pipe[0] >= 0) remove_stop_handlers();
+  std::lock_guard lock(j->mutex);
+  j->done = true;
+  j->exit_code = code;
+  j->cv.notify_all();
+}
+
+}  // namespace
+
+int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
+  // A child (or a rank under the CLI): nothing to start.
+  if (auto rank = env::find_int(env::kRank)) return static_cast<int>(*rank);
+  if (g_job) throw ConfigError("fastrun::launch_self was called twice in one process; call it once, first in main");
+
+  // 1. Check everything before anything starts.
+  launcher::JobOptions jo;
+  jo.nproc = options.nproc;
+  if (!options.devices.empty()) jo.devices = options.devices;
+  jo.log_dir = options.log_dir;
+  jo.output = launcher::parse_output_mode(options.output);
+  jo.tag_output = options.tag_output;
+  jo.kill_timeout = options.kill_timeout;
+  jo.run_id = options.run_id;
+  auto j = std::make_unique<SelfJob>();
+  j->job = launcher::prepare_job(jo);
+
+  // 2. Log directory and store; then the children's environment (a copy, taken before rank 0's
+  //    own variables change), then rank 0's variables, CUDA_VISIBLE_DEVICES included.
+  j->resources = std::make_unique<JobResources>(j->job);
+  launcher::SupervisorOptions so;
+  so.job = j->job;
+  so.exec_path = "/proc/self/exe";
+  so.argv.assign(argv, argv + argc);
+  so.first_rank = 1;
+  so.failure_store = j->resources->store();
+  so.base_env = launcher::current_environment();
+  launcher::apply_to_self(j->job, 0);
+
+  // 3. Rank 0's own output through the relay when it must be filed or tagged.
+  j->self_done = check_syscall(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
+  so.self_done = j->self_done;
+  if (!j->job.log_dir.empty() || j->job.tag_output) {
+    int out[2], err[2];
+    check_syscall(::pipe2(out, O_CLOEXEC), "pipe2");
+    check_syscall(::pipe2(err, O_CLOEXEC), "pipe2");
+    std::fflush(stdout);
+    std::fflush(stderr);
+    j->saved_out = check_syscall(::fcntl(1, F_DUPFD_CLOEXEC, 3), "dup stdout");
+    j->saved_err = check_syscall(::fcntl(2, F_DUPFD_CLOEXEC, 3), "dup stderr");
+    ::dup2(out[1], 1);  // dup2 clears O_CLOEXEC on 1 and 2
+    ::dup2(err[1], 2);
+    ::close(out[1]);
+    ::close(err[1]);
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a pipe now: keep it line-buffered like a terminal
+    so.self_out = out[0];
+    so.self_err = err[0];
+    so.terminal_out = j->saved_out;
+    so.terminal_err = j->saved_err;
+  }
+
+  // 4. Rank 0's stop signals go to the supervisor while there are children to stop.
+  if (j->job.world_size > 1) {
+    check_syscall(::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK), "pipe2");
+    so.self_signals = g_signal_pipe[0];
+    install_stop_handlers();
+  }
+
+  // 5. The supervisor thread, with every signal blocked (signals are rank 0's business); it
+  //    lives as long as the children, as their parent-death signal requires.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  SelfJob* raw = j.get();
+  j->supervisor = std::thread(supervise, raw, std::move(so));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  g_job = j.release();
+  ::on_exit(wait_for_ranks_at_exit, nullptr);
+  return 0;
+}
+
+}  // namespace fastrun

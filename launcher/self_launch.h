@@ -1,0 +1,46 @@
+#pragma once
+// In-process spawn (DESIGN.md, "Three ways to start a job", B). Call launch_self() first thing
+// in main, before any CUDA call and before starting threads:
+//
+//   int main(int argc, char** argv) {
+//     fastrun::SelfLaunchOptions opt;
+//     opt.devices = "0,1";                 // or opt.nproc = 4 for CPU ranks
+//     int rank = fastrun::launch_self(argc, argv, opt);
+//     ...                                  // every rank runs from here, environment contract set
+//   }
+//
+// Without FASTRUN_RANK in the environment the calling process becomes rank 0: it validates the
+// options (ConfigError on bad input, nothing started), sets the environment contract and its own
+// CUDA_VISIBLE_DEVICES with setenv, creates the job's shm store, starts ranks 1..N-1 by
+// re-executing /proc/self/exe with the same argv, starts a supervisor thread and returns 0.
+// With FASTRUN_RANK set (a spawned child, or a rank under the `fastrun` CLI) it returns that
+// rank at once and starts nothing.
+//
+// Supervision in rank 0 follows the CLI's rules: when a child exits non-zero or by a signal,
+// the others get SIGTERM (SIGKILL after kill_timeout), a summary goes to stderr, the store is
+// removed and rank 0 ends with _exit(child's code, or 128+signal). When rank 0 returns from
+// main or calls exit(), an on_exit handler waits for every other rank; if rank 0's status is not
+// 0, the others are stopped first (rank 0 failed); if another rank fails, the process exits with
+// that rank's status, otherwise with rank 0's own. While children run, rank 0's SIGINT, SIGTERM
+// and SIGHUP (where still SIG_DFL) stop them, remove the store, then end rank 0 by that signal.
+// Not thread-safe: call it once, from the main thread, before starting threads.
+#include <string>
+
+namespace fastrun {
+
+struct SelfLaunchOptions {
+  int nproc = 0;               // N CPU ranks (no device pinning); 0 = not given
+  std::string devices;         // "0,2,3" or "all", indices into the visible GPUs; "" = not given
+  std::string log_dir;         // files DIR/<run-id>/rank-<r>/{stdout,stderr}.log; "" = none
+  std::string output = "all";  // all | only_error | ignore: what ranks 1..N-1 show on the terminal
+  bool tag_output = false;     // prefix terminal lines with "[rank r] "
+  double kill_timeout = 5.0;   // seconds between SIGTERM and SIGKILL when stopping ranks
+  std::string run_id;          // "" = generated (unique even within one millisecond)
+};
+
+// Returns this process's rank (0 in the process that started the job). With nproc == 0 and
+// devices empty the job is a world of one (rank 0 only, store and environment still set up).
+// Throws ConfigError for bad options, Error when the store or a spawn fails.
+int launch_self(int argc, char** argv, const SelfLaunchOptions& options);
+
+}  // namespace fastrun

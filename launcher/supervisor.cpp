@@ -1,0 +1,389 @@
+#include "fastrun/launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+// sys/pidfd.h of glibc 2.36 lacks extern "C": call the syscall directly.
+#include <sys/syscall.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "fastrun/launcher/child_env.h"
+#include "fastrun/launcher/output_relay.h"
+#include "fastrun/launcher/spawn.h"
+#include "fastrun/launcher/unique_fd.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// epoll tags: kind in the high half, rank in the low half.
+enum Kind : std::uint32_t { kExit = 1, kOut = 2, kErr = 3, kSignal = 4, kSelfDone = 5, kSelfSignal = 6 };
+std::uint64_t tag(Kind k, int rank) { return (std::uint64_t{k} << 32) | static_cast<std::uint32_t>(rank); }
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  UniqueFd pidfd, out, err;
+  bool alive = false;
+  int status = 0;  // wait status once reaped
+  bool sigkilled_by_us = false;
+};
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {}", signal_name(WTERMSIG(status)));
+  return "ended";
+}
+
+int status_exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+class Loop {
+ public:
+  explicit Loop(SupervisorOptions& o)
+      : o_(o),
+        relay_(RelayOptions{o.job.output, o.job.tag_output, o.job.log_dir, o.terminal_out, o.terminal_err}) {}
+
+  JobResult run() {
+    epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_) throw_errno("epoll_create1", errno);
+    if (o_.handle_signals) {
+      const sigset_t set = Supervisor::handled_signals();
+      sigfd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+      if (!sigfd_) throw_errno("signalfd", errno);
+      watch(sigfd_.get(), tag(kSignal, 0));
+    }
+    if (o_.self_signals >= 0) watch(o_.self_signals, tag(kSelfSignal, 0));
+    devnull_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    const int world = o_.job.world_size;
+    ranks_.resize(static_cast<std::size_t>(world));
+    for (int r = o_.first_rank; r < world; ++r) relay_.add_rank(r);  // log files before any rank runs
+    if (o_.self_out >= 0) {
+      // Rank 0 is this process; its output comes through pipes like the others'.
+      relay_.add_rank(0);
+      Rank& self = ranks_[0];
+      self.out.reset(o_.self_out);
+      self.err.reset(o_.self_err);
+      ::fcntl(self.out.get(), F_SETFL, O_NONBLOCK);
+      ::fcntl(self.err.get(), F_SETFL, O_NONBLOCK);
+      watch(self.out.get(), tag(kOut, 0));
+      watch(self.err.get(), tag(kErr, 0));
+      self_open_ = true;
+    }
+    if (o_.self_done >= 0) watch(o_.self_done, tag(kSelfDone, 0));
+    const std::vector<std::string> base_env = o_.base_env.empty() ? current_environment() : o_.base_env;
+    for (int r = o_.first_rank; r < world && !stopping_; ++r) {
+      try {
+        start(r, base_env);
+      } catch (const std::exception& e) {
+        // Could not start rank r (fork failed, out of fds): stop the ones already running.
+        log::error("could not start rank {}: {}", r, e.what());
+        spawn_error_ = fmt::format("rank {}: could not be started: {}", r, e.what());
+        set_failure_key(spawn_error_);
+        begin_stop(SIGTERM);
+      }
+    }
+    // Until every child is reaped, and, while no child failed, until rank 0 is done with its output.
+    while (live_ > 0 || (self_open_ && !stopping_)) wait_once();
+    if (o_.self_signals >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self_signals, nullptr);
+    if (self_open_) {
+      // The job failed while rank 0 still runs, and the caller is about to end this process. Take
+      // what rank 0 wrote, but keep its pipes open: closing them could kill rank 0 with SIGPIPE
+      // before the caller has removed the store.
+      drain_without_closing(0);
+    }
+    return finish();
+  }
+
+ private:
+  void watch(int fd, std::uint64_t t) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = t;
+    check_syscall(::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev), "epoll_ctl");
+  }
+
+  void start(int r, const std::vector<std::string>& base_env) {
+    int out[2], err[2];
+    check_syscall(::pipe2(out, O_CLOEXEC), "pipe2");
+    UniqueFd out_r(out[0]), out_w(out[1]);
+    check_syscall(::pipe2(err, O_CLOEXEC), "pipe2");
+    UniqueFd err_r(err[0]), err_w(err[1]);
+    SpawnRequest req;
+    req.path = o_.exec_path;
+    req.argv = o_.argv;
+    req.envp = build_child_env(base_env, o_.job, r);
+    req.stdin_fd = (r == 0 && o_.rank0_stdin >= 0) ? o_.rank0_stdin : devnull_.get();
+    req.stdout_fd = out_w.get();
+    req.stderr_fd = err_w.get();
+    req.reset_sigpipe = o_.reset_sigpipe;
+    Rank& rk = ranks_[static_cast<std::size_t>(r)];
+    rk.rank = r;
+    rk.pid = spawn_rank(req);
+    rk.alive = true;
+    ++live_;
+    out_w.reset();
+    err_w.reset();
+    ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
+    rk.out = std::move(out_r);
+    rk.err = std::move(err_r);
+    rk.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, rk.pid, 0)));
+    if (!rk.pidfd) throw_errno(fmt::format("pidfd_open for rank {} (pid {})", r, rk.pid), errno);
+    watch(rk.pidfd.get(), tag(kExit, r));
+    watch(rk.out.get(), tag(kOut, r));
+    watch(rk.err.get(), tag(kErr, r));
+  }
+
+  void wait_once() {
+    int timeout_ms = -1;
+    if (kill_deadline_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_deadline_ - Clock::now());
+      timeout_ms = static_cast<int>(std::max<long>(0, left.count() + 1));
+    }
+    epoll_event events[64];
+    const int n = ::epoll_wait(epoll_.get(), events, 64, timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) return;
+      throw_errno("epoll_wait", errno);
+    }
+    for (int i = 0; i < n; ++i) {
+      const auto kind = static_cast<Kind>(events[i].data.u64 >> 32);
+      const int r = static_cast<int>(events[i].data.u64 & 0xffffffffu);
+      switch (kind) {
+        case kExit: reap(r); break;
+        case kOut: read_stream(r, Stream::out, false); break;
+        case kErr: read_stream(r, Stream::err, false); break;
+        case kSignal: on_signal(); break;
+        case kSelfSignal: on_self_signal(); break;
+        case kSelfDone: on_self_done(); break;
+      }
+    }
+    if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
+      kill_deadline_.reset();
+      for (Rank& rk : ranks_) {
+        if (!rk.alive) continue;
+        rk.sigkilled_by_us = true;
+        ::killpg(rk.pid, SIGKILL);
+      }
+    }
+  }
+
+  // Reads what is there. until_empty: drain to EAGAIN/EOF (the rank is gone) and close.
+  void read_stream(int r, Stream s, bool until_empty) {
+    Rank& rk = ranks_[static_cast<std::size_t>(r)];
+    UniqueFd& fd = s == Stream::out ? rk.out : rk.err;
+    if (!fd) return;
+    // One read per event keeps ranks fair; level-triggered epoll calls again while data is left.
+    for (int reads = 0; until_empty || reads < 4; ++reads) {
+      const ssize_t n = ::read(fd.get(), buf_, sizeof buf_);
+      if (n > 0) {
+        relay_.feed(r, s, buf_, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN && !until_empty) return;
+      // EOF, an error, or (until_empty) nothing left: the stream is done.
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd.get(), nullptr);
+      fd.reset();
+      relay_.close_stream(r, s);
+      return;
+    }
+  }
+
+  // Rank 0 (this process) is exiting normally with the status it wrote (+1).
+  void on_self_done() {
+    std::uint64_t value = 0;
+    if (::read(o_.self_done, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self_done, nullptr);
+    if (self_open_) {
+      read_stream(0, Stream::out, true);
+      read_stream(0, Stream::err, true);
+      self_open_ = false;
+    }
+    const int code = static_cast<int>(value - 1) & 0xff;
+    if (code != 0 && !stopping_) {
+      Rank& self = ranks_[0];
+      self.pid = ::getpid();
+      self.status = W_EXITCODE(code, 0);
+      first_failure_ = 0;
+      set_failure_key(fmt::format("rank 0: {}", describe_status(self.status)));
+      begin_stop(SIGTERM);
+    }
+  }
+
+  void drain_without_closing(int r) {
+    Rank& rk = ranks_[static_cast<std::size_t>(r)];
+    for (auto [fd, s] : {std::pair{&rk.out, Stream::out}, std::pair{&rk.err, Stream::err}}) {
+      if (!*fd) continue;
+      ssize_t n;
+      while ((n = ::read(fd->get(), buf_, sizeof buf_)) > 0) relay_.feed(r, s, buf_, static_cast<std::size_t>(n));
+      relay_.close_stream(r, s);
+      (void)fd->release();  // deliberately left open until the process ends
+    }
+  }
+
+  void reap(int r) {
+    Rank& rk = ranks_[static_cast<std::size_t>(r)];
+    if (!rk.alive) return;
+    int status = 0;
+    const pid_t got = ::waitpid(rk.pid, &status, WNOHANG);
+    if (got == 0) return;  // spurious
+    if (got < 0) status = W_EXITCODE(255, 0);  // someone else reaped it: count as a failure
+    rk.alive = false;
+    rk.status = status;
+    --live_;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, rk.pidfd.get(), nullptr);
+    rk.pidfd.reset();
+    // Everything the rank wrote is in its pipes now: take it all, then deliver partial lines.
+    read_stream(r, Stream::out, true);
+    read_stream(r, Stream::err, true);
+    if (failed(status) && !stopping_) {
+      first_failure_ = r;
+      const std::string why = fmt::format("rank {}: {}", r, describe_status(status));
+      set_failure_key(why);
+      begin_stop(SIGTERM);
+    }
+  }
+
+  void set_failure_key(const std::string& why) {
+    if (!o_.failure_store) return;
+    try {
+      o_.failure_store->set(kFailureKey, to_bytes(why));
+    } catch (const std::exception& e) {
+      log::warn("could not set {} in the job's store: {}", kFailureKey, e.what());
+    }
+  }
+
+  void begin_stop(int sig) {
+    stopping_ = true;
+    for (Rank& rk : ranks_) {
+      if (rk.alive) ::killpg(rk.pid, sig);
+    }
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(o_.job.kill_timeout));
+  }
+
+  void on_signal() {
+    signalfd_siginfo info{};
+    while (::read(sigfd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      stop_or_forward(static_cast<int>(info.ssi_signo));
+    }
+  }
+
+  void on_self_signal() {
+    unsigned char sig = 0;
+    while (::read(o_.self_signals, &sig, 1) == 1) stop_or_forward(sig);
+  }
+
+  void stop_or_forward(int sig) {
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+      for (Rank& rk : ranks_) {
+        if (rk.alive) ::killpg(rk.pid, sig);
+      }
+      return;
+    }
+    if (!stopping_) {
+      launcher_signal_ = sig;
+      begin_stop(sig);
+    } else {
+      kill_deadline_ = Clock::now();  // a second request: stop waiting
+    }
+  }
+
+  JobResult finish() {
+    JobResult result;
+    std::string text;
+    const int world = o_.job.world_size;
+    std::vector<int> killed;
+    for (const Rank& rk : ranks_) {
+      if (rk.sigkilled_by_us && rk.pid > 0) killed.push_back(rk.rank);
+    }
+    if (launcher_signal_) {
+      result.exit_code = 128 + launcher_signal_;
+      result.stop_signal = launcher_signal_;
+      text += fmt::format("fastrun: got {}; stopped {} rank{}\n", signal_name(launcher_signal_), world - o_.first_rank,
+                          world - o_.first_rank == 1 ? "" : "s");
+    } else if (first_failure_) {
+      const Rank& rk = ranks_[static_cast<std::size_t>(*first_failure_)];
+      result.exit_code = status_exit_code(rk.status);
+      result.failed_rank = rk.rank;
+      std::string hint;
+      if (WIFSIGNALED(rk.status) && WTERMSIG(rk.status) == SIGKILL) hint = " (out of memory? the OOM killer sends SIGKILL)";
+      text += fmt::format("fastrun: rank {} (pid {}) {}{}; stopped the other ranks\n", rk.rank, rk.pid,
+                          describe_status(rk.status), hint);
+      const std::string dir = relay_.rank_log_dir(rk.rank);
+      text += dir.empty() ? std::string("fastrun: its output was not filed (use --log-dir DIR to keep it)\n")
+                          : fmt::format("fastrun: logs: {}/stdout.log, {}/stderr.log\n", dir, dir);
+      const auto tail = relay_.stderr_tail(rk.rank);
+      if (!tail.empty()) {
+        text += fmt::format("fastrun: last lines of rank {}'s stderr:\n", rk.rank);
+        for (const std::string& line : tail) text += "  | " + line + "\n";
+      }
+    } else if (!spawn_error_.empty()) {
+      result.exit_code = 1;
+      text += "fastrun: " + spawn_error_ + "\n";
+    }
+    if (!killed.empty() && !text.empty()) {
+      std::string list;
+      for (int r : killed) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n",
+                          killed.size() == 1 ? "" : "s", list, o_.job.kill_timeout);
+    }
+    if (!text.empty()) write_all(o_.terminal_err, text.data(), text.size());
+    return result;
+  }
+
+  SupervisorOptions& o_;
+  OutputRelay relay_;
+  UniqueFd epoll_, sigfd_, devnull_;
+  std::vector<Rank> ranks_;
+  int live_ = 0;
+  bool self_open_ = false;  // rank 0's own pipes are still being relayed
+  bool stopping_ = false;
+  std::optional<int> first_failure_;
+  int launcher_signal_ = 0;
+  std::string spawn_error_;
+  std::optional<Clock::time_point> kill_deadline_;
+  char buf_[65536];
+};
+
+}  // namespace
+
+Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {}
+
+JobResult Supervisor::run() {
+  auto loop = std::make_unique<Loop>(options_);
+  return loop->run();
+}
+
+sigset_t Supervisor::handled_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
+  // An inherited SIG_IGN for SIGHUP (nohup) is respected: the job keeps ignoring hang-ups.
+  struct sigaction old{};
+  if (::sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
+  return set;
+}
+
+}  // namespace fastrun::launcher

@@ -1,0 +1,70 @@
+#pragma once
+// The supervisor (DESIGN.md "Failure", "Output"): starts the ranks and watches them from one
+// event loop (epoll over a pidfd per rank, their output pipes, and a signalfd in the CLI). No
+// sleep-polling: a rank's exit wakes the loop at once.
+//
+// Rules: the first rank to exit non-zero or by a signal stops the job — the failure key is set
+// in the job's store, every other rank's process group gets SIGTERM, and SIGKILL after the kill
+// timeout. SIGINT/SIGTERM/SIGHUP to the launcher (handle_signals) are forwarded to every rank's
+// group with the same escalation, a second one kills at once; SIGUSR1/SIGUSR2 are forwarded.
+// Threading: run() must be called from a thread that lives until it returns (the children's
+// parent-death signal is tied to it); nothing else may be called concurrently.
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastrun/launcher/job_config.h"
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun::launcher {
+
+struct SupervisorOptions {
+  JobConfig job;
+  std::string exec_path;           // resolved PROGRAM, or "/proc/self/exe"
+  std::vector<std::string> argv;   // every rank's argv, argv[0] included
+  int first_rank = 0;              // 1 in the in-process spawn (rank 0 is the caller)
+  bool handle_signals = false;     // CLI: the caller blocked kHandledSignals in every thread
+  bool reset_sigpipe = false;      // the caller ignores SIGPIPE; ranks get the default back
+  int rank0_stdin = -1;            // stdin of rank 0 (-1: /dev/null); other ranks get /dev/null
+  Store* failure_store = nullptr;  // where the failure key is set (may be null)
+  int terminal_out = 1;
+  int terminal_err = 2;
+  std::vector<std::string> base_env;  // environment the children's is built from; empty = environ
+  // In-process spawn: an eventfd rank 0 writes (its exit status + 1) when it exits normally. A
+  // non-zero status is rank 0's failure: the other ranks are stopped as for any failing rank.
+  int self_done = -1;
+  // In-process spawn with rank 0's own output relayed (--log-dir or --tag-output): the read ends
+  // of rank 0's stdout/stderr pipes (owned by the supervisor from then on); rank 0 puts its own
+  // fds back before writing self_done, and its pipes are then drained and closed.
+  int self_out = -1;
+  int self_err = -1;
+  // In-process spawn: read end of the pipe rank 0's SIGINT/SIGTERM/SIGHUP handler writes the
+  // signal number to (one byte); treated like a signal to the CLI launcher.
+  int self_signals = -1;
+};
+
+// How a job ended.
+struct JobResult {
+  int exit_code = 0;               // what the launcher exits with
+  std::optional<int> failed_rank;  // the first rank to fail, if any
+  int stop_signal = 0;             // the signal that stopped the job (launcher or rank 0), or 0
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options);
+  // Spawns ranks first_rank..world_size-1, relays their output, applies the failure rules, and
+  // returns once every one of them has been reaped, with the summary already printed.
+  // Throws Error only when set-up fails before any rank started (log files, epoll).
+  JobResult run();
+
+  // Signals handle_signals covers; the CLI blocks them (pthread_sigmask) before any thread starts.
+  static sigset_t handled_signals();
+
+ private:
+  SupervisorOptions options_;
+};
+
+}  // namespace fastrun::launcher

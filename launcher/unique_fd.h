@@ -1,0 +1,37 @@
+#pragma once
+// Move-only owner of a file descriptor (tensorpipe's fd.h is the model). Closes on destruction.
+#include <unistd.h>
+
+#include <utility>
+
+namespace fastrun::launcher {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Writes all of [data, data+n) to fd, retrying on EINTR and short writes. False on any other error.
+bool write_all(int fd, const char* data, std::size_t n);
+
+}  // namespace fastrun::launcher

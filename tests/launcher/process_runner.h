@@ -1,0 +1,76 @@
+#pragma once
+// Test helper: runs a program (the fastrun CLI, the sparring partner) as a real child process with
+// its stdout/stderr in files, extra environment entries, and a deadline. Every child is reaped:
+// the destructor SIGKILLs and reaps one that is still running.
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fastrun::test {
+
+// A fresh directory under /tmp, removed with everything in it when destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct RunResult {
+  int status = -1;    // raw wait status
+  int exit_code = -1; // WEXITSTATUS, or 128+signal
+  std::string out, err;
+  double seconds = 0;
+};
+
+class Process {
+ public:
+  // env: entries to set ("NAME" -> value) or remove (nullopt) on top of this process's environ.
+  Process(std::vector<std::string> argv, std::map<std::string, std::optional<std::string>> env,
+          const std::filesystem::path& io_dir);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const;
+  // Waits up to `timeout`; nullopt on timeout (the process is left running).
+  std::optional<RunResult> wait(std::chrono::milliseconds timeout);
+  // wait() that fails the test (and kills the process) on timeout.
+  RunResult finish(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+ private:
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  std::string out_path_, err_path_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+RunResult run(std::vector<std::string> argv, std::map<std::string, std::optional<std::string>> env = {},
+              std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+std::string read_file(const std::filesystem::path& p);
+// True when pid is gone or a zombie (a dead process not yet reaped by its new parent).
+bool process_gone(pid_t pid);
+// Entries of /dev/shm whose name starts with `prefix`.
+std::vector<std::string> shm_entries(const std::string& prefix);
+
+// The sparring partner's --dump file: argv entries and environment entries.
+struct Dump {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+};
+Dump read_dump(const std::filesystem::path& p);
+
+}  // namespace fastrun::test

@@ -1,0 +1,153 @@
+// The in-process spawn, through the sparring partner's --self mode (fastrun::launch_self).
+#include <unistd.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <set>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "process_runner.h"
+
+using namespace fastrun::test;
+using Strings = std::vector<std::string>;
+using namespace std::chrono_literals;
+
+namespace {
+const std::string kPartner = SPARRING_BIN;
+bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("launch_self: rank 0 re-executes itself with the same argv and the contract", "[launcher][self]") {
+  TempDir dir;
+  const Strings argv = {kPartner, "--self", "3", "--dump", dir.str() + "/dump-%r", "--rest", "a b", "", "--"};
+  const auto r = run(argv, {{"FASTRUN_RANK", std::nullopt}, {"CUDA_VISIBLE_DEVICES", std::nullopt}});
+  REQUIRE(r.exit_code == 0);
+  std::set<std::string> ids, stores, seeds;
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto d = read_dump(dir.path() / ("dump-" + std::to_string(rank)));
+    CHECK(d.argv == argv);
+    CHECK(d.env.at("FASTRUN_RANK") == std::to_string(rank));
+    CHECK(d.env.at("RANK") == std::to_string(rank));
+    CHECK(d.env.at("FASTRUN_WORLD_SIZE") == "3");
+    ids.insert(d.env.at("FASTRUN_RUN_ID"));
+    stores.insert(d.env.at("FASTRUN_STORE"));
+    seeds.insert(d.env.at("FASTRUN_GLOBAL_SEED"));
+  }
+  CHECK(ids.size() == 1);
+  CHECK(stores.size() == 1);
+  CHECK(seeds.size() == 1);
+  CHECK(shm_entries("fastrun-" + *ids.begin()).empty());
+}
+
+TEST_CASE("launch_self: devices are pinned including rank 0", "[launcher][self]") {
+  TempDir dir;
+  const auto r = run({kPartner, "--self-devices", "2,0", "--dump", dir.str() + "/dump-%r"},
+                     {{"FASTRUN_RANK", std::nullopt}, {"CUDA_VISIBLE_DEVICES", "4,5,6"}});
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_dump(dir.path() / "dump-0").env.at("CUDA_VISIBLE_DEVICES") == "6");
+  CHECK(read_dump(dir.path() / "dump-1").env.at("CUDA_VISIBLE_DEVICES") == "4");
+  CHECK(read_dump(dir.path() / "dump-1").env.at("USER_CUDA_VISIBLE_DEVICES") == "4,5,6");
+}
+
+TEST_CASE("launch_self: a failing child ends the job with its status", "[launcher][self]") {
+  auto r = run({kPartner, "--self", "3", "--on", "2", "--exit", "4", "--sleep", "30"}, {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(r.exit_code == 4);
+  CHECK(r.seconds < 5);
+  CHECK(contains(r.err, "rank 2"));
+  // Rank 0 finishes first and exits 0; rank 1 then crashes: the process reports the crash.
+  r = run({kPartner, "--self", "2", "--on", "1", "--sleep", "0.3", "--on", "1", "--crash", "abort"},
+          {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(r.exit_code == 128 + 6);
+  // Rank 0 waits for slower ranks that succeed.
+  r = run({kPartner, "--self", "2", "--on", "1", "--sleep", "0.3", "--on", "1", "--out", "late %r"},
+          {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "late 1\n"));
+  CHECK(r.seconds >= 0.3);
+}
+
+TEST_CASE("launch_self: log_dir files rank 0 too and tag_output tags it", "[launcher][self]") {
+  TempDir dir;
+  const auto r = run({kPartner, "--self", "2", "--self-log-dir", dir.str(), "--self-tag", "--out", "hello %r", "--err",
+                      "oops %r"},
+                     {{"FASTRUN_RANK", std::nullopt}, {"FASTRUN_RUN_ID", std::nullopt}});
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "[rank 0] hello 0\n"));
+  CHECK(contains(r.out, "[rank 1] hello 1\n"));
+  CHECK(contains(r.err, "[rank 1] oops 1\n"));
+  std::vector<std::filesystem::path> runs(std::filesystem::directory_iterator(dir.path()), {});
+  REQUIRE(runs.size() == 1);
+  CHECK(read_file(runs[0] / "rank-0/stdout.log") == "hello 0\n");
+  CHECK(read_file(runs[0] / "rank-1/stderr.log") == "oops 1\n");
+}
+
+TEST_CASE("launch_self: SIGTERM to rank 0 stops the children and removes the store", "[launcher][self]") {
+  TempDir dir;
+  const std::string id = "self-term-" + std::to_string(::getpid());
+  Process p({kPartner, "--self", "3", "--self-run-id", id, "--pidfile", dir.str() + "/pid-%r", "--sleep", "30"},
+            {{"FASTRUN_RANK", std::nullopt}}, dir.path());
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto f = dir.path() / ("pid-" + std::to_string(rank));
+    for (int i = 0; i < 500 && read_file(f).find('\n') == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
+    pids.push_back(std::stoi(read_file(f)));
+  }
+  p.signal(SIGTERM);
+  const auto r = p.finish(10s);
+  CHECK(WIFSIGNALED(r.status));
+  CHECK(r.exit_code == 128 + SIGTERM);
+  CHECK(r.seconds < 5);
+  for (pid_t pid : pids) CHECK(process_gone(pid));
+  CHECK(shm_entries("fastrun-" + id).empty());
+}
+
+TEST_CASE("launch_self: a failing child with rank 0 relayed keeps rank 0's output", "[launcher][self]") {
+  TempDir dir;
+  const auto r = run({kPartner, "--self", "2", "--self-log-dir", dir.str(), "--self-run-id", "relayed-fail", "--on", "0",
+                      "--out", "zero was here", "--barrier", "--on", "1", "--exit", "3", "--sleep", "30"},
+                     {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(r.exit_code == 3);
+  CHECK(r.seconds < 5);
+  CHECK(contains(r.out, "zero was here\n"));
+  CHECK(read_file(dir.path() / "relayed-fail/rank-0/stdout.log") == "zero was here\n");
+  CHECK(contains(r.err, "rank 1"));
+  CHECK(shm_entries("fastrun-relayed-fail").empty());
+}
+
+TEST_CASE("launch_self: rank 0 exiting non-zero stops the other ranks", "[launcher][self]") {
+  const auto r = run({kPartner, "--self", "3", "--self-run-id", "rank0-fails", "--on", "0", "--exit", "5", "--sleep",
+                      "30"},
+                     {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(r.exit_code == 5);
+  CHECK(r.seconds < 5);
+  CHECK(contains(r.err, "rank 0"));
+  CHECK(contains(r.err, "exited with code 5"));
+  CHECK(shm_entries("fastrun-rank0-fails").empty());
+}
+
+TEST_CASE("launch_self: SIGKILL of rank 0 leaves no child running", "[launcher][self]") {
+  TempDir dir;
+  const std::string id = "self-kill9-" + std::to_string(::getpid());
+  Process p({kPartner, "--self", "3", "--self-run-id", id, "--pidfile", dir.str() + "/pid-%r", "--sleep", "30"},
+            {{"FASTRUN_RANK", std::nullopt}}, dir.path());
+  std::vector<pid_t> pids;
+  for (int rank = 1; rank < 3; ++rank) {
+    const auto f = dir.path() / ("pid-" + std::to_string(rank));
+    for (int i = 0; i < 500 && read_file(f).find('\n') == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
+    pids.push_back(std::stoi(read_file(f)));
+  }
+  p.signal(SIGKILL);
+  p.finish(5s);
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  for (pid_t pid : pids) {
+    while (!process_gone(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    CHECK(process_gone(pid));
+  }
+  // Nobody could remove the store: `fastrun --cleanup` does, since its creator is dead.
+  const auto c = run({std::string(FASTRUN_BIN), "--cleanup"});
+  CHECK(c.exit_code == 0);
+  CHECK(shm_entries("fastrun-" + id).empty());
+}

@@ -1,0 +1,210 @@
+// The launcher's sparring partner: a rank program whose behaviour the tests choose with flags,
+// applied in order. `--on R ACTION...` applies the one following action only on rank R.
+//   --self N | --self-devices LIST   first flag only: fastrun::launch_self with nproc N / devices
+//   --self-log-dir DIR  --self-tag  --self-output MODE  --self-kill-timeout S  --self-run-id ID
+//   --exit N            exit with code N
+//   --crash segv|abort  die by SIGSEGV / SIGABRT
+//   --sleep S           sleep S seconds (fractions allowed)
+//   --ignore-term       ignore SIGTERM from now on
+//   --usr1-exit N       exit with code N on SIGUSR1
+//   --lines N LEN       print N lines of exactly LEN bytes (+ '\n') to stdout: "r<rank>-<i>-xxx..."
+//   --out TEXT / --err TEXT      TEXT + '\n' to stdout / stderr ("%r" = rank, also in --partial)
+//   --partial TEXT      TEXT without newline to stdout, flushed
+//   --dump FILE         write argv and environment, length-prefixed ("<len>:<bytes>\n"); "%r" in
+//                       FILE becomes the rank
+//   --pidfile FILE      write the pid ("%r" = rank)
+//   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
+//   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
+//   --shm-leftover      create /dev/shm/fastrun-<run-id>-leftover-<rank> and leave it
+//   --rest              stop reading flags (the remaining arguments are only data)
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fastrun/launcher/self_launch.h"
+#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/store/factory.h"
+
+extern char** environ;
+
+namespace {
+
+int g_usr1_code = 0;
+void on_usr1(int) { ::_exit(g_usr1_code); }
+
+std::string with_rank(std::string s, int rank) {
+  const auto p = s.find("%r");
+  if (p != std::string::npos) s.replace(p, 2, std::to_string(rank));
+  return s;
+}
+
+void put(std::FILE* f, const char* s) {
+  const std::size_t n = std::strlen(s);
+  std::fprintf(f, "%zu:", n);
+  std::fwrite(s, 1, n, f);
+  std::fputc('\n', f);
+}
+
+int env_rank() {
+  const char* r = std::getenv("FASTRUN_RANK");
+  return r ? std::atoi(r) : -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int i = 1;
+  int rank = env_rank();
+  if (argc > 2 && (std::strcmp(argv[1], "--self") == 0 || std::strcmp(argv[1], "--self-devices") == 0)) {
+    fastrun::SelfLaunchOptions opt;
+    if (std::strcmp(argv[1], "--self") == 0) opt.nproc = std::atoi(argv[2]);
+    else opt.devices = argv[2];
+    i = 3;
+    while (i + 1 < argc || (i < argc && std::strcmp(argv[i], "--self-tag") == 0)) {
+      const std::string a = argv[i];
+      if (a == "--self-log-dir") opt.log_dir = argv[i + 1], i += 2;
+      else if (a == "--self-output") opt.output = argv[i + 1], i += 2;
+      else if (a == "--self-kill-timeout") opt.kill_timeout = std::atof(argv[i + 1]), i += 2;
+      else if (a == "--self-run-id") opt.run_id = argv[i + 1], i += 2;
+      else if (a == "--self-tag") opt.tag_output = true, i += 1;
+      else break;
+    }
+    try {
+      rank = fastrun::launch_self(argc, argv, opt);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "launch_self failed: %s\n", e.what());
+      return 2;
+    }
+  }
+  int only_on = -1;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sparring_partner: %s needs a value\n", a.c_str());
+        std::exit(64);
+      }
+      return argv[++i];
+    };
+    if (a == "--rest") break;
+    if (a == "--on") {
+      only_on = std::atoi(next());
+      continue;
+    }
+    const bool active = only_on < 0 || only_on == rank;
+    only_on = -1;
+    if (a == "--exit") {
+      const int code = std::atoi(next());
+      if (active) std::exit(code);
+    } else if (a == "--crash") {
+      const std::string how = next();
+      if (active) {
+        std::fflush(nullptr);
+        if (how == "abort") std::abort();
+        // Default action through the raw syscall: a sanitizer's SIGSEGV handler (ASan/TSan
+        // intercept sigaction) would otherwise turn the crash into "exit 1".
+        struct {
+          void* handler;
+          unsigned long flags;
+          void* restorer;
+          unsigned long mask;
+        } dfl{};
+        ::syscall(SYS_rt_sigaction, SIGSEGV, &dfl, nullptr, sizeof dfl.mask);
+        ::syscall(SYS_tgkill, ::getpid(), ::gettid(), SIGSEGV);
+      }
+    } else if (a == "--sleep") {
+      const double s = std::atof(next());
+      if (active) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+    } else if (a == "--ignore-term") {
+      if (active) ::signal(SIGTERM, SIG_IGN);
+    } else if (a == "--usr1-exit") {
+      const int code = std::atoi(next());
+      if (active) {
+        g_usr1_code = code;
+        ::signal(SIGUSR1, on_usr1);
+      }
+    } else if (a == "--lines") {
+      const long n = std::atol(next());
+      const long len = std::atol(next());
+      if (active) {
+        std::string line;
+        for (long k = 0; k < n; ++k) {
+          line = "r" + std::to_string(rank) + "-" + std::to_string(k) + "-";
+          line.resize(static_cast<std::size_t>(len), 'x');
+          line += '\n';
+          std::fwrite(line.data(), 1, line.size(), stdout);
+        }
+        std::fflush(stdout);
+      }
+    } else if (a == "--out" || a == "--err") {
+      const std::string text_s = with_rank(next(), rank);
+      const char* text = text_s.c_str();
+      if (active) {
+        std::FILE* f = a == "--out" ? stdout : stderr;
+        std::fprintf(f, "%s\n", text);
+        std::fflush(f);
+      }
+    } else if (a == "--partial") {
+      const std::string text_s = with_rank(next(), rank);
+      const char* text = text_s.c_str();
+      if (active) {
+        std::fputs(text, stdout);
+        std::fflush(stdout);
+      }
+    } else if (a == "--dump") {
+      const std::string file = with_rank(next(), rank);
+      if (active) {
+        std::FILE* f = std::fopen(file.c_str(), "wb");
+        if (!f) return 65;
+        std::fprintf(f, "argc %d\n", argc);
+        for (int k = 0; k < argc; ++k) put(f, argv[k]);
+        for (char** e = environ; *e; ++e) put(f, *e);
+        std::fclose(f);
+      }
+    } else if (a == "--pidfile") {
+      const std::string file = with_rank(next(), rank);
+      if (active) {
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        if (!f) return 65;
+        std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+        std::fclose(f);
+      }
+    } else if (a == "--barrier" || a == "--wait-failure") {
+      if (!active) continue;
+      try {
+        auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
+        if (a == "--barrier") {
+          fastrun::store_barrier(*store, "sparring/barrier", std::atoi(std::getenv("FASTRUN_WORLD_SIZE")),
+                                 std::chrono::seconds(10));
+        } else {
+          const auto v = store->get(fastrun::kFailureKey, std::chrono::seconds(10));
+          std::fprintf(stderr, "saw failure: %s\n", fastrun::to_string(v).c_str());
+          std::exit(7);
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());
+        return 66;
+      }
+    } else if (a == "--shm-leftover") {
+      if (active) {
+        const std::string name = std::string("/dev/shm/fastrun-") + std::getenv("FASTRUN_RUN_ID") + "-leftover-" +
+                                 std::to_string(rank);
+        const int fd = ::open(name.c_str(), O_CREAT | O_WRONLY, 0600);
+        if (fd >= 0) ::close(fd);
+      }
+    } else {
+      std::fprintf(stderr, "sparring_partner: unknown flag '%s'\n", a.c_str());
+      return 64;
+    }
+  }
+  return 0;
+}
