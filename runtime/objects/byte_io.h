@@ -45,6 +45,7 @@ class ByteReader {
 
   void raw(void* out, std::size_t n, const char* what) {
     need(n, what);
+    if (n == 0) return;  // an empty string's data() may be null: memcpy must not see it
     std::memcpy(out, data_ + pos_, n);
     pos_ += n;
   }

@@ -97,7 +97,7 @@ TEST_CASE("shm: a rank SIGKILLed mid-collective makes the others fail fast, nami
   CHECK(shm_entries(run_id).empty());
 }
 
-TEST_CASE("shm: an op timeout names the rank that did not arrive; the late rank fails too", "[shm]") {
+TEST_CASE("shm: an op timeout names the rank that did not arrive and the late rank fails too", "[shm]") {
   std::string run_id;
   const auto out = run_ranks(
       2,
@@ -169,7 +169,7 @@ TEST_CASE("shm: a waiting rank sleeps instead of spinning", "[shm]") {
   CHECK(all_ok(out));
 }
 
-TEST_CASE("shm: bad arguments are ConfigErrors; a group of one works without a store", "[shm]") {
+TEST_CASE("shm: bad arguments are ConfigErrors and a group of one works without a store", "[shm]") {
   GroupSpec spec;
   spec.name = "solo";
   spec.run_id = unique_run_id();

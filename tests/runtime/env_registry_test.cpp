@@ -38,7 +38,7 @@ TEST_CASE("integers are validated and the error names variable, value and accept
   CHECK(env::parse_int(env::kWorldSize, "4") == 4);
 }
 
-TEST_CASE("defaults apply only when unset; no default means not given", "[env]") {
+TEST_CASE("defaults apply only when unset, and no default means not given", "[env]") {
   test::ScopedEnv a("FASTRUN_NO_SYNC", nullptr);
   test::ScopedEnv b("FASTRUN_RANK", nullptr);
   CHECK(env::get_int(env::kNoSync) == 0);

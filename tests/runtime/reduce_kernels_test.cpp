@@ -36,7 +36,7 @@ TEST_CASE("16-bit sums accumulate in float", "[kernels]") {
   CHECK(half::bf16_to_float(x[0]) == -5.0f);
 }
 
-TEST_CASE("avg divides; integers truncate toward zero", "[kernels]") {
+TEST_CASE("avg divides and integers truncate toward zero", "[kernels]") {
   std::vector<std::int32_t> i{7, -7};
   kernels::divide_in_place(DType::int32, i.data(), i.size(), 2);
   CHECK(i == std::vector<std::int32_t>{3, -3});

@@ -1,5 +1,11 @@
 // shm:// specifics: owner-only segment, name collisions, a full segment, missing segments.
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <catch2/catch.hpp>
 
@@ -91,4 +97,107 @@ TEST_CASE("shm store: connecting to a segment nobody hosts times out naming it",
   CHECK_THROWS_WITH(connect_store("shm://" + test::unique_test_name("nobody"), o),
                     Catch::Contains("/dev/shm/fastrun-") && Catch::Contains("nobody"));
   CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+}
+
+namespace {
+std::uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("shm store: creation reserves a first slice only, and the heaps are reserved as they fill", "[store][shm]") {
+  const std::string name = test::unique_test_name("lazy");
+  const std::string path = "/dev/shm/fastrun-" + name;
+  const std::size_t fds_before = open_fds();
+  {
+    StoreOptions o;
+    o.shm_bytes = 64u << 20;
+    auto hosted = host_store("shm://" + name, o);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(static_cast<std::uint64_t>(st.st_size) == o.shm_bytes);  // whole address space, as before
+    const std::uint64_t at_creation = allocated_bytes(path);
+    CHECK(at_creation < (2u << 20));  // header + tables + a slice of each heap, not 64 MiB
+
+    // A client (its own mapping and fd) writes 4 MiB: the active heap grows by at least that.
+    auto client = connect_store("shm://" + name);
+    const Bytes big(4u << 20, 0x5a);
+    client->set("big", big);
+    const std::uint64_t after_4m = allocated_bytes(path);
+    CHECK(after_4m >= at_creation + (4u << 20));
+    CHECK(after_4m < at_creation + (6u << 20));  // grown in steps, not the whole segment
+    CHECK(hosted->connect()->get("big", 1s) == big);
+
+    // A 16 MiB value grows the reservation again; deleted and set again it no longer fits the
+    // ~32 MiB heap, so the set compacts into the other heap, which is reserved as it is filled.
+    const Bytes huge(16u << 20, 0xa5);
+    auto s = hosted->connect();
+    s->set("huge", huge);
+    CHECK(client->get("huge", 1s) == huge);
+    CHECK(allocated_bytes(path) >= at_creation + (20u << 20));
+    CHECK(s->delete_key("huge"));
+    s->set("huge", huge);
+    CHECK(client->get("huge", 1s) == huge);
+    CHECK(client->get("big", 1s) == big);
+    CHECK(allocated_bytes(path) <= o.shm_bytes);
+  }
+  struct stat st {};
+  CHECK(::stat(path.c_str(), &st) != 0);
+  CHECK(open_fds() == fds_before);  // the mappings' fds were closed with them
+  CHECK(test::leftovers().empty());
+}
+
+// A /dev/shm smaller than the segment: creation still works (only a slice is reserved), a set
+// that needs more than /dev/shm has is a clear StoreError that changes nothing, and the store
+// keeps working. Needs a private mount namespace with a 4 MiB tmpfs on /dev/shm (root or user
+// namespaces); skipped with a warning where that is not allowed.
+TEST_CASE("shm store: a /dev/shm too small is a clear error at the set that needs it", "[store][shm]") {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    // Private propagation first, so the tmpfs never shows in the parent's /dev/shm.
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=4m") != 0)
+      ::_exit(77);
+    int rc = 0;
+    try {
+      StoreOptions o;
+      o.shm_bytes = 64u << 20;
+      auto hosted = host_store("shm://small-devshm", o);
+      auto s = hosted->connect();
+      s->set("small", Bytes(1000, 1));
+      try {
+        s->set("big", Bytes(8u << 20, 2));
+        rc = 1;
+      } catch (const StoreError& e) {
+        const std::string m = e.what();
+        for (const char* want : {"set('big')", "/dev/shm/fastrun-small-devshm", "67108864", "FASTRUN_SHM_STORE_BYTES",
+                                 "No space left"})
+          if (m.find(want) == std::string::npos) rc = 2;
+      }
+      if (s->check({"big"}) || s->num_keys() != 1 || s->get("small", 1s) != Bytes(1000, 1)) rc = 3;
+      s->set("mid", Bytes(1u << 20, 3));
+      if (s->get("mid", 1s) != Bytes(1u << 20, 3)) rc = 4;
+    } catch (...) {
+      rc = 5;
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    WARN("skipped: cannot mount a small tmpfs on /dev/shm in a private mount namespace here");
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 0);  // 1: 8 MiB stored; 2: message; 3: state changed; 4/5: store broken
+  CHECK(test::leftovers().empty());
 }

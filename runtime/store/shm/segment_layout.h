@@ -10,6 +10,13 @@
 //  - set: advance heap[active].bump (one store), fill a fresh record in the claimed bytes,
 //    then publish it with ONE release store of its offset into the key's slot. A crash before
 //    the publish leaves only garbage bytes past the old bump; after it, the whole value.
+//  - reservation: the creator posix_fallocates only the header, both tables and the first
+//    kFirstReserve bytes of each heap (reserving the whole segment cost ~0.5 ms per MiB at
+//    creation and again at removal). Before a set or a compaction writes heap bytes past
+//    half[i].reserved it fallocates the next range, and stores the new watermark only AFTER
+//    fallocate succeeded (a crash in between leaves the old, still true, watermark; redoing the
+//    fallocate is harmless). A failed fallocate (/dev/shm full) throws before bump/slots change,
+//    so a too-small /dev/shm is a clear StoreError, never a SIGBUS on a later write.
 //  - delete: one store of kTombstone into the slot.
 //  - compaction (heap or table full): copy the live records into the OTHER half (table +
 //    heap), then flip `active` with one store. A crash before the flip leaves the old half.
@@ -26,10 +33,13 @@ namespace fastrun::shm_store {
 
 inline constexpr std::uint64_t kMagic = 0x31'53'54'53'52'46'41'46ull;     // "FAFRSTS1"
 inline constexpr std::uint64_t kIdentMagic = 0x44'49'52'54'53'52'46'46ull;  // creator block valid
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;  // 2: lazy reservation (Half::reserved)
 inline constexpr int kWaitBuckets = 64;
 inline constexpr std::uint64_t kEmpty = 0;
 inline constexpr std::uint64_t kTombstone = 1;
+// Heap bytes reserved at creation, and the smallest step a later reservation grows by.
+inline constexpr std::uint64_t kFirstReserve = 256 * 1024;
+inline constexpr std::uint64_t kReserveStep = 1024 * 1024;
 // Every segment this code creates is named kSegmentPrefix + NAME (cleanup.cpp relies on it).
 inline constexpr const char* kSegmentPrefix = "fastrun-";
 
@@ -43,7 +53,8 @@ struct Creator {
 };
 
 struct Half {
-  std::uint64_t bump;  // bytes used in this half's heap
+  std::uint64_t bump;      // bytes used in this half's heap
+  std::uint64_t reserved;  // bytes of this heap known posix_fallocate'd (from heap_offset); >= bump
 };
 
 struct SegmentHeader {

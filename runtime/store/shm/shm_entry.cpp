@@ -27,6 +27,15 @@ using shm_store::SegmentHeader;
 
 std::string segment_name(const StoreAddress& a) { return shm_store::kSegmentPrefix + a.name; }
 
+// A close-on-exec copy of the segment's fd for Mapping::fd (Boost closes its own with `shm`).
+int dup_fd(const bip::shared_memory_object& shm, const std::string& address, const std::string& name) {
+  const int fd = ::fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0)
+    throw StoreError(
+        fmt::format("{}: cannot duplicate the fd of /dev/shm/{}: {}", address, name, std::strerror(errno)));
+  return fd;
+}
+
 void copy_text(char* dst, std::size_t n, const std::string& s) {
   std::memset(dst, 0, n);
   std::memcpy(dst, s.data(), std::min(n - 1, s.size()));
@@ -55,15 +64,13 @@ class HostedShm final : public HostedStore {
       // Owner-only, whatever the umask or Boost version did.
       if (::fchmod(shm.get_mapping_handle().handle, 0600) != 0) throw_errno("fchmod /dev/shm/" + name_, errno);
       shm.truncate(static_cast<bip::offset_t>(o.shm_bytes));
-      // Reserve the pages now: a /dev/shm too small for the segment (Docker's default is 64 MiB)
-      // is then a clear error here instead of a SIGBUS in some rank's later write.
-      if (const int rc = ::posix_fallocate(shm.get_mapping_handle().handle, 0, static_cast<off_t>(o.shm_bytes)))
-        throw StoreError(fmt::format("{}: cannot reserve {} bytes for /dev/shm/{}: {} (is /dev/shm smaller? lower "
-                                     "FASTRUN_SHM_STORE_BYTES or enlarge /dev/shm)",
-                                     address_, o.shm_bytes, name_, std::strerror(rc)));
+      // Reserve what creation touches now, the heaps as they fill (segment_layout.h): a /dev/shm
+      // too small (Docker's default is 64 MiB) is a clear StoreError, never a SIGBUS in a write.
+      shm_store::reserve_initial(shm.get_mapping_handle().handle, o.shm_bytes, address_, "/dev/shm/" + name_);
       mapping_ = std::make_shared<Mapping>();
       mapping_->address = address_;
       mapping_->segment = "/dev/shm/" + name_;
+      mapping_->fd = dup_fd(shm, address_, name_);
       mapping_->region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
       auto* base = mapping_->region->get_address();
       // The creator block first (cleanup reads it), then the layout, then the magic.
@@ -134,6 +141,7 @@ std::unique_ptr<Store> connect_shm(const StoreAddress& address, const StoreOptio
           m->segment = "/dev/shm/" + name;
           m->region = std::move(region);
           m->header = h;
+          m->fd = dup_fd(shm, addr, name);
           auto s = std::make_unique<shm_store::ShmStore>(std::move(m));
           s->set_timeout(options.timeout);
           return s;

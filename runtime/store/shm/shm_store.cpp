@@ -1,6 +1,7 @@
 // The operations of the shm:// store on a mapped segment (layout: segment_layout.h).
 #include "fastrun/runtime/store/shm/shm_store.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,7 +22,9 @@
 
 namespace fastrun::shm_store {
 
-Mapping::~Mapping() = default;
+Mapping::~Mapping() {
+  if (fd >= 0) ::close(fd);
+}
 
 namespace {
 
@@ -47,6 +50,36 @@ void futex_wake_all(std::atomic<std::uint32_t>* word) {
 }
 
 std::string mb(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
+
+// posix_fallocate, retried on EINTR (tmpfs stops a long allocation for a signal). 0 or an errno.
+int fallocate_range(int fd, std::uint64_t offset, std::uint64_t len) {
+  int rc;
+  do rc = ::posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(len));
+  while (rc == EINTR);
+  return rc;
+}
+
+// Where the parts of a segment of `total_bytes` go.
+struct Layout {
+  std::uint64_t nslots;
+  std::uint64_t header_bytes;  // tables start here
+  std::uint64_t heaps_at;      // heap 0 starts here, heap 1 at heaps_at + heap_bytes
+  std::uint64_t heap_bytes;
+};
+
+Layout plan(std::uint64_t total_bytes, const std::string& address) {
+  Layout l{};
+  // Slots: one per 4 KiB of segment, power of two, 1 Ki .. 1 Mi.
+  l.nslots = 1024;
+  while (l.nslots < (1u << 20) && l.nslots * 2 * 4096 <= total_bytes) l.nslots *= 2;
+  l.header_bytes = (sizeof(SegmentHeader) + 63) & ~std::uint64_t{63};
+  l.heaps_at = l.header_bytes + 2 * l.nslots * 8;
+  if (total_bytes < l.heaps_at + 2 * 4096)
+    throw ConfigError(fmt::format("{}: a segment of {} bytes is too small (FASTRUN_SHM_STORE_BYTES >= {})", address,
+                                  total_bytes, kMinSegmentBytes));
+  l.heap_bytes = ((total_bytes - l.heaps_at) / 2) & ~std::uint64_t{7};
+  return l;
+}
 
 // All access to one segment's state, valid while the robust mutex is held.
 class Locked {
@@ -114,7 +147,7 @@ class Locked {
     const bool table_crowded = !slot && (h_.live + h_.tombstones + 1) * 4 > std::uint64_t{h_.nslots} * 3 &&
                                !(insert_at && *insert_at == kTombstone);
     if (h_.half[h_.active].bump + need > h_.heap_bytes || table_crowded || (!slot && !insert_at)) {
-      compact();
+      compact(key, value_len);
       insert_at = nullptr;
       slot = find(key, hash, &insert_at);
       const std::uint64_t live_bytes = h_.half[h_.active].bump;
@@ -128,7 +161,9 @@ class Locked {
                                      "raise FASTRUN_SHM_STORE_BYTES (slots grow with it)",
                                      m_.address, key, m_.segment, h_.live, h_.nslots));
     }
-    // 1. claim the bytes (one store), 2. fill them, 3. publish with one release store.
+    // 0. make sure the bytes are backed (may throw; nothing changed yet), 1. claim them (one
+    // store), 2. fill them, 3. publish with one release store.
+    reserve(h_.active, h_.half[h_.active].bump + need, key, value_len);
     Half& half = h_.half[h_.active];
     const std::uint64_t offset = h_.heap_offset[h_.active] + half.bump;
     half.bump += need;
@@ -167,11 +202,37 @@ class Locked {
  private:
   std::uint64_t* table(std::uint64_t which) { return reinterpret_cast<std::uint64_t*>(base_ + h_.table_offset[which]); }
 
-  // Copies the live records into the other half, then flips `active` with one store.
-  void compact() {
+  // Makes heap `which` backed by /dev/shm pages up to `upto` bytes (<= heap_bytes), growing the
+  // watermark in kReserveStep units. On failure throws, leaving the segment as it was; the
+  // watermark is stored only after posix_fallocate succeeded (segment_layout.h). `key` and
+  // `value_len` name the set that needed the bytes.
+  void reserve(std::uint64_t which, std::uint64_t upto, const std::string& key, std::uint64_t value_len) {
+    Half& half = h_.half[which];
+    if (upto <= half.reserved) return;
+    std::uint64_t target = std::max(upto, half.reserved + kReserveStep);
+    target = std::min((target + kReserveStep - 1) / kReserveStep * kReserveStep, h_.heap_bytes);
+    if (const int rc = fallocate_range(m_.fd, h_.heap_offset[which] + half.reserved, target - half.reserved))
+      throw StoreError(fmt::format("{}: set('{}') of {} bytes: cannot reserve {} more of {} (a segment of {} bytes, "
+                                   "{} reserved so far): {} (is /dev/shm smaller? lower FASTRUN_SHM_STORE_BYTES or "
+                                   "enlarge /dev/shm)",
+                                   m_.address, key, value_len, mb(target - half.reserved), m_.segment,
+                                   h_.total_bytes, mb(half.reserved), std::strerror(rc)));
+    half.reserved = target;
+  }
+
+  // Copies the live records into the other half, then flips `active` with one store. Reserves
+  // the other heap first, so a failed reservation throws before anything visible changed.
+  void compact(const std::string& key, std::uint64_t value_len) {
     const std::uint64_t from = h_.active, to = 1 - from;
     std::uint64_t* src = table(from);
     std::uint64_t* dst = table(to);
+    std::uint64_t live_bytes = 0;
+    for (std::uint64_t i = 0; i < h_.nslots; ++i) {
+      if (src[i] == kEmpty || src[i] == kTombstone) continue;
+      const Record* r = record(src[i]);
+      live_bytes += record_bytes(r->key_len, r->value_len);
+    }
+    reserve(to, live_bytes, key, value_len);
     std::memset(dst, 0, sizeof(std::uint64_t) * h_.nslots);
     std::uint64_t bump = 0, live = 0;
     const std::uint64_t mask = h_.nslots - 1;
@@ -224,23 +285,17 @@ void wake(Mapping& m, int bucket) {
 }  // namespace
 
 void initialize_segment(void* base, std::uint64_t total_bytes, const std::string& address) {
+  const Layout l = plan(total_bytes, address);
   auto* h = new (base) SegmentHeader{};
   h->version = kVersion;
   h->total_bytes = total_bytes;
-  // Slots: one per 4 KiB of segment, power of two, 1 Ki .. 1 Mi.
-  std::uint64_t nslots = 1024;
-  while (nslots < (1u << 20) && nslots * 2 * 4096 <= total_bytes) nslots *= 2;
-  h->nslots = static_cast<std::uint32_t>(nslots);
-  const std::uint64_t header_bytes = (sizeof(SegmentHeader) + 63) & ~std::uint64_t{63};
-  h->table_offset[0] = header_bytes;
-  h->table_offset[1] = header_bytes + nslots * 8;
-  const std::uint64_t heaps_at = header_bytes + 2 * nslots * 8;
-  if (total_bytes < heaps_at + 2 * 4096)
-    throw ConfigError(fmt::format("{}: a segment of {} bytes is too small (FASTRUN_SHM_STORE_BYTES >= {})", address,
-                                  total_bytes, kMinSegmentBytes));
-  h->heap_bytes = ((total_bytes - heaps_at) / 2) & ~std::uint64_t{7};
-  h->heap_offset[0] = heaps_at;
-  h->heap_offset[1] = heaps_at + h->heap_bytes;
+  h->nslots = static_cast<std::uint32_t>(l.nslots);
+  h->table_offset[0] = l.header_bytes;
+  h->table_offset[1] = l.header_bytes + l.nslots * 8;
+  h->heap_bytes = l.heap_bytes;
+  h->heap_offset[0] = l.heaps_at;
+  h->heap_offset[1] = l.heaps_at + l.heap_bytes;
+  h->half[0].reserved = h->half[1].reserved = std::min(kFirstReserve, l.heap_bytes);  // reserve_initial's
 
   pthread_mutexattr_t attr;
   ::pthread_mutexattr_init(&attr);
@@ -250,6 +305,17 @@ void initialize_segment(void* base, std::uint64_t total_bytes, const std::string
   ::pthread_mutexattr_destroy(&attr);
   if (rc != 0) throw StoreError(fmt::format("{}: pthread_mutex_init: {}", address, std::strerror(rc)));
   h->magic.store(kMagic, std::memory_order_release);
+}
+
+void reserve_initial(int fd, std::uint64_t total_bytes, const std::string& address, const std::string& segment) {
+  const Layout l = plan(total_bytes, address);
+  const std::uint64_t first = std::min(kFirstReserve, l.heap_bytes);
+  int rc = fallocate_range(fd, 0, l.heaps_at + first);  // header, tables, start of heap 0
+  if (rc == 0) rc = fallocate_range(fd, l.heaps_at + l.heap_bytes, first);
+  if (rc != 0)
+    throw StoreError(fmt::format("{}: cannot reserve the first {} bytes of the {}-byte segment {}: {} (is /dev/shm "
+                                 "smaller? lower FASTRUN_SHM_STORE_BYTES or enlarge /dev/shm)",
+                                 address, l.heaps_at + 2 * first, total_bytes, segment, std::strerror(rc)));
 }
 
 void ShmStore::set(const std::string& key, const Bytes& value) {

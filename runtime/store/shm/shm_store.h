@@ -26,6 +26,12 @@ struct Mapping {
   std::string segment;   // "/dev/shm/fastrun-NAME"
   std::unique_ptr<boost::interprocess::mapped_region> region;
   SegmentHeader* header = nullptr;
+  // The segment's fd (owned, O_CLOEXEC, closed by the destructor): sets posix_fallocate heap
+  // ranges through it as the store grows (lazy reservation, segment_layout.h).
+  int fd = -1;
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
   ~Mapping();
 };
 
@@ -50,7 +56,12 @@ class ShmStore final : public Store {
   std::shared_ptr<Mapping> m_;
 };
 
-// Lays out a fresh segment of `total_bytes` at `base` (creator only, before publishing magic).
+// Reserves (posix_fallocate on `fd`) what a fresh segment of `total_bytes` touches at once: the
+// header, both slot tables and the first kFirstReserve bytes of each heap. Creator only, before
+// mapping; throws StoreError naming the size, `segment` and FASTRUN_SHM_STORE_BYTES.
+void reserve_initial(int fd, std::uint64_t total_bytes, const std::string& address, const std::string& segment);
+// Lays out a fresh segment of `total_bytes` at `base` (creator only, after reserve_initial,
+// before publishing magic).
 void initialize_segment(void* base, std::uint64_t total_bytes, const std::string& address);
 // The smallest segment this layout accepts.
 inline constexpr std::uint64_t kMinSegmentBytes = 65536;
