@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 tools/install-deps.sh
 tools/build.sh
 log_dir=${LOG_DIR:-/tmp/fastrun-demo-logs}
-echo "demo: fastrun --nproc 4 --log-dir $log_dir build/examples/train_mlp/train_mlp"
-build/tools/fastrun --nproc 4 --log-dir "$log_dir" build/examples/train_mlp/train_mlp
-echo "demo: per-rank logs are under $log_dir/<run-id>/rank-<r>/{stdout,stderr}.log:"
-ls -d "$log_dir"/*/rank-* | tail -n 4
+run_id=demo-$(date +%Y%m%d-%H%M%S)-$$
+echo "demo: fastrun --nproc 4 --log-dir $log_dir --run-id $run_id build/examples/train_mlp/train_mlp"
+build/tools/fastrun --nproc 4 --log-dir "$log_dir" --run-id "$run_id" build/examples/train_mlp/train_mlp
+echo "demo: each rank's stdout.log and stderr.log are in:"
+ls -d "$log_dir/$run_id"/rank-*

@@ -10,7 +10,10 @@
 #      timeout is 1 s, its stream stalled by a sleeping host function), a peer failure marked
 #      under the failure key, and an init whose second rank never joins (aborted at the deadline);
 #   4. the exit policy: after an op timeout the watchdog must end the rank with exit 70;
-#   5. the Catch2 cases tagged [nccl] (they skip without a GPU; here they must run).
+#   5. the Catch2 cases tagged [nccl] (they skip without a GPU; here they must run);
+#   6. the CUDA example trainer: `fastrun --devices 0 train_mlp_cuda` (and --accum 2, and with
+#      two GPUs --devices 0,1) must end with the CPU trainer's single-rank weights on the same
+#      seed, within 1e-4 relative (train_mlp_compare prints PASS/FAIL).
 # Usage: tools/gpu_checks.sh            (BUILD_DIR=build-gpu by default; extra args go to cmake)
 # Exit status: 0 when every step passed. docs/backend-nccl.md explains what each step shows.
 set -uo pipefail
@@ -90,6 +93,38 @@ if [ "$have_tests" = 1 ]; then
   if [ "$rc" != 0 ]; then fail "test_backend [nccl] (exit $rc)"
   elif echo "$out" | grep -q "skipped: no GPU visible"; then fail "test_backend [nccl] skipped although a GPU should be visible"
   else pass "test_backend [nccl]"; fi
+fi
+
+step "6. train_mlp_cuda against the CPU trainer (same seed, same samples)"
+if timeout 900 cmake --build "$build_dir" -j"$jobs" --target train_mlp train_mlp_cuda train_mlp_compare; then
+  ex=$build_dir/examples/train_mlp
+  tmp=$(mktemp -d /tmp/fastrun-gpu-train-XXXXXX)
+  cfg=(--samples 2048 --epochs 2 --global-batch 64 --hidden 32 --seed 7)
+  # The CPU reference with the GPUs hidden: a world of one on gloo, host buffers.
+  CUDA_VISIBLE_DEVICES="" timeout 120 "$ex/train_mlp" "${cfg[@]}" --weights-out "$tmp/cpu.ckpt"
+  rc=$?
+  [ "$rc" = 0 ] || fail "train_mlp CPU reference (exit $rc)"
+  gpu_run() {  # gpu_run DEVICES OUT [flags...]: train_mlp_cuda through the launcher (or alone)
+    local devices=$1 out=$2; shift 2
+    if [ "$have_launcher" = 1 ]; then
+      timeout 180 "$build_dir/tools/fastrun" --devices "$devices" "$ex/train_mlp_cuda" "${cfg[@]}" --weights-out "$out" "$@"
+    else
+      FASTRUN_RANK=0 FASTRUN_WORLD_SIZE=1 timeout 180 "$ex/train_mlp_cuda" "${cfg[@]}" --weights-out "$out" "$@"
+    fi
+  }
+  compare() {  # compare NAME RC CHECKPOINT
+    if [ "$2" != 0 ]; then fail "$1 (exit $2)"
+    elif "$ex/train_mlp_compare" "$tmp/cpu.ckpt" "$3" 1e-4; then pass "$1"
+    else fail "$1 (weights differ from the CPU trainer's)"; fi
+  }
+  gpu_run 0 "$tmp/gpu1.ckpt"; compare "train_mlp_cuda, world of one" $? "$tmp/gpu1.ckpt"
+  gpu_run 0 "$tmp/gpu1acc.ckpt" --accum 2; compare "train_mlp_cuda, --accum 2 (no_sync on device)" $? "$tmp/gpu1acc.ckpt"
+  if [ "$have_launcher" = 1 ] && [ "${gpus:-0}" -ge 2 ]; then
+    gpu_run 0,1 "$tmp/gpu2.ckpt"; compare "train_mlp_cuda, 2 ranks on 2 GPUs" $? "$tmp/gpu2.ckpt"
+  fi
+  rm -rf "$tmp"
+else
+  fail "build train_mlp_cuda (needs a CUDA compiler: see the configure log)"
 fi
 
 echo

@@ -25,21 +25,28 @@ for stage in $stages; do
     asan)
       echo "== test: ASan+UBSan build"
       BUILD_DIR=build-asan tools/build.sh -DFASTRUN_SANITIZE=address -DFASTRUN_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+      # Excluded here (they run in the main stage): the two tcp tests that fork hundreds of
+      # children while the store's server thread runs. GCC 12's ASan allocator is not fork-safe
+      # in a multi-threaded parent, so a child can deadlock on an allocator lock held by the
+      # server thread at fork time (seen here in ~1 run of 6 under load; never without ASan).
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        run_ctest build-asan -LE no_sanitizer
+        run_ctest build-asan -LE no_sanitizer -E "tcp store: (1.024 concurrent|clients killed mid-request)"
       ;;
     tsan)
-      # TSan does not support threads started after a multi-threaded fork, so this stage runs
-      # the test cases tagged [tsan]: the threaded parts exercised inside one process.
-      echo "== test: TSan build (threaded parts, cases tagged [tsan])"
-      BUILD_DIR=build-tsan BUILD_TARGETS="test_runtime test_store test_launcher test_backend test_ddp" \
+      # TSan does not follow threads started in a child forked from a multi-threaded parent, so
+      # this stage runs the threaded parts in-process: stores (tcp server, waiters), DDP with
+      # ranks as threads, the launcher (relay, supervisor, self-launch), the runtime and gloo.
+      echo "== test: TSan build (threaded parts)"
+      BUILD_DIR=build-tsan BUILD_TARGETS="test_runtime test_store test_launcher test_backend test_ddp fastrun" \
         tools/build.sh -DFASTRUN_SANITIZE=thread -DFASTRUN_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
-      for bin in build-tsan/tests/*/test_*; do
-        [ -x "$bin" ] || continue
-        "$bin" --list-test-names-only "[tsan]" | grep -q . || continue
-        echo "-- $bin [tsan]"
-        TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$bin" "[tsan]"
+      export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/tsan.supp"
+      for run in "store [conformance]~[process]" "store [tcp]~[process]" "ddp [threads]" "launcher" \
+                 "runtime" "backend [gloo]"; do
+        set -f; set -- $run; set +f  # split the words, never glob "[tags]"
+        echo "-- test_$1 ${2:-(all)}"
+        build-tsan/tests/$1/test_$1 ${2:+"$2"}
       done
+      unset TSAN_OPTIONS
       ;;
     *) echo "tools/test.sh: unknown stage '$stage' (accepted: main asan tsan)" >&2; exit 2 ;;
   esac
