@@ -32,6 +32,12 @@ std::vector<std::pair<std::string, std::string>> rank_variables(const JobConfig&
   if (job.devices) {
     vars.emplace_back("CUDA_VISIBLE_DEVICES", job.devices->rank_devices.at(static_cast<std::size_t>(rank)));
     vars.emplace_back("USER_CUDA_VISIBLE_DEVICES", job.devices->user_visible);
+  } else {
+    // --nproc ranks are CPU ranks: hide the GPUs, or on a GPU machine every rank would see the
+    // same device 0 (join refuses two ranks on one GPU, and `auto` would pick nccl for host
+    // buffers). The user's value is kept, as for --devices.
+    vars.emplace_back("CUDA_VISIBLE_DEVICES", "");
+    vars.emplace_back("USER_CUDA_VISIBLE_DEVICES", job.user_visible_devices);
   }
   return vars;
 }

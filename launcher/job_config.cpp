@@ -81,6 +81,8 @@ JobConfig prepare_job(const JobOptions& options) {
       throw ConfigError(fmt::format("--nproc {}: give a number of ranks from 1 to {}", options.nproc, kMaxRanks));
     }
     job.world_size = options.nproc == 0 ? 1 : options.nproc;
+    // Read now: rank 0 of a self-launch hides the GPUs from itself before its children start.
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) job.user_visible_devices = v;
   }
   if (job.world_size > kMaxRanks) {
     throw ConfigError(fmt::format("{} ranks: at most {} ranks per node", job.world_size, kMaxRanks));

@@ -26,7 +26,8 @@ struct JobOptions {
 // Everything fixed before the first rank starts.
 struct JobConfig {
   int world_size = 1;
-  std::optional<DevicePlan> devices;  // nullopt: CPU ranks, CUDA_VISIBLE_DEVICES left as is
+  std::optional<DevicePlan> devices;  // nullopt: CPU ranks, whose CUDA_VISIBLE_DEVICES is ""
+  std::string user_visible_devices;   // CPU ranks: the user's CUDA_VISIBLE_DEVICES, for USER_...
   std::string run_id;
   std::string seed;           // FASTRUN_GLOBAL_SEED, equal on every rank
   std::string store_address;  // shm://<run-id>, i.e. /dev/shm/fastrun-<run-id>

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace train_mlp {
 
@@ -21,6 +23,24 @@ std::size_t Mlp::num_values() const {
   std::size_t n = 0;
   for (auto& p : param) n += p.size();
   return n;
+}
+
+std::vector<float> Mlp::values() const {
+  std::vector<float> v;
+  v.reserve(num_values());
+  for (auto& p : param) v.insert(v.end(), p.begin(), p.end());
+  return v;
+}
+
+void Mlp::load_values(const std::vector<float>& v) {
+  if (v.size() != num_values())
+    throw std::invalid_argument("Mlp::load_values: " + std::to_string(v.size()) + " values for a model of " +
+                                std::to_string(num_values()));
+  auto it = v.begin();
+  for (auto& p : param) {
+    std::copy(it, it + static_cast<long>(p.size()), p.begin());
+    it += static_cast<long>(p.size());
+  }
 }
 
 void Mlp::zero_grad() {

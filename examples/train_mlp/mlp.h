@@ -21,6 +21,10 @@ struct Mlp {
   std::size_t num_values() const;
   void zero_grad();
   void sgd_step(float lr);
+  // W1, b1, W2, b2 concatenated (the checkpoint's values), and back (std::invalid_argument when
+  // the count is not num_values()).
+  std::vector<float> values() const;
+  void load_values(const std::vector<float>& v);
 };
 
 struct BatchResult {

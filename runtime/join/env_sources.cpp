@@ -40,6 +40,23 @@ void check_rank(const Layout& l, const char* rank_name, const char* size_name) {
                                   l.rank, size_name, l.world_size));
 }
 
+// A foreign launcher's variables (nullptr: it sets no such variable).
+struct ForeignSource {
+  const char* source;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+  const char* local_world_size;
+  const char* node_rank;
+};
+
+constexpr ForeignSource kForeignSources[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"},  // also PyTorchJob
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, "SLURM_NODEID"},  // srun
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},  // mpirun
+};
+
 // The store for sources other than fastrun's own: FASTRUN_STORE, else MASTER_ADDR/PORT.
 void pick_store(Layout& l) {
   if (auto s = env::find_string(env::kStore); s && !s->empty()) {
@@ -82,43 +99,19 @@ Layout detect_layout() {
     pick_store(l);
     return l;
   }
-  // 2. torchrun / PyTorchJob.
-  if (auto rank = foreign_int("RANK", 0)) {
-    l.source = "torchrun";
+  // 2-4. Foreign launchers, in order of precedence.
+  for (const auto& f : kForeignSources) {
+    auto rank = foreign_int(f.rank, 0);
+    if (!rank) continue;
+    l.source = f.source;
     l.rank = *rank;
-    auto size = foreign_int("WORLD_SIZE", 1);
-    if (!size) throw ConfigError(fmt::format("RANK={} is set but WORLD_SIZE is not", *rank));
+    auto size = foreign_int(f.world_size, 1);
+    if (!size) throw ConfigError(fmt::format("{}={} is set but {} is not", f.rank, *rank, f.world_size));
     l.world_size = *size;
-    check_rank(l, "RANK", "WORLD_SIZE");
-    l.local_rank = foreign_int("LOCAL_RANK", 0);
-    l.local_world_size = foreign_int("LOCAL_WORLD_SIZE", 1);
-    l.node_rank = foreign_int("GROUP_RANK", 0);
-    pick_store(l);
-    return l;
-  }
-  // 3. Slurm (srun).
-  if (auto rank = foreign_int("SLURM_PROCID", 0)) {
-    l.source = "slurm";
-    l.rank = *rank;
-    auto size = foreign_int("SLURM_NTASKS", 1);
-    if (!size) throw ConfigError(fmt::format("SLURM_PROCID={} is set but SLURM_NTASKS is not", *rank));
-    l.world_size = *size;
-    check_rank(l, "SLURM_PROCID", "SLURM_NTASKS");
-    l.local_rank = foreign_int("SLURM_LOCALID", 0);
-    l.node_rank = foreign_int("SLURM_NODEID", 0);
-    pick_store(l);
-    return l;
-  }
-  // 4. Open MPI (mpirun).
-  if (auto rank = foreign_int("OMPI_COMM_WORLD_RANK", 0)) {
-    l.source = "openmpi";
-    l.rank = *rank;
-    auto size = foreign_int("OMPI_COMM_WORLD_SIZE", 1);
-    if (!size) throw ConfigError(fmt::format("OMPI_COMM_WORLD_RANK={} is set but OMPI_COMM_WORLD_SIZE is not", *rank));
-    l.world_size = *size;
-    check_rank(l, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
-    l.local_rank = foreign_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    l.local_world_size = foreign_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    check_rank(l, f.rank, f.world_size);
+    if (f.local_rank) l.local_rank = foreign_int(f.local_rank, 0);
+    if (f.local_world_size) l.local_world_size = foreign_int(f.local_world_size, 1);
+    if (f.node_rank) l.node_rank = foreign_int(f.node_rank, 0);
     pick_store(l);
     return l;
   }

@@ -3,21 +3,17 @@
 // a fresh run id, forks N ranks, each builds its groups from a GroupSpec over that store and runs
 // the body; the parent reaps every child within a deadline (SIGKILL on expiry) and can SIGKILL
 // one rank mid-run (left unreaped until the others finish, so a zombie must read as dead).
-// A child reports failure through its exit code and a pipe carrying the error text.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
+// A child reports failure through its exit code and a pipe carrying the error text (the
+// processes are test::Children from test_support/children.h).
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,6 +22,7 @@
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"
+#include "test_support/children.h"
 
 namespace fastrun::shm_test {
 
@@ -107,84 +104,20 @@ inline std::vector<Outcome> run_ranks(int n, const std::function<void(const Rank
   if (run_id_out) *run_id_out = run_id;
   auto host = host_store("shm://" + run_id + "-store");
   const std::string address = host->address();
-  std::vector<pid_t> pids(static_cast<std::size_t>(n), -1);
-  std::vector<int> pipes(static_cast<std::size_t>(n), -1);
-  std::fflush(nullptr);
-  for (int r = 0; r < n; ++r) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(fds[0]);
-      int code = 0;
-      std::string error;
-      try {
-        Rank rank{r, n, run_id, std::shared_ptr<Store>(connect_store(address))};
-        body(rank);
-      } catch (const std::exception& e) {
-        error = e.what();
-        code = 1;
-      } catch (...) {
-        error = "unknown exception";
-        code = 1;
-      }
-      if (!error.empty()) {
-        const auto w = ::write(fds[1], error.data(), error.size());
-        (void)w;
-      }
-      ::_exit(code);
-    }
-    ::close(fds[1]);
-    pids[static_cast<std::size_t>(r)] = pid;
-    pipes[static_cast<std::size_t>(r)] = fds[0];
-  }
-  std::vector<Outcome> out(static_cast<std::size_t>(n));
-  std::vector<bool> reaped(static_cast<std::size_t>(n), false);
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + opt.timeout;
-  bool killed = false;
-  int left = n;
-  auto reap = [&](int r, int status) {
-    auto& o = out[static_cast<std::size_t>(r)];
-    o.exited = WIFEXITED(status);
-    o.code = o.exited ? WEXITSTATUS(status) : -1;
-    o.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    reaped[static_cast<std::size_t>(r)] = true;
-    --left;
-  };
-  while (left > 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (!killed && opt.kill_rank >= 0 && now - start >= opt.kill_after) {
-      ::kill(pids[static_cast<std::size_t>(opt.kill_rank)], SIGKILL);
-      killed = true;
-    }
-    for (int r = 0; r < n; ++r) {
-      if (reaped[static_cast<std::size_t>(r)]) continue;
-      // The killed rank stays a zombie until the survivors are done.
-      if (r == opt.kill_rank && killed && left > 1) continue;
-      int status = 0;
-      if (::waitpid(pids[static_cast<std::size_t>(r)], &status, WNOHANG) == pids[static_cast<std::size_t>(r)])
-        reap(r, status);
-    }
-    if (left > 0 && now >= deadline) {
-      for (int r = 0; r < n; ++r) {
-        if (reaped[static_cast<std::size_t>(r)]) continue;
-        ::kill(pids[static_cast<std::size_t>(r)], SIGKILL);
-        int status = 0;
-        ::waitpid(pids[static_cast<std::size_t>(r)], &status, 0);
-        reap(r, status);
-        out[static_cast<std::size_t>(r)].error = "timed out (killed by the test harness)";
-      }
-    }
-    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  for (int r = 0; r < n; ++r) {
-    char buf[4096];
-    ssize_t got;
-    while ((got = ::read(pipes[static_cast<std::size_t>(r)], buf, sizeof buf)) > 0)
-      out[static_cast<std::size_t>(r)].error.append(buf, static_cast<std::size_t>(got));
-    ::close(pipes[static_cast<std::size_t>(r)]);
-  }
+  test::Children children(/*capture_messages=*/true);  // destroyed before `host`
+  for (int r = 0; r < n; ++r)
+    children.spawn([&, r] {
+      Rank rank{r, n, run_id, std::shared_ptr<Store>(connect_store(address))};
+      body(rank);
+      return 0;
+    });
+  test::WaitPlan plan;
+  plan.kill_index = opt.kill_rank;
+  plan.kill_after = opt.kill_after;
+  std::vector<Outcome> out;
+  for (auto& s : children.wait_all(opt.timeout, plan))
+    out.push_back({s.exited, s.code, s.signal,
+                   (s.timed_out ? "timed out (killed by the test harness)" : "") + std::move(s.message)});
   return out;
 }
 

@@ -58,8 +58,8 @@ TEST_CASE("every rank gets the environment contract", "[launcher][env]") {
     CHECK(d.env.at("WORLD_SIZE") == "3");
     CHECK(d.env.at("LOCAL_RANK") == rs);
     CHECK(d.env.at("LOCAL_WORLD_SIZE") == "3");
-    CHECK(d.env.at("CUDA_VISIBLE_DEVICES") == "5,6");  // --nproc leaves devices alone
-    CHECK(d.env.count("USER_CUDA_VISIBLE_DEVICES") == 0);
+    CHECK(d.env.at("CUDA_VISIBLE_DEVICES").empty());  // --nproc ranks are CPU ranks: GPUs hidden
+    CHECK(d.env.at("USER_CUDA_VISIBLE_DEVICES") == "5,6");  // the user's value kept
     seeds.insert(d.env.at("FASTRUN_GLOBAL_SEED"));
   }
   CHECK(seeds.size() == 1);

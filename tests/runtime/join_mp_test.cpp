@@ -2,9 +2,7 @@
 // and peers that fail or die in a collective (survivors fail with a named error, not a hang).
 #include <catch2/catch.hpp>
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,25 +11,13 @@
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "test_support/free_port.h"
 #include "test_support/rank_runner.h"
 
 using namespace fastrun;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A port that was free a moment ago (the tcp store binds it; a clash just fails this test).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -72,7 +58,7 @@ TEST_CASE("join: auto prefers shm on one node when it is built, else gloo", "[jo
 }
 
 TEST_CASE("join: torchrun variables, rank 0 hosts a tcp store on MASTER_PORT", "[join][mp]") {
-  const int port = free_port();
+  const int port = test::free_port();
   test::RankRunOptions o;
   o.set_fastrun_env = false;
   o.unset_env = {{"FASTRUN_RANK", ""}, {"FASTRUN_WORLD_SIZE", ""}, {"FASTRUN_STORE", ""}};

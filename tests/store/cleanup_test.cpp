@@ -6,10 +6,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "child_processes.h"
 #include "conformance.h"
 #include "fastrun/runtime/store/cleanup.h"
 #include "fastrun/runtime/store/factory.h"
+#include "test_support/children.h"
 #include "test_support/scoped_env.h"
 
 using namespace fastrun;

@@ -2,7 +2,7 @@
 // (conformance.h): waiters in other processes, counters contended across processes, clients
 // SIGKILLed at random points inside store operations (the store must stay usable and never
 // show a half-written value), and a 256-process rendezvous. Children are forked, connect with
-// connect_store() like ranks do, and are always reaped (child_processes.h).
+// connect_store() like ranks do, and are always reaped (test_support/children.h).
 #include <cstring>
 #include <random>
 #include <thread>
@@ -10,9 +10,9 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "child_processes.h"
 #include "conformance.h"
 #include "fastrun/runtime/error.h"
+#include "test_support/children.h"
 
 using namespace fastrun;
 using namespace std::chrono_literals;
@@ -72,7 +72,7 @@ TEST_CASE("store processes: a waiter in another process is woken by set and add"
         std::this_thread::sleep_for(50ms);
         store->set("from-set", to_bytes("x"));
         store->add("from-add", 3);
-        for (int code : kids.wait_all(15s)) CHECK(code == 0);
+        for (const auto& st : kids.wait_all(15s)) CHECK(st.shell_code() == 0);
       }
       CHECK(test::leftovers().empty());
     }
@@ -104,7 +104,7 @@ TEST_CASE("store processes: add is atomic across 4 processes", "[store][conforma
             }
             return 0;
           });
-        for (int code : kids.wait_all(60s)) CHECK(code == 0);
+        for (const auto& st : kids.wait_all(60s)) CHECK(st.shell_code() == 0);
         CHECK(store->add("counter", 0) == kProcs * kAdds);
         CHECK(std::stoi(to_string(store->get("cas", 1s))) == kProcs * 50);
       }
@@ -146,8 +146,8 @@ TEST_CASE("store processes: clients SIGKILLed mid-operation never wedge or corru
             });
           std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 40));
           kids.kill_all(SIGKILL);
-          for (int code : kids.wait_all(10s))
-            if (code != 128 + SIGKILL) ++child_failures;
+          for (const auto& st : kids.wait_all(10s))
+            if (st.shell_code() != 128 + SIGKILL) ++child_failures;
           // The store answers at once, and every value is whole.
           for (int k = 0; k < kKeys; ++k) {
             const std::string key = fmt::format("k{}", k);
@@ -189,7 +189,7 @@ TEST_CASE("store processes: 256 processes rendezvous (64 under sanitizers)", "[s
                        : 1;
           });
         int failed = 0;
-        for (int code : kids.wait_all(60s)) failed += code != 0;
+        for (const auto& st : kids.wait_all(60s)) failed += st.shell_code() != 0;
         CHECK(failed == 0);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         WARN(kind.name << ": " << kProcs << "-process rendezvous + barrier (fork included): " << secs << " s");

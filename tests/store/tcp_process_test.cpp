@@ -15,7 +15,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/tcp/hosted.h"
-#include "tcp_test_support.h"
+#include "test_support/children.h"
 
 using namespace fastrun;
 using namespace std::chrono_literals;
@@ -49,7 +49,7 @@ TEST_CASE("tcp store: 1,024 concurrent client connections", "[store][tcp][proces
   }
   auto h = host_tcp_here();
   const auto t0 = std::chrono::steady_clock::now();
-  test::TcpChildren children;
+  test::Children children;
   for (int c = 0; c < kChildren; ++c) {
     children.spawn([&, c] {
       std::vector<std::unique_ptr<Store>> conns;
@@ -81,7 +81,7 @@ TEST_CASE("tcp store: 1,024 concurrent client connections", "[store][tcp][proces
 TEST_CASE("tcp store: clients killed mid-request do not disturb the others", "[store][tcp][process]") {
   auto h = host_tcp_here();
   auto survivor = h->connect();
-  test::TcpChildren children;
+  test::Children children;
   // Children that die with SIGKILL while blocked in a wait, or while sending 16 MiB values.
   for (int round = 0; round < 8; ++round) {
     const pid_t pid = children.spawn([&, round] {

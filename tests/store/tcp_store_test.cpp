@@ -2,8 +2,6 @@
 // process and real sockets on 127.0.0.1. Real-process cases: tcp_process_test.cpp.
 #include <catch2/catch.hpp>
 
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 #include "fastrun/runtime/store/tcp/client.h"
 #include "fastrun/runtime/store/tcp/hosted.h"
 #include "tcp_test_support.h"
+#include "test_support/free_port.h"
 #include "test_support/scoped_env.h"
 
 using namespace fastrun;
@@ -35,19 +34,6 @@ StoreOptions opts(std::string token = "", Duration timeout = 10s) {
 std::unique_ptr<tcp_store::HostedTcpStore> host(const std::string& token = "") {
   auto h = host_store("tcp://127.0.0.1:0", opts(token));
   return std::unique_ptr<tcp_store::HostedTcpStore>(static_cast<tcp_store::HostedTcpStore*>(h.release()));
-}
-
-// A port nothing listens on: bind one, read it back, close it.
-std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 }  // namespace
@@ -166,7 +152,7 @@ TEST_CASE("tcp store: bad addresses and unreachable hosts give clear errors", "[
   CHECK_THROWS_AS(host_store("tcp://host:99999"), ConfigError);
   CHECK_THROWS_WITH(connect_store("tcp://127.0.0.1:0", opts("t", 1s)), Catch::Contains("PORT in 1..65535"));
   // Nobody listens: refused until the timeout, then an error naming the address.
-  const auto port = free_port();
+  const auto port = test::free_port();
   const auto addr = fmt::format("tcp://127.0.0.1:{}", port);
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -183,7 +169,7 @@ TEST_CASE("tcp store: bad addresses and unreachable hosts give clear errors", "[
 }
 
 TEST_CASE("tcp store: a client may start before the server", "[store][tcp]") {
-  const auto port = free_port();
+  const auto port = test::free_port();
   const auto addr = fmt::format("tcp://127.0.0.1:{}", port);
   std::unique_ptr<HostedStore> h;
   std::thread late([&] {

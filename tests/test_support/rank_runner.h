@@ -6,29 +6,27 @@
 // Each child gets FASTRUN_RANK, FASTRUN_WORLD_SIZE, FASTRUN_LOCAL_RANK, FASTRUN_LOCAL_WORLD_SIZE,
 // FASTRUN_RUN_ID and FASTRUN_STORE (a fresh shm:// store hosted by the parent and removed when
 // run_ranks returns), plus `extra_env`. The body reports failure by throwing (use RANK_REQUIRE,
-// not Catch's REQUIRE, inside children); its message comes back through a pipe. Children leave
-// with _exit (no atexit handlers, no double-flushed stdio). At the deadline the remaining
-// children are SIGKILLed and reaped, and marked timed_out.
+// not Catch's REQUIRE, inside children); its message comes back through a pipe. The processes
+// are test::Children (children.h): _exit, and at the deadline the remaining children are
+// SIGKILLed and reaped, and marked timed_out.
 // Fork only from a single-threaded test process (no live contexts with comm threads).
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/store/factory.h"
+#include "test_support/children.h"
 
 #define RANK_REQUIRE(cond)                                                                            \
   do {                                                                                                \
@@ -77,18 +75,9 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<void(int ran
   std::unique_ptr<HostedStore> hosted;
   if (options.set_fastrun_env) hosted = host_store("shm://" + name);
 
-  struct Child {
-    pid_t pid = -1;
-    int read_fd = -1;
-  };
-  std::vector<Child> children(static_cast<std::size_t>(n));
-  for (int rank = 0; rank < n; ++rank) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("run_ranks: pipe failed");
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("run_ranks: fork failed");
-    if (pid == 0) {
-      ::close(fds[0]);
+  Children children(/*capture_messages=*/true);  // destroyed before `hosted`
+  for (int rank = 0; rank < n; ++rank)
+    children.spawn([&, rank] {
       for (const auto& kv : options.unset_env) ::unsetenv(kv.first.c_str());
       if (options.set_fastrun_env) {
         ::setenv("FASTRUN_RANK", std::to_string(rank).c_str(), 1);
@@ -99,76 +88,20 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<void(int ran
         ::setenv("FASTRUN_STORE", hosted->address().c_str(), 1);
       }
       for (const auto& kv : options.extra_env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
-      std::string message;
-      int code = 0;
-      try {
-        body(rank);
-      } catch (const std::exception& e) {
-        message = e.what();
-        code = 1;
-      } catch (...) {
-        message = "a non-std exception (Catch's REQUIRE? use RANK_REQUIRE in rank bodies)";
-        code = 2;
-      }
-      if (!message.empty()) {
-        const char* p = message.data();
-        std::size_t left = message.size();
-        while (left > 0) {
-          const ssize_t w = ::write(fds[1], p, left);
-          if (w <= 0) break;
-          p += w;
-          left -= static_cast<std::size_t>(w);
-        }
-      }
-      ::_exit(code);
-    }
-    ::close(fds[1]);
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    children[static_cast<std::size_t>(rank)] = {pid, fds[0]};
-  }
+      body(rank);
+      return 0;
+    });
 
-  std::vector<RankResult> results(static_cast<std::size_t>(n));
-  auto drain = [](int fd, std::string& into) {
-    char buf[4096];
-    for (;;) {
-      const ssize_t r = ::read(fd, buf, sizeof buf);
-      if (r <= 0) return;
-      into.append(buf, static_cast<std::size_t>(r));
-    }
-  };
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  int running = n;
-  while (running > 0) {
-    for (int rank = 0; rank < n; ++rank) {
-      auto& c = children[static_cast<std::size_t>(rank)];
-      auto& res = results[static_cast<std::size_t>(rank)];
-      res.rank = rank;
-      if (c.pid < 0) continue;
-      drain(c.read_fd, res.message);
-      int status = 0;
-      if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
-        drain(c.read_fd, res.message);
-        if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) res.signal = WTERMSIG(status);
-        c.pid = -1;
-        --running;
-      }
-    }
-    if (running == 0) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      for (int rank = 0; rank < n; ++rank) {
-        auto& c = children[static_cast<std::size_t>(rank)];
-        if (c.pid < 0) continue;
-        ::kill(c.pid, SIGKILL);
-        ::waitpid(c.pid, nullptr, 0);
-        results[static_cast<std::size_t>(rank)].timed_out = true;
-        c.pid = -1;
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<RankResult> results;
+  for (auto& s : children.wait_all(options.timeout)) {
+    RankResult r;
+    r.rank = static_cast<int>(results.size());
+    r.exit_code = s.exited ? s.code : -1;
+    r.signal = s.timed_out ? 0 : s.signal;
+    r.timed_out = s.timed_out;
+    r.message = std::move(s.message);
+    results.push_back(std::move(r));
   }
-  for (auto& c : children) ::close(c.read_fd);
   return results;
 }
 
