@@ -19,19 +19,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kFastrun = FASTRUN_BIN;
-const std::string kPartner = SPARRING_BIN;
-
-Strings cmd(Strings launcher_args, Strings partner_args) {
-  Strings v{kFastrun};
-  v.insert(v.end(), launcher_args.begin(), launcher_args.end());
-  v.push_back(kPartner);
-  v.insert(v.end(), partner_args.begin(), partner_args.end());
-  return v;
-}
-
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
 std::string run_id_arg(const std::string& tag) { return "t-" + tag + "-" + std::to_string(::getpid()); }
 
 }  // namespace

@@ -15,19 +15,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kFastrun = FASTRUN_BIN;
-const std::string kPartner = SPARRING_BIN;
-
-Strings cmd(Strings launcher_args, Strings partner_args) {
-  Strings v{kFastrun};
-  v.insert(v.end(), launcher_args.begin(), launcher_args.end());
-  v.push_back(kPartner);
-  v.insert(v.end(), partner_args.begin(), partner_args.end());
-  return v;
-}
-
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-
 Strings lines_of(const std::string& text) {
   Strings out;
   std::size_t pos = 0;

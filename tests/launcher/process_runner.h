@@ -73,4 +73,20 @@ struct Dump {
 };
 Dump read_dump(const std::filesystem::path& p);
 
+// The binaries under test (paths compiled in by tests/launcher/CMakeLists.txt) and the small
+// helpers every launcher test file uses.
+inline const std::string kFastrun = FASTRUN_BIN;
+inline const std::string kPartner = SPARRING_BIN;
+
+// fastrun LAUNCHER_ARGS sparring_partner PARTNER_ARGS
+inline std::vector<std::string> cmd(std::vector<std::string> launcher_args, std::vector<std::string> partner_args) {
+  std::vector<std::string> v{kFastrun};
+  v.insert(v.end(), launcher_args.begin(), launcher_args.end());
+  v.push_back(kPartner);
+  v.insert(v.end(), partner_args.begin(), partner_args.end());
+  return v;
+}
+
+inline bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
 }  // namespace fastrun::test

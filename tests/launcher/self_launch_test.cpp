@@ -16,8 +16,6 @@ using Strings = std::vector<std::string>;
 using namespace std::chrono_literals;
 
 namespace {
-const std::string kPartner = SPARRING_BIN;
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
 }  // namespace
 
 TEST_CASE("launch_self: rank 0 re-executes itself with the same argv and the contract", "[launcher][self]") {
