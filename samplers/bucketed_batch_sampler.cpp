@@ -110,11 +110,9 @@ void BucketedOrderSampler::read_fields(const StateReader& r) {
 BucketedBatchSampler::BucketedBatchSampler(std::vector<std::uint64_t> lengths, std::uint64_t batch_size,
                                            std::uint64_t batches_per_bucket, bool shuffle, bool drop_last,
                                            std::uint64_t seed)
-    : samples_(std::move(lengths), shuffle, seed),
-      batch_size_(batch_size),
-      batches_per_bucket_(batches_per_bucket),
-      drop_last_(drop_last) {
-  check_batch_size(batch_size, "BucketedBatchSampler");
+    : OrderBatchSampler(detail::BucketedOrderSampler(std::move(lengths), shuffle, seed), batch_size, drop_last,
+                        "BucketedBatchSampler"),
+      batches_per_bucket_(batches_per_bucket) {
   if (batches_per_bucket == 0)
     throw SamplerError("BucketedBatchSampler: batches_per_bucket = 0 (accepted: batches_per_bucket >= 1)");
   sync_layout();
@@ -137,28 +135,8 @@ void BucketedBatchSampler::set_epoch(std::uint64_t epoch) {
   sync_layout();
 }
 
-std::uint64_t BucketedBatchSampler::batches_of(std::uint64_t samples) const {
-  return drop_last_ ? samples / batch_size_ : (samples + batch_size_ - 1) / batch_size_;
-}
-
-std::uint64_t BucketedBatchSampler::num_batches() const { return batches_of(samples_.num_samples()); }
-std::uint64_t BucketedBatchSampler::num_batches_left() const { return num_batches() - batches_taken_; }
-std::uint64_t BucketedBatchSampler::batches_per_epoch() const { return batches_of(samples_.samples_per_epoch()); }
-
-bool BucketedBatchSampler::next_batch(std::vector<std::uint64_t>& out) {
-  out.clear();
-  if (num_batches_left() == 0) return false;
-  out.resize(static_cast<std::size_t>(std::min(batch_size_, samples_.num_left())));
-  samples_.next_into(out.data(), out.size());
-  ++batches_taken_;
-  return true;
-}
-
-std::string BucketedBatchSampler::state() const { return state_after_batches(batches_taken_); }
-
 std::string BucketedBatchSampler::state_after_batches(std::uint64_t batches) const {
-  const std::uint64_t yielded = std::min(batches, num_batches()) * batch_size_;
-  return samples_.state_as(kind(), yielded, [&](StateWriter& w) {
+  return samples_.state_as(kind(), yielded_after(batches), [&](StateWriter& w) {
     w.add_u64("batch_size", batch_size_).add_u64("batches_per_bucket", batches_per_bucket_).add_bool("drop_last", drop_last_);
   });
 }

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fastrun/samplers/batch_sampler.h"
+#include "fastrun/samplers/order_batch_sampler.h"
 #include "fastrun/samplers/reproducible_sampler.h"
 
 namespace fastrun::samplers {
@@ -56,7 +56,7 @@ class BucketedOrderSampler : public ReproducibleSampler {
 };
 }  // namespace detail
 
-class BucketedBatchSampler : public BatchSampler {
+class BucketedBatchSampler : public OrderBatchSampler<detail::BucketedOrderSampler> {
  public:
   BucketedBatchSampler(std::vector<std::uint64_t> lengths, std::uint64_t batch_size,
                        std::uint64_t batches_per_bucket = 10, bool shuffle = true, bool drop_last = false,
@@ -65,32 +65,16 @@ class BucketedBatchSampler : public BatchSampler {
 
   void set_distributed(int num_replicas, int rank, bool pad) override;
   void set_epoch(std::uint64_t epoch) override;
-  std::uint64_t epoch() const override { return samples_.epoch(); }
-  std::uint64_t batch_size() const override { return batch_size_; }
-  bool next_batch(std::vector<std::uint64_t>& out) override;
 
-  std::uint64_t num_batches() const override;
-  std::uint64_t num_batches_left() const override;
-  std::uint64_t batches_per_epoch() const override;
-  std::uint64_t consumed() const override { return samples_.consumed(); }
-
-  std::string state() const override;
   std::string state_after_batches(std::uint64_t batches) const override;
   // Kind, n and the lengths (by hash) must match; seed, shuffle, epoch, position and the
   // epoch's earlier layouts come from the state; batch size, K and drop_last stay this
   // sampler's own (a change starts a new layout at the restored position).
   void load_state(const std::string& text) override;
 
-  const detail::BucketedOrderSampler& samples() const { return samples_; }
-
  private:
-  std::uint64_t batches_of(std::uint64_t samples) const;
   void sync_layout();
-  detail::BucketedOrderSampler samples_;
-  std::uint64_t batch_size_;
   std::uint64_t batches_per_bucket_;
-  bool drop_last_;
-  std::uint64_t batches_taken_ = 0;
 };
 
 }  // namespace fastrun::samplers

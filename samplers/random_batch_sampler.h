@@ -9,12 +9,12 @@
 // position.
 #include <cstdint>
 
-#include "fastrun/samplers/batch_sampler.h"
+#include "fastrun/samplers/order_batch_sampler.h"
 #include "fastrun/samplers/random_sampler.h"
 
 namespace fastrun::samplers {
 
-class RandomBatchSampler : public BatchSampler {
+class RandomBatchSampler : public OrderBatchSampler<RandomSampler> {
  public:
   RandomBatchSampler(std::uint64_t n, std::uint64_t batch_size, bool shuffle = true, bool drop_last = false,
                      std::uint64_t seed = 0);
@@ -22,30 +22,11 @@ class RandomBatchSampler : public BatchSampler {
 
   void set_distributed(int num_replicas, int rank, bool pad) override;
   void set_epoch(std::uint64_t epoch) override;
-  std::uint64_t epoch() const override { return samples_.epoch(); }
-  std::uint64_t batch_size() const override { return batch_size_; }
-  bool drop_last() const { return drop_last_; }
-  bool next_batch(std::vector<std::uint64_t>& out) override;
 
-  std::uint64_t num_batches() const override;
-  std::uint64_t num_batches_left() const override;
-  std::uint64_t batches_per_epoch() const override;
-  std::uint64_t consumed() const override { return samples_.consumed(); }
-
-  std::string state() const override;
   std::string state_after_batches(std::uint64_t batches) const override;
   // Kind, n and (when saved) the same dataset size must match; seed, shuffle, epoch and the
   // position come from the state; batch size and drop_last stay this sampler's own.
   void load_state(const std::string& text) override;
-
-  const RandomSampler& samples() const { return samples_; }
-
- private:
-  std::uint64_t batches_of(std::uint64_t samples) const;
-  RandomSampler samples_;
-  std::uint64_t batch_size_;
-  bool drop_last_;
-  std::uint64_t batches_taken_ = 0;
 };
 
 }  // namespace fastrun::samplers
