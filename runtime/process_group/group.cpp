@@ -1,4 +1,5 @@
 #include "fastrun/runtime/process_group/group.h"
+#include "fastrun/runtime/process_group/shape_check.h"
 
 #include <cstring>
 
@@ -31,9 +32,7 @@ WorkHandle Group::broadcast(BufferView buffer, const BroadcastOptions& options) 
 
 WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGatherOptions& options) {
   if (no_sync_level() >= 2) {  // local: only this rank's slot is written
-    if (output.count != input.count * static_cast<std::size_t>(size()))
-      throw ConfigError(fmt::format("all_gather: output must hold {} x {} elements, got {}", size(), input.count,
-                                    output.count));
+    check_all_gather_shapes("all_gather", input, output, size());
     if (input.device == DeviceKind::cpu && output.device == DeviceKind::cpu) {
       std::memmove(static_cast<char*>(output.data) + input.bytes() * static_cast<std::size_t>(rank()), input.data,
                    input.bytes());
@@ -46,9 +45,7 @@ WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGathe
 
 WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
   if (no_sync_level() >= 2 && input.device == DeviceKind::cpu && output.device == DeviceKind::cpu) {
-    if (input.count != output.count * static_cast<std::size_t>(size()))
-      throw ConfigError(fmt::format("reduce_scatter: input must hold {} x {} elements, got {}", size(), output.count,
-                                    input.count));
+    check_reduce_scatter_shapes("reduce_scatter", input, output, size());
     std::memmove(output.data, static_cast<char*>(input.data) + output.bytes() * static_cast<std::size_t>(rank()),
                  output.bytes());
     return completed_work();

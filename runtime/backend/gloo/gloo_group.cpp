@@ -1,4 +1,5 @@
 #include "fastrun/runtime/backend/gloo/gloo_group.h"
+#include "fastrun/runtime/process_group/shape_check.h"
 
 #include <signal.h>
 
@@ -265,9 +266,7 @@ WorkHandle GlooGroup::broadcast(BufferView buffer, const BroadcastOptions& optio
 WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
   check_cpu(input, "all_gather");
   check_cpu(output, "all_gather");
-  if (input.dtype != output.dtype || output.count != input.count * static_cast<std::size_t>(size_))
-    throw ConfigError(fmt::format("all_gather: output must hold size x input = {} x {} {} elements, got {} {}", size_,
-                                  input.count, dtype_name(input.dtype), output.count, dtype_name(output.dtype)));
+  check_all_gather_shapes("all_gather", input, output, size_);
   if (input.count == 0) return completed_work();
   if (size_ == 1) {
     if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
@@ -289,9 +288,7 @@ WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllG
 WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
   check_cpu(input, "reduce_scatter");
   check_cpu(output, "reduce_scatter");
-  if (input.dtype != output.dtype || input.count != output.count * static_cast<std::size_t>(size_))
-    throw ConfigError(fmt::format("reduce_scatter: input must hold size x output = {} x {} {} elements, got {} {}",
-                                  size_, output.count, dtype_name(output.dtype), input.count, dtype_name(input.dtype)));
+  check_reduce_scatter_shapes("reduce_scatter", input, output, size_);
   if (output.count == 0) return completed_work();
   const std::size_t block = output.bytes();
   if (size_ == 1) {

@@ -1,4 +1,5 @@
 #include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+#include "fastrun/runtime/process_group/shape_check.h"
 
 #include <algorithm>
 #include <thread>
@@ -219,10 +220,7 @@ WorkHandle NcclProcessGroup::broadcast(BufferView buffer, const BroadcastOptions
 WorkHandle NcclProcessGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
   require_device(input, "all_gather", "input");
   require_device(output, "all_gather", "output");
-  if (input.dtype != output.dtype || output.count != input.count * static_cast<std::size_t>(size_)) {
-    throw BackendError(fmt::format("{}: all_gather: output ({}) must be input ({}) times the group size {}", label_,
-                                   describe_view(output), describe_view(input), size_));
-  }
+  check_all_gather_shapes(fmt::format("{}: all_gather", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   return enqueue(fmt::format("all_gather #{} ({} per rank)", ++sequence_, describe_view(input)),
                  [=](ncclComm_t comm, cudaStream_t s) {
@@ -233,10 +231,7 @@ WorkHandle NcclProcessGroup::all_gather(BufferView input, BufferView output, con
 WorkHandle NcclProcessGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
   require_device(input, "reduce_scatter", "input");
   require_device(output, "reduce_scatter", "output");
-  if (input.dtype != output.dtype || input.count != output.count * static_cast<std::size_t>(size_)) {
-    throw BackendError(fmt::format("{}: reduce_scatter: input ({}) must be output ({}) times the group size {}",
-                                   label_, describe_view(input), describe_view(output), size_));
-  }
+  check_reduce_scatter_shapes(fmt::format("{}: reduce_scatter", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
   return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", ++sequence_, describe_view(output),

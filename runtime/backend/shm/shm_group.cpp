@@ -3,6 +3,7 @@
 // publishes and waits; chunked ops overlap the chunks that way (pipelining without extra
 // barriers).
 #include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/process_group/shape_check.h"
 
 #include <algorithm>
 #include <cstring>
@@ -208,11 +209,7 @@ void ShmGroup::broadcast_chunks(const BufferView& b, int root) {
 WorkHandle ShmGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
   check_host("all_gather", input);
   check_host("all_gather", output);
-  if (output.dtype != input.dtype || output.count != input.count * static_cast<std::size_t>(size_))
-    throw ConfigError(fmt::format("shm all_gather on group '{}': output must hold size x input = {} x {} {} "
-                                  "elements, got {} {}",
-                                  name_, size_, input.count, dtype_name(input.dtype), output.count,
-                                  dtype_name(output.dtype)));
+  check_all_gather_shapes(fmt::format("shm all_gather on group '{}'", name_), input, output, size_);
   return run("all_gather", [&] {
     if (input.count == 0) return;
     std::byte* own = bytes_of(output) + static_cast<std::size_t>(rank_) * input.bytes();
@@ -251,11 +248,7 @@ void ShmGroup::all_gather_chunks(const BufferView& in, const BufferView& out) {
 WorkHandle ShmGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
   check_host("reduce_scatter", input);
   check_host("reduce_scatter", output);
-  if (output.dtype != input.dtype || input.count != output.count * static_cast<std::size_t>(size_))
-    throw ConfigError(fmt::format("shm reduce_scatter on group '{}': input must hold size x output = {} x {} {} "
-                                  "elements, got {} {}",
-                                  name_, size_, output.count, dtype_name(output.dtype), input.count,
-                                  dtype_name(input.dtype)));
+  check_reduce_scatter_shapes(fmt::format("shm reduce_scatter on group '{}'", name_), input, output, size_);
   return run("reduce_scatter", [&] {
     if (output.count == 0) return;
     if (!chan_) {  // one rank: every op of a single value is the value itself

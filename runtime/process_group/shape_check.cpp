@@ -1,0 +1,31 @@
+#include "fastrun/runtime/process_group/shape_check.h"
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun {
+namespace {
+
+// `whole` must hold group_size blocks of `block`'s element count, of the same dtype.
+void check_blocks(std::string_view where, std::string_view whole_name, const BufferView& whole,
+                  std::string_view block_name, const BufferView& block, int group_size) {
+  if (whole.dtype == block.dtype && whole.count == block.count * static_cast<std::size_t>(group_size)) return;
+  throw ConfigError(fmt::format("{}: {} must hold size x {} = {} x {} {} elements, got {} {}", where, whole_name,
+                                block_name, group_size, block.count, dtype_name(block.dtype), whole.count,
+                                dtype_name(whole.dtype)));
+}
+
+}  // namespace
+
+void check_all_gather_shapes(std::string_view where, const BufferView& input, const BufferView& output,
+                             int group_size) {
+  check_blocks(where, "output", output, "input", input, group_size);
+}
+
+void check_reduce_scatter_shapes(std::string_view where, const BufferView& input, const BufferView& output,
+                                 int group_size) {
+  check_blocks(where, "input", input, "output", output, group_size);
+}
+
+}  // namespace fastrun
