@@ -218,19 +218,11 @@ TEST_CASE("SIGKILL of the launcher leaves no rank running", "[launcher][signals]
   const std::string id = run_id_arg("kill9");
   Process p(cmd({"--nproc", "3", "--run-id", id}, {"--ignore-term", "--shm-leftover", "--pidfile", dir.str() + "/pid-%r", "--sleep", "30"}),
             {}, dir.path());
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < 3; ++rank) {
-    const auto f = dir.path() / ("pid-" + std::to_string(rank));
-    for (int i = 0; i < 500 && read_file(f).find('\n') == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
-    pids.push_back(std::stoi(read_file(f)));
-  }
+  const std::vector<pid_t> pids = read_rank_pids(dir.path(), 0, 3);
   p.signal(SIGKILL);
   p.finish(5s);
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
-  for (pid_t pid : pids) {
-    while (!process_gone(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
-    CHECK(process_gone(pid));
-  }
+  wait_until_gone(pids, 2s);
+  for (pid_t pid : pids) CHECK(process_gone(pid));
   // A SIGKILLed launcher cannot remove its store or the ranks' segments: --cleanup does.
   CHECK(!shm_entries("fastrun-" + id).empty());
   const auto c = run({kFastrun, "--cleanup"});

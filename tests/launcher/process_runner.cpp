@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -137,6 +138,24 @@ bool process_gone(pid_t pid) {
   std::getline(f, line);
   const auto close = line.rfind(')');
   return close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'Z' || line[close + 2] == 'X';
+}
+
+std::vector<pid_t> read_rank_pids(const std::filesystem::path& dir, int first, int last) {
+  std::vector<pid_t> pids;
+  for (int rank = first; rank < last; ++rank) {
+    const auto f = dir / ("pid-" + std::to_string(rank));
+    for (int i = 0; i < 500 && read_file(f).find('\n') == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pids.push_back(std::stoi(read_file(f)));
+  }
+  return pids;
+}
+
+void wait_until_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (pid_t pid : pids)
+    while (!process_gone(pid) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 std::vector<std::string> shm_entries(const std::string& prefix) {

@@ -87,12 +87,7 @@ TEST_CASE("launch_self: SIGTERM to rank 0 stops the children and removes the sto
   const std::string id = "self-term-" + std::to_string(::getpid());
   Process p({kPartner, "--self", "3", "--self-run-id", id, "--pidfile", dir.str() + "/pid-%r", "--sleep", "30"},
             {{"FASTRUN_RANK", std::nullopt}}, dir.path());
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < 3; ++rank) {
-    const auto f = dir.path() / ("pid-" + std::to_string(rank));
-    for (int i = 0; i < 500 && read_file(f).find('\n') == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
-    pids.push_back(std::stoi(read_file(f)));
-  }
+  const std::vector<pid_t> pids = read_rank_pids(dir.path(), 0, 3);
   p.signal(SIGTERM);
   const auto r = p.finish(10s);
   CHECK(WIFSIGNALED(r.status));
@@ -131,19 +126,11 @@ TEST_CASE("launch_self: SIGKILL of rank 0 leaves no child running", "[launcher][
   const std::string id = "self-kill9-" + std::to_string(::getpid());
   Process p({kPartner, "--self", "3", "--self-run-id", id, "--pidfile", dir.str() + "/pid-%r", "--sleep", "30"},
             {{"FASTRUN_RANK", std::nullopt}}, dir.path());
-  std::vector<pid_t> pids;
-  for (int rank = 1; rank < 3; ++rank) {
-    const auto f = dir.path() / ("pid-" + std::to_string(rank));
-    for (int i = 0; i < 500 && read_file(f).find('\n') == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
-    pids.push_back(std::stoi(read_file(f)));
-  }
+  const std::vector<pid_t> pids = read_rank_pids(dir.path(), 1, 3);
   p.signal(SIGKILL);
   p.finish(5s);
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
-  for (pid_t pid : pids) {
-    while (!process_gone(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
-    CHECK(process_gone(pid));
-  }
+  wait_until_gone(pids, 2s);
+  for (pid_t pid : pids) CHECK(process_gone(pid));
   // Nobody could remove the store: `fastrun --cleanup` does, since its creator is dead.
   const auto c = run({std::string(FASTRUN_BIN), "--cleanup"});
   CHECK(c.exit_code == 0);
