@@ -13,9 +13,12 @@ using namespace fastrun::shm_test;
 
 namespace {
 
-// 1 element; primes; just above the small all-reduce limit (64 KiB of float32); more than one
-// 512 KiB pipeline chunk for every dtype but the 16-bit ones.
+// 1 element; primes; just above the small all-reduce limit (64 KiB of float32); a few pipeline
+// chunks (256 KiB, or 128 KiB with more ranks than cores).
 const std::vector<std::size_t> kSizes = {1, 2, 13, 1031, 16411, 140009};
+// The all-reduce also gets more chunks than the ring has regions (2 MiB per rank; 512 KiB with
+// more ranks than cores), so one op wraps around the ring while reading two steps back.
+const std::vector<std::size_t> kAllReduceSizes = {1, 2, 13, 1031, 16411, 140009, 600011};
 
 std::vector<char> buffer(DType t, std::size_t count) { return std::vector<char>(count * dtype_size(t) + 1, 0x5a); }
 
@@ -23,7 +26,7 @@ void check_all_reduce(const Rank& rk) {
   auto g = rk.world();
   for (DType t : kAllDTypes)
     for (ReduceOp op : kAllOps)
-      for (std::size_t count : kSizes) {
+      for (std::size_t count : kAllReduceSizes) {
         auto buf = buffer(t, count), want = buffer(t, count);
         for (std::size_t i = 0; i < count; ++i) {
           put(t, buf.data(), i, input_value(rk.rank, i, op));

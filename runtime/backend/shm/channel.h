@@ -2,12 +2,14 @@
 // The step protocol every shm algorithm is written in (one Channel per group).
 //
 // Each rank publishes a 32-bit step counter in its RankControl. An algorithm is a fixed sequence
-// of steps, identical on every rank; at step k a rank may (a) read what peers wrote at step k-1,
-// (b) write into its own region k%R (R = the ring, layout.h), (c) publish k, (d) wait until the
-// peers it needs reached k. Data written at step k is read by peers before they publish k+1 (or,
-// after an op's last step, before they publish the next op's first step), so region k%R is free
-// again once every peer has reached k+1: before_write(k+R) checks exactly that, which makes the
-// ring safe across operations of any shape without a trailing barrier.
+// of steps, identical on every rank; at step k a rank may (a) read what peers wrote at earlier
+// steps, (b) write into its own region k%R (R = the ring, layout.h), (c) publish k, (d) wait
+// until the peers it needs reached some step. A reader is done with the data of step k before it
+// publishes k + kMaxReadLag (most algorithms read one step later; the large all-reduce two, so
+// that a rank can run a step ahead of a briefly slower peer instead of meeting it at every step).
+// So before writing region k%R again at step k, before_write(k) waits until every peer reached
+// k - R + kMaxReadLag. That holds across operations of any shape (an op's trailing reads count
+// against the next op's steps), so no trailing barrier is needed.
 //
 // Waiting spins briefly, then sleeps on the peer's step word with FUTEX_WAIT (a bounded slice),
 // and between slices checks that the awaited peers are alive (pidfd), have not aborted, that no
@@ -24,7 +26,6 @@
 
 #include "fastrun/runtime/backend/shm/layout.h"
 #include "fastrun/runtime/backend/shm/segment.h"
-#include "fastrun/runtime/backend/shm/shared_copy.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
 #include "fastrun/runtime/store/store.h"
 
@@ -59,12 +60,10 @@ class Channel {
     return base_ + layout_.region_offset(static_cast<std::size_t>(rank), step % layout_.ring);
   }
 
-  // Copies into this rank's regions (plain or streaming stores, whichever is cheaper here).
-  void copy_in(void* dst, const void* src, std::size_t bytes) { copier_.copy(dst, src, bytes); }
-
-  // Before writing into region k%R: every peer must have reached k-R+1 (done reading step k-R).
+  // Before writing into region k%R: every peer must be done reading step k-R, which it is once it
+  // reached k-R+kMaxReadLag.
   void before_write(std::uint32_t k) {
-    const std::uint32_t need = k - static_cast<std::uint32_t>(layout_.ring) + 1;
+    const std::uint32_t need = k - static_cast<std::uint32_t>(layout_.ring) + kMaxReadLag;
     if (static_cast<std::int32_t>(all_reached_ - need) < 0) wait_all(need);
   }
   void publish(std::uint32_t k);
@@ -89,7 +88,6 @@ class Channel {
   std::string who(int rank) const;
   std::string where() const;
 
-  SharedCopy copier_;
   Segment segment_;
   std::byte* base_;
   Layout layout_;

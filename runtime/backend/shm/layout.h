@@ -17,8 +17,12 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x66617374'72756e73ULL;  // "fastruns"
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::size_t kCacheLine = 128;  // two lines: defeats the adjacent-line prefetcher
+// Readers are done with the data of step k before they publish k + kMaxReadLag (channel.h); a
+// ring shorter than kMinRing would make a writer wait for peers that wait for it.
+inline constexpr std::uint32_t kMaxReadLag = 2;
+inline constexpr std::size_t kMinRing = 4;
 
 struct alignas(kCacheLine) SegmentHeader {
   std::uint64_t magic;  // written last by the creator (release), checked by openers
@@ -43,7 +47,7 @@ static_assert(std::is_trivially_copyable_v<RankControl>);
 struct Layout {
   std::size_t nranks = 0;
   std::size_t region_bytes = 0;
-  std::size_t ring = 2;  // regions per rank
+  std::size_t ring = kMinRing;  // regions per rank (a power of two)
 
   static constexpr std::size_t kPage = 4096;
   std::size_t control_offset(std::size_t rank) const { return sizeof(SegmentHeader) + rank * sizeof(RankControl); }

@@ -96,7 +96,7 @@ void ShmGroup::all_reduce_small(const BufferView& b, ReduceOp op) {
   Channel& ch = *chan_;
   const std::uint32_t k = ch.next_step();
   ch.before_write(k);
-  ch.copy_in(ch.region(rank_, k), b.data, b.bytes());
+  std::memcpy(ch.region(rank_, k), b.data, b.bytes());
   ch.publish(k);
   ch.wait_all(k);
   const void* srcs[64];
@@ -111,10 +111,14 @@ void ShmGroup::all_reduce_small(const BufferView& b, ReduceOp op) {
 }
 
 // Reduce-scatter then all-gather through the segment, pipelined over chunks of one region.
-// Chunk j: copy-in at step j+1 (the slices peers reduce), reduce at j+2 (own slice, from own
-// input + peers' copies; result into the output and into the own region), gather at j+3.
+// Chunk j is copied in at step j+1 (only the slices peers reduce), reduced at step j+1+L (own
+// slice, from own input + peers' copies; the result goes to the output and to the own region)
+// and gathered by the others at step j+1+2L, with L = kMaxReadLag = 2: reading two steps after
+// the write lets a rank run one step ahead of a briefly slower peer instead of meeting it at
+// every step (channel.h).
 void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
   Channel& ch = *chan_;
+  constexpr std::uint32_t lag = kMaxReadLag;
   const std::size_t esize = dtype_size(b.dtype);
   const std::size_t align = line_elems(esize);
   const std::size_t max_chunk = ch.region_bytes() / esize;  // a multiple of `align`
@@ -126,30 +130,33 @@ void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
   std::byte* data = bytes_of(b);
   std::vector<const void*> srcs(n);
   auto slices = [&](std::size_t j) { return Slices{chunk, std::min(chunk, b.count - j * chunk), n, align}; };
-  auto gather = [&](std::size_t j, std::uint32_t from_step) {
+  // Copies every peer's result slice of chunk j out of the region they wrote at `step`.
+  auto gather = [&](std::size_t j, std::uint32_t step) {
     const Slices sl = slices(j);
     std::byte* out = data + j * chunk * esize;
     for (std::size_t p = 0; p < n; ++p) {
       if (p == r) continue;
       const std::size_t lo = sl.begin(p), hi = sl.begin(p + 1);
-      if (hi > lo) std::memcpy(out + lo * esize, ch.region(static_cast<int>(p), from_step) + lo * esize, (hi - lo) * esize);
+      if (hi > lo) std::memcpy(out + lo * esize, ch.region(static_cast<int>(p), step) + lo * esize, (hi - lo) * esize);
     }
   };
-  std::uint32_t k = 0;
-  for (std::size_t s = 1; s <= nchunks + 1; ++s) {
+  std::uint32_t first = 0, k = 0;
+  for (std::size_t s = 1; s <= nchunks + lag; ++s) {
     k = ch.next_step();
+    if (s == 1) first = k;
     ch.before_write(k);
-    if (s >= 3) gather(s - 3, k - 1);
-    if (s >= 2) {  // reduce own slice of chunk s-2
-      const std::size_t j = s - 2;
+    if (s > lag) ch.wait_all(k - lag);
+    if (s > 2 * lag) gather(s - 1 - 2 * lag, k - lag);
+    if (s > lag) {  // reduce own slice of chunk s-1-L
+      const std::size_t j = s - 1 - lag;
       const Slices sl = slices(j);
       const std::size_t lo = sl.begin(r), hi = sl.begin(r + 1);
       if (hi > lo) {
         std::byte* own = data + (j * chunk + lo) * esize;
         for (std::size_t p = 0; p < n; ++p)
-          srcs[p] = p == r ? static_cast<const void*>(own) : ch.region(static_cast<int>(p), k - 1) + lo * esize;
-        reduce(b.dtype, op, own, nullptr, srcs.data(), size_, hi - lo);
-        ch.copy_in(ch.region(rank_, k) + lo * esize, own, (hi - lo) * esize);  // still in cache
+          srcs[p] = p == r ? static_cast<const void*>(own) : ch.region(static_cast<int>(p), k - lag) + lo * esize;
+        // The second copy for the peers is written block by block while the block is in L1.
+        reduce(b.dtype, op, own, ch.region(rank_, k) + lo * esize, srcs.data(), size_, hi - lo);
       }
     }
     if (s <= nchunks) {  // copy in the slices of chunk s-1 that peers reduce
@@ -158,13 +165,15 @@ void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
       const std::byte* in = data + j * chunk * esize;
       std::byte* region = ch.region(rank_, k);
       const std::size_t lo = sl.begin(r), hi = sl.begin(r + 1);
-      if (lo > 0) ch.copy_in(region, in, lo * esize);
-      if (sl.len > hi) ch.copy_in(region + hi * esize, in + hi * esize, (sl.len - hi) * esize);
+      if (lo > 0) std::memcpy(region, in, lo * esize);
+      if (sl.len > hi) std::memcpy(region + hi * esize, in + hi * esize, (sl.len - hi) * esize);
     }
     ch.publish(k);
-    ch.wait_all(k);
   }
-  gather(nchunks - 1, k);
+  ch.wait_all(k);
+  // The last L chunks were reduced in the last L steps: gather them now (chunk j at first+j+L).
+  for (std::size_t j = nchunks > lag ? nchunks - lag : 0; j < nchunks; ++j)
+    gather(j, first + static_cast<std::uint32_t>(j) + lag);
 }
 
 // ---------------------------------------------------------------------------- broadcast
@@ -192,7 +201,7 @@ void ShmGroup::broadcast_chunks(const BufferView& b, int root) {
     k = ch.next_step();
     if (rank_ == root) {
       ch.before_write(k);
-      ch.copy_in(ch.region(root, k), data + (s - 1) * chunk, len(s - 1));
+      std::memcpy(ch.region(root, k), data + (s - 1) * chunk, len(s - 1));
       ch.publish(k);
       ch.wait_all(k);
     } else {
@@ -236,7 +245,7 @@ void ShmGroup::all_gather_chunks(const BufferView& in, const BufferView& out) {
     k = ch.next_step();
     ch.before_write(k);
     if (s >= 2) gather(s - 2, k - 1);
-    ch.copy_in(ch.region(rank_, k), src + (s - 1) * chunk, len(s - 1));
+    std::memcpy(ch.region(rank_, k), src + (s - 1) * chunk, len(s - 1));
     ch.publish(k);
     ch.wait_all(k);
   }
@@ -288,7 +297,7 @@ void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out
     std::byte* region = ch.region(rank_, k);
     const std::size_t j = s - 1;
     for (std::size_t p = 0; p < n; ++p)
-      if (p != r) ch.copy_in(region + p * chunk * esize, src + (p * count + j * chunk) * esize, len(j) * esize);
+      if (p != r) std::memcpy(region + p * chunk * esize, src + (p * count + j * chunk) * esize, len(j) * esize);
     ch.publish(k);
     ch.wait_all(k);
   }

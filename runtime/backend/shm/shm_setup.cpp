@@ -67,9 +67,10 @@ RankControl& control(const Segment& seg, const Layout& layout, int rank) {
 Layout shm_layout(int nranks, int cpus) {
   Layout l;
   l.nranks = static_cast<std::size_t>(nranks);
-  l.region_bytes = nranks > cpus ? kOversubscribedRegionBytes : kRegionBytes;
-  l.ring = std::max<std::size_t>(2, kRingBytesPerRank / l.region_bytes);
-  while (l.ring > 2 && l.total_bytes() > kMaxSegmentBytes) l.ring /= 2;
+  const bool oversubscribed = nranks > cpus;
+  l.region_bytes = oversubscribed ? kOversubscribedRegionBytes : kRegionBytes;
+  l.ring = std::max<std::size_t>(kMinRing, (oversubscribed ? kOversubscribedRingBytesPerRank : kRingBytesPerRank) / l.region_bytes);
+  while (l.ring > kMinRing && l.total_bytes() > kMaxSegmentBytes) l.ring /= 2;
   while (l.region_bytes > kSmallAllReduceBytes && l.total_bytes() > kMaxSegmentBytes) l.region_bytes /= 2;
   return l;
 }
@@ -118,7 +119,7 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
                                      name, spec.name, h.version, h.nranks, kLayoutVersion, spec.size));
     layout.region_bytes = h.region_bytes;  // rank 0's choice
     layout.ring = h.ring;
-    if (layout.total_bytes() != h.total_bytes || h.total_bytes != seg.size() || layout.ring < 2 ||
+    if (layout.total_bytes() != h.total_bytes || h.total_bytes != seg.size() || layout.ring < kMinRing ||
         (layout.ring & (layout.ring - 1)) != 0 ||  // step % ring must survive the step counter's wrap
         layout.region_bytes < kSmallAllReduceBytes)
       throw BackendError(fmt::format("shm backend: segment '{}' of group '{}' is inconsistent ({} bytes mapped, "
