@@ -2,7 +2,7 @@
 // launcher needed), with the memory bandwidth of this machine for reference. Prints one table
 // per op: size, time per op, algbw and busbw (nccl-tests definitions, runtime-notes §3.4).
 //   fastrun-bench shm [--nproc N] [--backend shm|gloo] [--op allreduce|allgather|broadcast|
-//                      reducescatter|object|all] [--min BYTES] [--max BYTES] [--dtype float32|...]
+//                      reducescatter|object|stream|all] [--min BYTES] [--max BYTES] [--dtype float32|...]
 //                     [--pin]   (pin rank r to the r-th CPU)
 #include <sched.h>
 #include <sys/wait.h>
@@ -62,11 +62,14 @@ Args parse(int argc, char** argv) {
       if (!found) throw ConfigError(fmt::format("--dtype {}: accepted float32|float64|float16|bfloat16|int32|int64", d));
     } else {
       throw ConfigError(fmt::format("unknown option '{}'; accepted: --nproc N --backend NAME --op "
-                                    "allreduce|allgather|broadcast|reducescatter|object|all --min B --max B --dtype T",
+                                    "allreduce|allgather|broadcast|reducescatter|object|stream|all --min B --max B --dtype T",
                                     f));
     }
   }
   if (a.nproc < 1) throw ConfigError("--nproc must be >= 1");
+  const std::vector<std::string> ops{"allreduce", "allgather", "broadcast", "reducescatter", "object", "stream", "all"};
+  if (std::find(ops.begin(), ops.end(), a.op) == ops.end())
+    throw ConfigError(fmt::format("--op {}: accepted allreduce|allgather|broadcast|reducescatter|object|stream|all", a.op));
   return a;
 }
 
@@ -187,6 +190,22 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
       g->all_gather(BufferView{payload.data(), 25, DType::int32}, BufferView{all_out.data(), 25 * static_cast<std::size_t>(a.nproc), DType::int32})->wait();
     });
     say(fmt::format("\nobject all-gather protocol, 100-byte objects ({} ranks, {}): {:.2f} us\n", a.nproc, a.backend, secs * 1e6));
+  }
+  if (all || a.op == "stream") {
+    // The floor under any in-place all-reduce: each rank must read and write its own buffer at
+    // least once. All ranks stream at once, sharing the memory bus (and, with more ranks than
+    // CPUs, the cores), and the row shows the busbw an all-reduce would reach if that were its
+    // only cost, so it bounds the all_reduce rows; with 2 and 4 ranks it bounds their ratio.
+    header("stream floor: every rank adds 1 to its own float32 buffer in place (busbw as all_reduce)");
+    for (std::size_t bytes : sizes()) {
+      std::vector<float> buf(bytes / sizeof(float), 0.0f);
+      double secs = time_op(*g, iters_for(bytes), [&] {
+        for (float& x : buf) x += 1.0f;
+        asm volatile("" : : "r"(buf.data()) : "memory");  // the stores are the point: keep them
+      });
+      g->all_reduce(BufferView{&secs, 1, DType::float64, DeviceKind::cpu}, {ReduceOp::max})->wait();
+      row(bytes, secs, 2 * (n - 1) / n);
+    }
   }
   g->barrier()->wait();
 }
