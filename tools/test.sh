@@ -15,7 +15,28 @@ run_ctest() {  # run_ctest BUILD_DIR [ctest args...]
   (cd "$dir" && ctest --output-on-failure --timeout 180 -j"$jobs" "$@")
 }
 
+shm_entries() { ls /dev/shm 2>/dev/null | grep '^fastrun-' | sort || true; }
+
+# Nothing may be left behind, by the product or by the tests: /dev/shm entries that appeared
+# during a stage and are still there a few seconds after its last test (time for stragglers to
+# exit) fail the stage, named with their times; they are removed so that later runs start clean.
+check_no_leftovers() {  # check_no_leftovers STAGE ENTRIES_BEFORE
+  local new i
+  for i in 1 2 3; do
+    new=$(comm -13 <(printf '%s\n' "$2") <(shm_entries) | sed '/^$/d')
+    [ -z "$new" ] && return 0
+    sleep 1
+  done
+  echo "tools/test.sh: stage $1 left these in /dev/shm (a test or fastrun did not clean up):" >&2
+  for e in $new; do
+    echo "  $(stat -c '%y %s bytes' "/dev/shm/$e" 2>/dev/null) $e" >&2
+    rm -f "/dev/shm/$e"
+  done
+  exit 1
+}
+
 for stage in $stages; do
+  before=$(shm_entries)
   case $stage in
     main)
       echo "== test: main build"
@@ -59,5 +80,6 @@ for stage in $stages; do
       ;;
     *) echo "tools/test.sh: unknown stage '$stage' (accepted: main asan tsan)" >&2; exit 2 ;;
   esac
+  check_no_leftovers "$stage" "$before"
 done
 echo "== test: all stages passed ($stages)"
