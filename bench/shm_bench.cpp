@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench_registry.h"
 #include "fastrun/runtime/backend/registry.h"
@@ -40,6 +41,8 @@ struct Args {
   bool pin = false;  // pin rank r to the r-th usable CPU (round robin)
 };
 
+const std::vector<std::string> kOps{"allreduce", "allgather", "broadcast", "reducescatter", "object", "stream", "all"};
+
 Args parse(int argc, char** argv) {
   Args a;
   auto need = [&](int& i) -> std::string {
@@ -61,15 +64,14 @@ Args parse(int argc, char** argv) {
         if (dtype_name(t) == d) a.dtype = t, found = true;
       if (!found) throw ConfigError(fmt::format("--dtype {}: accepted float32|float64|float16|bfloat16|int32|int64", d));
     } else {
-      throw ConfigError(fmt::format("unknown option '{}'; accepted: --nproc N --backend NAME --op "
-                                    "allreduce|allgather|broadcast|reducescatter|object|stream|all --min B --max B --dtype T",
-                                    f));
+      throw ConfigError(fmt::format("unknown option '{}'; accepted: --nproc N --backend NAME --op {} --min B --max B "
+                                    "--dtype T",
+                                    f, fmt::join(kOps, "|")));
     }
   }
   if (a.nproc < 1) throw ConfigError("--nproc must be >= 1");
-  const std::vector<std::string> ops{"allreduce", "allgather", "broadcast", "reducescatter", "object", "stream", "all"};
-  if (std::find(ops.begin(), ops.end(), a.op) == ops.end())
-    throw ConfigError(fmt::format("--op {}: accepted allreduce|allgather|broadcast|reducescatter|object|stream|all", a.op));
+  if (std::find(kOps.begin(), kOps.end(), a.op) == kOps.end())
+    throw ConfigError(fmt::format("--op {}: accepted {}", a.op, fmt::join(kOps, "|")));
   return a;
 }
 
