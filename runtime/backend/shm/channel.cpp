@@ -49,13 +49,6 @@ void futex_wait(std::uint32_t* addr, std::uint32_t expected, std::chrono::nanose
 
 void futex_wake_all(std::uint32_t* addr) { ::syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return CPU_COUNT(&set);
-}
-
 }  // namespace
 
 Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_ptr<FailureWatch> watch)
@@ -67,7 +60,7 @@ Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_p
       pidfds_(static_cast<std::size_t>(info_.size), -1) {
   // With a core per rank a peer is usually microseconds away: spin long enough to catch it.
   // With more ranks than cores, spinning steals the core the peer needs: yield and sleep soon.
-  if (info_.size <= usable_cpus()) {
+  if (info_.size <= info_.cpus) {
     spin_ = std::chrono::microseconds(50);
   } else {
     spin_ = std::chrono::microseconds(5);

@@ -36,6 +36,7 @@ struct ChannelInfo {
   int size = 1;
   std::vector<int> global_ranks;  // for messages
   std::string group;              // group name, for messages
+  int cpus = 1;                   // CPUs this rank may run on: fewer than `size` means ranks share cores
 };
 
 class Channel {

@@ -85,7 +85,8 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
   if (!spec.store)
     throw ConfigError(fmt::format("shm backend: group '{}' of {} ranks has no store to rendezvous through",
                                   spec.name, spec.size));
-  Layout layout = shm_layout(spec.size, usable_cpus());
+  const int cpus = usable_cpus();
+  Layout layout = shm_layout(spec.size, cpus);
   const std::string node = node_id();
 
   // 2. Rank 0 creates and initialises the segment and publishes its name; the others open it.
@@ -139,7 +140,7 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
   seg.unlink();
 
   // 4. The channel watches every peer's liveness from now on.
-  ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name};
+  ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name, cpus};
   auto watch = spec.failure_store ? std::make_shared<FailureWatch>(spec.failure_store) : nullptr;
   auto chan = std::make_unique<Channel>(std::move(seg), layout, std::move(info), std::move(watch));
   chan->watch_peers();
