@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <catch2/catch.hpp>
 
@@ -184,33 +185,90 @@ TEST_CASE("the failure key reaches ranks blocked on the store", "[launcher][exit
   CHECK(contains(r.err, "saw failure: rank 1: exited with code 3"));
 }
 
+// Each rank records the signals it gets (--trap-signals): a rank stopped by PDEATHSIG's SIGKILL
+// after the launcher left records nothing, so these prove the launcher itself forwarded them.
 TEST_CASE("signals to the launcher stop the job and SIGUSR1/2 are forwarded", "[launcher][signals]") {
-  TempDir dir;
-  const std::vector<std::pair<int, int>> rows = {{SIGINT, 130}, {SIGTERM, 143}, {SIGHUP, 129}};
-  for (auto [sig, code] : rows) {
+  const std::vector<std::tuple<int, int, std::string>> rows = {
+      {SIGINT, 130, "INT\n"}, {SIGTERM, 143, "TERM\n"}, {SIGHUP, 129, "HUP\n"}};
+  for (const auto& [sig, code, name] : rows) {
     CAPTURE(sig);
-    const std::string pids = dir.str() + "/pid-" + std::to_string(sig) + "-%r";
-    Process p(cmd({"--nproc", "2"}, {"--pidfile", pids, "--sleep", "30"}), {}, dir.path());
-    // Wait until both ranks run, then signal the launcher only.
-    for (int i = 0; i < 400 && !(std::filesystem::exists(dir.str() + "/pid-" + std::to_string(sig) + "-1") &&
-                                 std::filesystem::exists(dir.str() + "/pid-" + std::to_string(sig) + "-0"));
-         ++i)
-      std::this_thread::sleep_for(10ms);
+    TempDir dir;
+    Process p(cmd({"--nproc", "2"}, {"--trap-signals", dir.str() + "/sig-%r", "--pidfile", dir.str() + "/pid-%r",
+                                     "--sleep", "30"}),
+              {}, dir.path());
+    const std::vector<pid_t> pids = read_rank_pids(dir.path(), 0, 2);  // both ranks trap signals now
     p.signal(sig);
     const auto r = p.finish(10s);
     CHECK(r.exit_code == code);
     CHECK(r.seconds < 5);
+    for (int rank = 0; rank < 2; ++rank)
+      CHECK(read_file(dir.path() / ("sig-" + std::to_string(rank))) == name);
+    wait_until_gone(pids, 2s);
+    for (pid_t pid : pids) CHECK(process_gone(pid));
   }
-  Process p(cmd({"--nproc", "2"}, {"--usr1-exit", "0", "--pidfile", dir.str() + "/usr-%r", "--sleep", "30"}), {},
-            dir.path());
-  for (int i = 0; i < 400 && !(std::filesystem::exists(dir.str() + "/usr-0") &&
-                               std::filesystem::exists(dir.str() + "/usr-1"));
-       ++i)
-    std::this_thread::sleep_for(10ms);
+  TempDir dir;
+  Process p(cmd({"--nproc", "2"}, {"--trap-signals", dir.str() + "/sig-%r", "--pidfile", dir.str() + "/pid-%r",
+                                   "--sleep", "30"}),
+            {}, dir.path());
+  const std::vector<pid_t> pids = read_rank_pids(dir.path(), 0, 2);
   p.signal(SIGUSR1);
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK(wait_for_content(dir.path() / ("sig-" + std::to_string(rank)), "USR1\n", 5s) == "USR1\n");
+  p.signal(SIGUSR2);
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK(wait_for_content(dir.path() / ("sig-" + std::to_string(rank)), "USR1\nUSR2\n", 5s) == "USR1\nUSR2\n");
+  for (pid_t pid : pids) CHECK_FALSE(process_gone(pid));  // forwarded, not a reason to stop
+  p.signal(SIGTERM);
   const auto r = p.finish(10s);
-  CHECK(r.exit_code == 0);  // every rank left through its SIGUSR1 handler
-  CHECK(r.seconds < 5);
+  CHECK(r.exit_code == 143);
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK(read_file(dir.path() / ("sig-" + std::to_string(rank))) == "USR1\nUSR2\nTERM\n");
+}
+
+TEST_CASE("a signalled launcher sends SIGTERM, waits --kill-timeout, then SIGKILLs a rank ignoring it",
+          "[launcher][signals]") {
+  TempDir dir;
+  Process p(cmd({"--nproc", "2", "--kill-timeout", "0.5"},
+                {"--on", "0", "--trap-signals", dir.str() + "/sig-%r", "--on", "1", "--ignore-term", "--pidfile",
+                 dir.str() + "/pid-%r", "--sleep", "30"}),
+            {}, dir.path());
+  const std::vector<pid_t> pids = read_rank_pids(dir.path(), 0, 2);
+  const auto sent = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  const auto r = p.finish(10s);
+  const double stopped = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  CHECK(r.exit_code == 143);
+  CHECK(read_file(dir.path() / "sig-0") == "TERM\n");  // rank 0 was sent SIGTERM, not killed
+  CHECK(stopped >= 0.5);  // rank 1 was given --kill-timeout before SIGKILL
+  CHECK(stopped < 5);
+  CHECK(contains(r.err, "fastrun: got SIGTERM"));
+  CHECK(contains(r.err, "rank 1 did not stop within --kill-timeout 0.5 s and got SIGKILL"));
+  wait_until_gone(pids, 2s);
+  for (pid_t pid : pids) CHECK(process_gone(pid));
+}
+
+TEST_CASE("rank 0 reads the launcher's stdin and the other ranks an empty one", "[launcher][io]") {
+  // Through a pipe: a terminal is not handed over (a background rank reading it gets SIGTTIN).
+  const auto r = run({"/bin/sh", "-c", "printf 'fed to the job' | \"$0\" --nproc 2 \"$1\" --echo-stdin", kFastrun,
+                      kPartner});
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "stdin[0]: fed to the job\n"));
+  CHECK(contains(r.out, "stdin[1]: \n"));
+}
+
+TEST_CASE("FASTRUN_LOG_LEVEL sets the launcher's verbosity and a bad level is refused", "[launcher][env]") {
+  const std::string id = run_id_arg("loglevel");
+  const auto quiet = run(cmd({"--nproc", "2", "--run-id", id}, {}), {{"FASTRUN_LOG_LEVEL", std::nullopt}});
+  CHECK(quiet.exit_code == 0);
+  CHECK_FALSE(contains(quiet.err, "info:"));  // the default is warn
+  const auto info = run(cmd({"--nproc", "2", "--run-id", id}, {}), {{"FASTRUN_LOG_LEVEL", "info"}});
+  CHECK(info.exit_code == 0);
+  CHECK(contains(info.err, " launcher] info: run " + id + ": 2 ranks"));
+  const auto bad = run(cmd({"--nproc", "2"}, {}), {{"FASTRUN_LOG_LEVEL", "loud"}});
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err, "FASTRUN_LOG_LEVEL"));
+  CHECK(contains(bad.err, "loud"));
+  CHECK(contains(bad.err, "error|warn|info|debug"));
 }
 
 TEST_CASE("SIGKILL of the launcher leaves no rank running", "[launcher][signals]") {

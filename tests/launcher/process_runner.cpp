@@ -158,6 +158,17 @@ void wait_until_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds t
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
+std::string wait_for_content(const std::filesystem::path& p, const std::string& expected,
+                             std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string text = read_file(p);
+  while (text != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    text = read_file(p);
+  }
+  return text;
+}
+
 std::vector<std::string> shm_entries(const std::string& prefix) {
   std::vector<std::string> out;
   DIR* d = ::opendir("/dev/shm");

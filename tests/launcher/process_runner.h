@@ -68,6 +68,9 @@ bool process_gone(pid_t pid);
 std::vector<pid_t> read_rank_pids(const std::filesystem::path& dir, int first, int last);
 // Waits until every pid is gone (exited, or a zombie) or `timeout` has passed.
 void wait_until_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);
+// Waits up to `timeout` for file p to hold exactly `expected`; returns what it holds at the end.
+std::string wait_for_content(const std::filesystem::path& p, const std::string& expected,
+                             std::chrono::milliseconds timeout);
 // Entries of /dev/shm whose name starts with `prefix`.
 std::vector<std::string> shm_entries(const std::string& prefix);
 

@@ -110,15 +110,55 @@ TEST_CASE("launch_self: a failing child with rank 0 relayed keeps rank 0's outpu
   CHECK(shm_entries("fastrun-relayed-fail").empty());
 }
 
+// Ranks 1 and 2 record the signals they get: SIGTERM from rank 0's exit path, not PDEATHSIG's
+// SIGKILL (which would record nothing), whatever the machine's speed.
 TEST_CASE("launch_self: rank 0 exiting non-zero stops the other ranks", "[launcher][self]") {
-  const auto r = run({kPartner, "--self", "3", "--self-run-id", "rank0-fails", "--on", "0", "--exit", "5", "--sleep",
-                      "30"},
+  TempDir dir;
+  const auto r = run({kPartner, "--self", "3", "--self-run-id", "rank0-fails", "--trap-signals", dir.str() + "/sig-%r",
+                      "--pidfile", dir.str() + "/pid-%r", "--barrier", "--on", "0", "--exit", "5", "--sleep", "30"},
                      {{"FASTRUN_RANK", std::nullopt}});
   CHECK(r.exit_code == 5);
-  CHECK(r.seconds < 5);
   CHECK(contains(r.err, "rank 0"));
   CHECK(contains(r.err, "exited with code 5"));
+  const std::vector<pid_t> pids = read_rank_pids(dir.path(), 1, 3);
+  wait_until_gone(pids, 2s);
+  for (int rank = 1; rank < 3; ++rank) {
+    CAPTURE(rank);
+    CHECK(process_gone(pids[static_cast<std::size_t>(rank - 1)]));
+    CHECK(read_file(dir.path() / ("sig-" + std::to_string(rank))) == "TERM\n");
+  }
   CHECK(shm_entries("fastrun-rank0-fails").empty());
+}
+
+TEST_CASE("launch_self: output decides what ranks 1.. show on the terminal", "[launcher][self]") {
+  struct Row {
+    std::string mode;
+    bool out, err;  // rank 1's stdout / stderr shown
+  };
+  for (const Row& row : {Row{"all", true, true}, Row{"only_error", false, true}, Row{"ignore", false, false}}) {
+    CAPTURE(row.mode);
+    const auto r = run({kPartner, "--self", "2", "--self-output", row.mode, "--out", "out %r", "--err", "err %r"},
+                       {{"FASTRUN_RANK", std::nullopt}});
+    REQUIRE(r.exit_code == 0);
+    CHECK(contains(r.out, "out 0\n"));  // rank 0 always shows
+    CHECK(contains(r.err, "err 0\n"));
+    CHECK(contains(r.out, "out 1\n") == row.out);
+    CHECK(contains(r.err, "err 1\n") == row.err);
+  }
+  const auto bad = run({kPartner, "--self", "2", "--self-output", "bogus"}, {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err, "'bogus': accepted values are all, only_error, ignore"));
+}
+
+TEST_CASE("launch_self: kill_timeout is the grace before a rank ignoring SIGTERM is killed", "[launcher][self]") {
+  const auto r = run({kPartner, "--self", "2", "--self-kill-timeout", "0.5", "--on", "1", "--ignore-term", "--barrier",
+                      "--on", "0", "--exit", "5", "--sleep", "30"},
+                     {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(r.exit_code == 5);
+  CHECK(r.seconds >= 0.5);
+  CHECK(r.seconds < 4.5);  // well under the default 5 s grace: the option was used
+  CHECK(contains(r.err, "did not stop within"));
+  CHECK(contains(r.err, "0.5 s and got SIGKILL"));
 }
 
 TEST_CASE("launch_self: SIGKILL of rank 0 leaves no child running", "[launcher][self]") {

@@ -7,8 +7,11 @@
 //   --sleep S           sleep S seconds (fractions allowed)
 //   --ignore-term       ignore SIGTERM from now on
 //   --usr1-exit N       exit with code N on SIGUSR1
+//   --trap-signals FILE append the name of each SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 received to
+//                       FILE ("%r" = rank), one per line; exit 128+signal after the first three
 //   --lines N LEN       print N lines of exactly LEN bytes (+ '\n') to stdout: "r<rank>-<i>-xxx..."
 //   --out TEXT / --err TEXT      TEXT + '\n' to stdout / stderr ("%r" = rank, also in --partial)
+//   --echo-stdin        read stdin to its end and print "stdin[<rank>]: <what came>" to stdout
 //   --partial TEXT      TEXT without newline to stdout, flushed
 //   --dump FILE         write argv and environment, length-prefixed ("<len>:<bytes>\n"); "%r" in
 //                       FILE becomes the rank
@@ -40,6 +43,15 @@ namespace {
 
 int g_usr1_code = 0;
 void on_usr1(int) { ::_exit(g_usr1_code); }
+
+// --trap-signals: proves which signal reached the rank (a SIGKILL by PDEATHSIG records nothing).
+int g_trap_fd = -1;
+void on_trapped(int sig) {
+  const char* name = sig == SIGINT ? "INT\n" : sig == SIGTERM ? "TERM\n" : sig == SIGHUP ? "HUP\n"
+                     : sig == SIGUSR1 ? "USR1\n" : "USR2\n";
+  if (::write(g_trap_fd, name, std::strlen(name)) < 0) ::_exit(70);
+  if (sig != SIGUSR1 && sig != SIGUSR2) ::_exit(128 + sig);
+}
 
 std::string with_rank(std::string s, int rank) {
   const auto p = s.find("%r");
@@ -132,6 +144,16 @@ int main(int argc, char** argv) {
         g_usr1_code = code;
         ::signal(SIGUSR1, on_usr1);
       }
+    } else if (a == "--trap-signals") {
+      const std::string file = with_rank(next(), rank);
+      if (active) {
+        g_trap_fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
+        if (g_trap_fd < 0) return 65;
+        struct sigaction sa {};
+        sa.sa_handler = on_trapped;
+        sa.sa_flags = SA_RESTART;
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
+      }
     } else if (a == "--lines") {
       const long n = std::atol(next());
       const long len = std::atol(next());
@@ -152,6 +174,14 @@ int main(int argc, char** argv) {
         std::FILE* f = a == "--out" ? stdout : stderr;
         std::fprintf(f, "%s\n", text);
         std::fflush(f);
+      }
+    } else if (a == "--echo-stdin") {
+      if (active) {
+        std::string in;
+        char buf[4096];
+        for (ssize_t n; (n = ::read(0, buf, sizeof buf)) > 0;) in.append(buf, static_cast<std::size_t>(n));
+        std::printf("stdin[%d]: %s\n", rank, in.c_str());
+        std::fflush(stdout);
       }
     } else if (a == "--partial") {
       const std::string text_s = with_rank(next(), rank);
