@@ -3,6 +3,7 @@
 // SIGKILLed at random points inside store operations (the store must stay usable and never
 // show a half-written value), and a 256-process rendezvous. Children are forked, connect with
 // connect_store() like ranks do, and are always reaped (test_support/children.h).
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -12,6 +13,7 @@
 
 #include "conformance.h"
 #include "fastrun/runtime/error.h"
+#include "test_support/asleep.h"
 #include "test_support/children.h"
 
 using namespace fastrun;
@@ -55,6 +57,8 @@ bool valid(const Bytes& v) {
 
 }  // namespace
 
+// The child says when it is connected, is then seen asleep in wait(), and reports the moment it
+// woke (steady_clock is CLOCK_MONOTONIC, one clock for every process of the machine).
 TEST_CASE("store processes: a waiter in another process is woken by set and add", "[store][conformance][process]") {
   for (const auto& kind : store_kinds_under_test()) {
     if (!kind.cross_process) continue;
@@ -62,17 +66,34 @@ TEST_CASE("store processes: a waiter in another process is woken by set and add"
       {
         auto hosted = kind.host();
         auto store = hosted->connect();
-        Children kids;
-        for (const char* key : {"from-set", "from-add"})
-          kids.spawn([&, key] {
+        for (const std::string key : {"from-set", "from-add"}) {
+          CAPTURE(key);
+          int pipe_fds[2];
+          REQUIRE(::pipe(pipe_fds) == 0);
+          Children kids;
+          const pid_t pid = kids.spawn([&] {
             auto s = test::connect_to(*hosted);
-            s->wait({key}, 10s);
+            const char connected = 1;
+            if (::write(pipe_fds[1], &connected, 1) != 1) return 2;
+            s->wait({key}, test::kWaiterTimeout);
+            const std::int64_t woke = std::chrono::steady_clock::now().time_since_epoch().count();
+            if (::write(pipe_fds[1], &woke, sizeof woke) != sizeof woke) return 2;
             return to_string(s->get(key, 1s)).empty() ? 1 : 0;
           });
-        std::this_thread::sleep_for(50ms);
-        store->set("from-set", to_bytes("x"));
-        store->add("from-add", 3);
-        for (const auto& st : kids.wait_all(15s)) CHECK(st.shell_code() == 0);
+          ::close(pipe_fds[1]);  // a child that dies closes the pipe: the reads below end
+          char connected = 0;
+          CHECK(::read(pipe_fds[0], &connected, 1) == 1);
+          CHECK(test::wait_until_asleep(pid, pid, 5s));
+          const auto t0 = std::chrono::steady_clock::now();
+          if (key == "from-set") store->set(key, to_bytes("x"));
+          else store->add(key, 3);
+          std::int64_t woke = 0;
+          CHECK(::read(pipe_fds[0], &woke, sizeof woke) == sizeof woke);
+          ::close(pipe_fds[0]);
+          CHECK(std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(woke)) - t0 <
+                test::kWakeBound);
+          for (const auto& st : kids.wait_all(15s)) CHECK(st.shell_code() == 0);
+        }
       }
       CHECK(test::leftovers().empty());
     }
