@@ -12,12 +12,13 @@
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/store/memory_store.h"
+#include "test_support/skip.h"
 
 using namespace fastrun;
 
 TEST_CASE("DDP on CUDA buffers over nccl (world of one)", "[ddp][cuda]") {
   if (cuda_device_count() == 0) {
-    WARN("no CUDA device visible: skipped");
+    test::skip_case("no CUDA device visible");
     return;
   }
   GroupSpec spec;

@@ -13,6 +13,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "test_support/scoped_env.h"
+#include "test_support/skip.h"
 
 using namespace fastrun;
 using namespace std::chrono_literals;
@@ -157,7 +158,7 @@ TEST_CASE("shm store: creation reserves a first slice only, and the heaps are re
 // A /dev/shm smaller than the segment: creation still works (only a slice is reserved), a set
 // that needs more than /dev/shm has is a clear StoreError that changes nothing, and the store
 // keeps working. Needs a private mount namespace with a 4 MiB tmpfs on /dev/shm (root or user
-// namespaces); skipped with a warning where that is not allowed.
+// namespaces); skipped (test::skip_case) where that is not allowed.
 TEST_CASE("shm store: a /dev/shm too small is a clear error at the set that needs it", "[store][shm]") {
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -195,7 +196,7 @@ TEST_CASE("shm store: a /dev/shm too small is a clear error at the set that need
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 77) {
-    WARN("skipped: cannot mount a small tmpfs on /dev/shm in a private mount namespace here");
+    test::skip_case("cannot mount a small tmpfs on /dev/shm in a private mount namespace here");
     return;
   }
   CHECK(WEXITSTATUS(status) == 0);  // 1: 8 MiB stored; 2: message; 3: state changed; 4/5: store broken
