@@ -6,6 +6,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,6 +37,25 @@ void sum_check(ProcessGroup& g, std::size_t count, float salt) {
   }
 }
 
+// The distinct /dev/shm segments this process maps for the groups of job `run_id` (the job's
+// store excluded), told apart by inode: two groups sharing one segment would count once.
+std::size_t mapped_group_segments(const std::string& run_id) {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> inodes;
+  const std::string group_prefix = "/dev/shm/fastrun-" + run_id + "-", store = group_prefix + "store";
+  for (std::string line; std::getline(maps, line);) {
+    const auto path = line.find("/dev/shm/");
+    if (path == std::string::npos || line.compare(path, group_prefix.size(), group_prefix) != 0 ||
+        line.compare(path, store.size(), store) == 0)
+      continue;
+    std::istringstream fields(line);
+    std::string range, perms, offset, dev, inode;
+    fields >> range >> perms >> offset >> dev >> inode;
+    inodes.insert(dev + ":" + inode);
+  }
+  return inodes.size();
+}
+
 }  // namespace
 
 TEST_CASE("shm: sub-groups and concurrent groups each get their own segment", "[shm]") {
@@ -52,6 +75,8 @@ TEST_CASE("shm: sub-groups and concurrent groups each get their own segment", "[
           sum_check(*again, 70000, static_cast<float>(round));
           pair->barrier()->wait();
         }
+        const std::size_t segments = mapped_group_segments(rk.run_id);
+        expect(segments == 4, "rank {} maps {} group segments for its 4 groups", rk.rank, segments);
       },
       {}, &run_id);
   INFO(describe(out));

@@ -94,6 +94,16 @@ inline std::vector<double> from_device(const DeviceBuffer& b, std::size_t count,
   return decode(bytes, dtype);
 }
 
+// A device buffer of `bytes` all 0xFF (NaN in every float type, -1 in the integer ones), for
+// outputs the collective must overwrite whole: in a world of one, all-reduce and broadcast are
+// the identity, so an output that still holds the poison is the proof that a call did nothing.
+inline DeviceBuffer poisoned(std::size_t bytes) {
+  const std::vector<std::uint8_t> poison(bytes, 0xFF);
+  DeviceBuffer b(bytes);
+  b.upload(poison.data(), bytes);
+  return b;
+}
+
 // "" when equal, else the first mismatch.
 inline std::string compare(const std::vector<double>& got, const std::vector<double>& want) {
   if (got.size() != want.size()) return fmt::format("size {} != {}", got.size(), want.size());
@@ -189,8 +199,7 @@ inline std::vector<Result> check_all_gather(ProcessGroup& pg, std::size_t count 
       for (int q = 0; q < n; ++q)
         for (std::size_t i = 0; i < count; ++i) want[q * count + i] = q * 8 + static_cast<double>(i % 8);
       DeviceBuffer input = to_device(in, dtype);
-      DeviceBuffer output(count * n * dtype_size(dtype));
-      output.fill_zero();
+      DeviceBuffer output = poisoned(count * n * dtype_size(dtype));
       pg.all_gather(input.view(count, dtype), output.view(count * n, dtype))->wait();
       return compare(from_device(output, count * n, dtype), want);
     }));
@@ -208,8 +217,7 @@ inline std::vector<Result> check_reduce_scatter(ProcessGroup& pg, std::size_t co
       for (std::size_t i = 0; i < count; ++i)
         want[i] = n * (n + 1) / 2.0 + n * static_cast<double>((r * count + i) % 5);
       DeviceBuffer input = to_device(in, dtype);
-      DeviceBuffer output(count * dtype_size(dtype));
-      output.fill_zero();
+      DeviceBuffer output = poisoned(count * dtype_size(dtype));
       pg.reduce_scatter(input.view(count * n, dtype), output.view(count, dtype), ReduceScatterOptions{ReduceOp::sum})
           ->wait();
       return compare(from_device(output, count, dtype), want);

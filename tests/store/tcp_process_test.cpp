@@ -15,7 +15,9 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/tcp/hosted.h"
+#include "test_support/asleep.h"
 #include "test_support/children.h"
+#include "test_support/skip.h"
 
 using namespace fastrun;
 using namespace std::chrono_literals;
@@ -44,7 +46,7 @@ TEST_CASE("tcp store: 1,024 concurrent client connections", "[store][tcp][proces
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);
   if (lim.rlim_max < kChildren * kPerChild + 256) {
-    WARN("hard RLIMIT_NOFILE " << lim.rlim_max << " is too low for 1,024 connections; skipped");
+    test::skip_case(fmt::format("hard RLIMIT_NOFILE {} is too low for 1,024 connections", lim.rlim_max));
     return;
   }
   auto h = host_tcp_here();
@@ -82,18 +84,33 @@ TEST_CASE("tcp store: clients killed mid-request do not disturb the others", "[s
   auto h = host_tcp_here();
   auto survivor = h->connect();
   test::Children children;
-  // Children that die with SIGKILL while blocked in a wait, or while sending 16 MiB values.
+  // Children that die with SIGKILL while blocked in a wait, or while sending 16 MiB values: each
+  // says when it is connected, and a waiter is seen asleep in its wait before the kill.
   for (int round = 0; round < 8; ++round) {
+    CAPTURE(round);
+    int ready[2];
+    REQUIRE(::pipe(ready) == 0);
     const pid_t pid = children.spawn([&, round] {
       auto s = child_connect(*h);
+      const char connected = 1;
+      if (::write(ready[1], &connected, 1) != 1) return 2;
       if (round % 2 == 0) s->wait({"never"}, 60s);
       Bytes big(16u << 20, 0x5a);
       for (int i = 0; i < 1000; ++i) s->set("big", big);
       return 0;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + 10 * round));
-    children.kill_and_reap(pid);
+    ::close(ready[1]);  // a child that dies before connecting closes the pipe: the read ends
+    char connected = 0;
+    CHECK(::read(ready[0], &connected, 1) == 1);
+    ::close(ready[0]);
+    if (round % 2 == 0) CHECK(test::wait_until_asleep(pid, pid, 5s));
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10 + 10 * round));  // mid-way through the sets
+    ::kill(pid, SIGKILL);
   }
+  for (const auto& st : children.wait_all(10s)) CHECK(st.signal == SIGKILL);  // none ended by itself
+  // The server closed the dead clients' connections, and their "never" waits with them.
+  for (int i = 0; i < 500 && h->stats().connections != 1; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(h->stats().connections == 1);  // the survivor's
   survivor->set("alive", to_bytes("yes"));
   CHECK(to_string(survivor->get("alive", 5s)) == "yes");
   std::vector<std::string> keys = {"alive"};
