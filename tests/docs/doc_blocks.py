@@ -19,7 +19,9 @@ A failure names the doc's file:line and shows the block's output.
 Left unmarked on purpose: commands that need a GPU (--devices, train_mlp_cuda, gpu_checks.sh),
 a cluster or another launcher (srun, mpirun, torchrun), root or minutes (tools/demo.sh and
 tools/test.sh install packages and build everything; full benchmark runs take minutes),
-placeholders (./my_program, ./train), and fragments that are not whole programs or commands.
+placeholders (./my_program, ./train), fragments that are not whole programs or commands, and
+`fastrun --cleanup` (run beside the suite's SIGKILL tests, it would remove the leftovers those
+tests check before cleaning them up themselves).
 
 The same run checks that docs/index.md links every page of docs/, and that every marker is
 followed by a fence of the kind it names.
