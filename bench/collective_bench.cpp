@@ -76,12 +76,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--max") a.max = parse_size(flag, value());
     else if (flag == "--iters") a.iters = std::stoi(value());
     else if (flag == "--spawn") a.spawn = std::stoi(value());
-    else if (flag == "--help" || flag == "-h") {
-      fmt::print("usage: fastrun-bench {} [--backend auto|gloo|shm|nccl] [--min 4K] [--max 256M] [--iters N] "
-                 "[--spawn N]\n",
-                 a.op);
-      std::exit(0);
-    } else {
+    else {
       throw ConfigError(fmt::format("unknown option '{}' (see --help)", flag));
     }
   }
@@ -194,9 +189,15 @@ int run(int argc, char** argv) {
   return run_ranks_body(a);
 }
 
-const Registration reg_allreduce{"allreduce", "all-reduce bandwidth, any backend (--backend NAME, --spawn N)", &run};
-const Registration reg_allgather{"allgather", "all-gather bandwidth, any backend (--backend NAME, --spawn N)", &run};
-const Registration reg_broadcast{"broadcast", "broadcast bandwidth, any backend (--backend NAME, --spawn N)", &run};
+const char* const kOptions =
+    "  --backend auto|gloo|shm|nccl  the backend (default auto: what join() picks)\n"
+    "  --min SIZE                    smallest message, bytes with K/M/G suffix (default 4K; at least 4)\n"
+    "  --max SIZE                    largest message, doubling from --min (default 256M)\n"
+    "  --iters N                     timed iterations per size (default: by size, 2..50)\n"
+    "  --spawn N                     start N ranks itself (default: run as one rank of a fastrun job)\n";
+const Registration reg_allreduce{"allreduce", "all-reduce bandwidth, any backend (--backend NAME, --spawn N)", &run, kOptions};
+const Registration reg_allgather{"allgather", "all-gather bandwidth, any backend (--backend NAME, --spawn N)", &run, kOptions};
+const Registration reg_broadcast{"broadcast", "broadcast bandwidth, any backend (--backend NAME, --spawn N)", &run, kOptions};
 
 }  // namespace
 }  // namespace fastrun::bench

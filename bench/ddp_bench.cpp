@@ -204,6 +204,16 @@ int run_ddp_bench(int argc, char** argv) {
   return 0;
 }
 
-const fastrun::bench::Registration reg{"ddp", "DDP bucketed gradient sync vs one fused all-reduce", &run_ddp_bench};
+const fastrun::bench::Registration reg{
+    "ddp", "DDP bucketed gradient sync vs one fused all-reduce", &run_ddp_bench,
+    "  --params N                 float32 parameters in all, K/M/G suffix allowed (default 100M)\n"
+    "  --layers L                 (weight, bias) pairs they are split into (default 50)\n"
+    "  --iters K                  timed steps (default 3)\n"
+    "  --bucket-mb M              DDP bucket cap in MiB (default 25)\n"
+    "  --first-bucket-mb M        cap of the first bucket (default 1)\n"
+    "  --compute-us U             simulated backward time per layer (default 0)\n"
+    "  --backend gloo|shm|auto    (default gloo)\n"
+    "  --layout contiguous|separate  one gradient arena, or one allocation per tensor (default contiguous)\n"
+    "  --reduce sum|avg           pre-divide and sum, or let the backend average (default sum)\n"};
 
 }  // namespace

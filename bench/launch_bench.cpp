@@ -187,7 +187,10 @@ int run_launch(int argc, char** argv) {
   return 0;
 }
 
-Registration reg{"launch", "job start-up vs fork/exec floor, and failure-to-exit time", &run_launch};
+Registration reg{"launch", "job start-up vs fork/exec floor, and failure-to-exit time", &run_launch,
+                 "  --ranks LIST     rank counts to time, comma-separated (default 2,4,8,16,32)\n"
+                 "  --reps N         repetitions per rank count; the median is shown (default 7)\n"
+                 "  --fastrun PATH   the launcher to time (default: the fastrun next to this binary)\n"};
 
 }  // namespace
 }  // namespace fastrun::bench

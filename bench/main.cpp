@@ -1,4 +1,5 @@
-// fastrun-bench SUBJECT [options]: dispatches to the registered subjects.
+// fastrun-bench SUBJECT [options]: dispatches to the registered subjects; answers --help (the
+// subject list) and SUBJECT --help (that subject's options) itself.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,10 @@ int main(int argc, char** argv) {
   }
   for (auto& s : subs) {
     if (s.name != argv[1]) continue;
+    if (argc > 2 && (!std::strcmp(argv[2], "--help") || !std::strcmp(argv[2], "-h"))) {
+      fmt::print("usage: fastrun-bench {} [options]\n{}\noptions:\n{}", s.name, s.help, s.options);
+      return 0;
+    }
     try {
       return s.run(argc - 1, argv + 1);
     } catch (const fastrun::ConfigError& e) {

@@ -94,10 +94,7 @@ int run_sampler(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
     } else {
-      fmt::print(stderr,
-                 "usage: fastrun-bench sampler [--ranks R (default 8)] [--limit INDICES (default 1e8)] [--quick]\n"
-                 "unknown option '{}'\n",
-                 argv[i]);
+      fmt::print(stderr, "fastrun-bench sampler: unknown option '{}' (see fastrun-bench sampler --help)\n", argv[i]);
       return 2;
     }
   }
@@ -122,6 +119,9 @@ int run_sampler(int argc, char** argv) {
   return 0;
 }
 
-fastrun::bench::Registration reg{"sampler", "sampler throughput, epoch build time and memory", &run_sampler};
+fastrun::bench::Registration reg{"sampler", "sampler throughput, epoch build time and memory", &run_sampler,
+                                 "  --ranks R          world size the sampler splits for (default 8)\n"
+                                 "  --limit INDICES    indices drawn per row at most (default 100000000)\n"
+                                 "  --quick            epochs of 10^7 instead of 10^8\n"};
 
 }  // namespace

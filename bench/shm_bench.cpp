@@ -244,7 +244,13 @@ int run(int argc, char** argv) {
   return rc;
 }
 
-const Registration reg{"shm", "collectives of one backend on N self-forked ranks (--nproc N --backend shm|gloo)", &run};
+const Registration reg{"shm", "collectives of one backend on N self-forked ranks (--nproc N --backend shm|gloo)", &run,
+                       "  --nproc N          ranks to fork (default 2)\n"
+                       "  --backend NAME     shm or gloo (default shm)\n"
+                       "  --op OP            allreduce|allgather|broadcast|reducescatter|object|stream|all (default all)\n"
+                       "  --min B, --max B   message sizes in bytes (default 4096 .. 268435456)\n"
+                       "  --dtype T          float32|float64|float16|bfloat16|int32|int64 (default float32)\n"
+                       "  --pin              pin rank r to the r-th usable CPU\n"};
 
 }  // namespace
 }  // namespace fastrun::bench

@@ -5,7 +5,13 @@
 //   int main(int argc, char** argv) {
 //     fastrun::SelfLaunchOptions opt;
 //     opt.devices = "0,1";                 // or opt.nproc = 4 for CPU ranks
-//     int rank = fastrun::launch_self(argc, argv, opt);
+//     int rank = 0;
+//     try {
+//       rank = fastrun::launch_self(argc, argv, opt);
+//     } catch (const fastrun::ConfigError& e) {  // bad options: nothing started
+//       std::fprintf(stderr, "%s\n", e.what());
+//       return 2;
+//     }
 //     ...                                  // every rank runs from here, environment contract set
 //   }
 //

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "fastrun/launcher/self_launch.h"
+#include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 
 int main(int argc, char** argv) {
@@ -18,9 +19,12 @@ int main(int argc, char** argv) {
   int rank = 0;
   try {
     rank = fastrun::launch_self(argc, argv, options);  // FIRST: before any CUDA use
-  } catch (const std::exception& e) {
+  } catch (const fastrun::ConfigError& e) {  // bad options, found before anything starts
     std::fprintf(stderr, "hello_self_spawn: %s\n", e.what());
-    return 2;
+    return 2;  // a usage error, as the fastrun CLI exits
+  } catch (const std::exception& e) {  // the job could not start (store, spawn)
+    std::fprintf(stderr, "hello_self_spawn: %s\n", e.what());
+    return 1;
   }
   const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
   std::printf("hello from rank %d of %s, device %s, run %s\n", rank, std::getenv("FASTRUN_WORLD_SIZE"),

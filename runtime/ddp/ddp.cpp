@@ -290,14 +290,12 @@ void DistributedDataParallel::reset_step() {
   step_started_ = false;
 }
 
-DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_) {
-  if (ddp.step_started_)
+bool DistributedDataParallel::begin_no_sync() {
+  if (step_started_)
     throw Error(fmt::format("DDP on rank {}: no_sync() entered in the middle of a synced step (after mark_ready, "
                             "before finish)",
-                            ddp.group_.rank()));
-  ddp_.sync_ = false;
+                            group_.rank()));
+  return std::exchange(sync_, false);
 }
-
-DistributedDataParallel::NoSyncGuard::~NoSyncGuard() { ddp_.sync_ = previous_; }
 
 }  // namespace fastrun

@@ -39,6 +39,7 @@
 
 #include "fastrun/runtime/ddp/bucket_plan.h"
 #include "fastrun/runtime/ddp/buffer_ops.h"
+#include "fastrun/runtime/no_sync_guard.h"
 #include "fastrun/runtime/process_group/group.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
@@ -95,17 +96,7 @@ class DistributedDataParallel {
   // mark_all_ready() + finish().
   void synchronize() { mark_all_ready(); finish(); }
 
-  class NoSyncGuard {
-   public:
-    explicit NoSyncGuard(DistributedDataParallel& ddp);
-    ~NoSyncGuard();
-    NoSyncGuard(const NoSyncGuard&) = delete;
-    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-
-   private:
-    DistributedDataParallel& ddp_;
-    bool previous_;
-  };
+  // The gradients stay local while the guard lives (fastrun::NoSyncGuard, no_sync_guard.h).
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
   bool syncing() const { return sync_; }
 
@@ -115,6 +106,9 @@ class DistributedDataParallel {
   const DdpParameter& parameter(std::size_t i) const { return params_.at(i); }
 
  private:
+  friend class NoSyncGuard;
+  // Turns syncing off for a NoSyncGuard; returns the previous state. Error mid-step.
+  bool begin_no_sync();
   struct BucketState;
   void setup();
   void broadcast_parameters();

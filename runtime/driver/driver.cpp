@@ -35,9 +35,6 @@ void barrier() {
   if (auto ctx = current_context()) ctx->world().barrier()->wait();
 }
 
-NoSyncGuard::NoSyncGuard(int level) : previous_(exchange_no_sync_override(level)) {}
-NoSyncGuard::~NoSyncGuard() { exchange_no_sync_override(previous_); }
-
 AllRanksGuard::AllRanksGuard() { ++t_all_ranks_depth; }
 AllRanksGuard::~AllRanksGuard() { --t_all_ranks_depth; }
 

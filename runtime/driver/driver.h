@@ -6,9 +6,9 @@
 //   if (fastrun::is_global_zero()) save(...);
 //   fastrun::barrier();                                   // no-op at NO_SYNC >= 1
 //   auto metrics = fastrun::all_gather(local_metrics);    // {local} at NO_SYNC 2
-//   auto cfg = fastrun::broadcast_object(cfg_on_0, 0);    // optional: nullopt off src at NO_SYNC 2
+//   auto cfg = fastrun::broadcast_object(cfg_on_0, 0);    // object_collectives.h; own value at NO_SYNC 2
 //   fastrun::rank_zero_call([&] { write_report(); });     // rank 0 only, NO_SYNC 2 inside
-//   { fastrun::NoSyncGuard g(2); ... }                    // level restored on every exit path
+//   { fastrun::NoSyncGuard g(2); ... }                    // no_sync_guard.h; restored on every exit path
 //   { fastrun::AllRanksGuard g; ... }                     // every rank counts as rank 0 inside
 //   std::mt19937_64 rng(fastrun::per_rank_seed());        // seed from FASTRUN_GLOBAL_SEED + rank
 #include <cstdint>
@@ -19,6 +19,7 @@
 
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/objects/object_collectives.h"
+#include "fastrun/runtime/no_sync_guard.h"
 #include "fastrun/runtime/process_group/no_sync.h"
 
 namespace fastrun {
@@ -30,18 +31,6 @@ int global_rank();
 bool is_global_zero();
 // World barrier of the current context; a no-op at NO_SYNC >= 1 or without a context.
 void barrier();
-
-// Sets the NO_SYNC level for a scope; restores the previous level on every exit path.
-class NoSyncGuard {
- public:
-  explicit NoSyncGuard(int level);
-  ~NoSyncGuard();
-  NoSyncGuard(const NoSyncGuard&) = delete;
-  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-
- private:
-  int previous_;  // the previous override (-1: none)
-};
 
 // Every rank counts as global zero (is_global_zero, rank_zero_call) inside its scope.
 // Nests; restored on every exit path. Thread-local, like the call stack it scopes.
@@ -83,20 +72,6 @@ std::vector<T> all_gather(const T& value) {
   auto ctx = current_context();
   if (!ctx) return {value};
   return all_gather_object(ctx->world(), value);
-}
-
-// fastNLP's broadcast_object(obj, src): src's object everywhere. At NO_SYNC 2 the source gets
-// its own object back and the others get nullopt.
-template <class T>
-  requires(!std::is_base_of_v<Group, std::decay_t<T>>)  // not the Group overload (object_collectives.h)
-std::optional<T> broadcast_object(T value, int src = 0) {
-  auto ctx = current_context();
-  if (!ctx) return value;
-  if (no_sync_level() >= 2) {
-    if (ctx->rank() == src) return value;
-    return std::nullopt;
-  }
-  return broadcast_object(ctx->world(), std::move(value), src);
 }
 
 }  // namespace fastrun

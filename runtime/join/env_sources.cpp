@@ -74,9 +74,9 @@ void pick_store(Layout& l) {
     return;
   }
   if (l.world_size > 1)
-    throw ConfigError(fmt::format("rank {} of {} ({} environment): no rendezvous store: set FASTRUN_STORE "
-                                  "(file://PATH on a shared filesystem or tcp://HOST:PORT) or MASTER_ADDR and "
-                                  "MASTER_PORT (rank 0 then hosts a tcp store there)",
+    throw ConfigError(fmt::format("rank {} of {} ({} environment): no rendezvous store: set MASTER_ADDR and "
+                                  "MASTER_PORT, the same on every rank (rank 0 then hosts a tcp store there), or "
+                                  "FASTRUN_STORE to a store that something else already hosts",
                                   l.rank, l.world_size, l.source));
 }
 

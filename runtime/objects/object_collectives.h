@@ -9,13 +9,15 @@
 //   gather_object:      as all_gather_object, but only `root` decodes (the others get nullopt).
 // Objects of different sizes on different ranks work; a decode error names the sending rank.
 // FASTRUN_NO_SYNC=2 (no_sync.h): nothing is sent; broadcast_object returns `value` unchanged on
-// every rank (the driver's broadcast_object returns nullopt off the source, as fastNLP does),
-// all_gather_object returns {value}, gather_object returns {value} on the root only.
+// every rank, all_gather_object returns {value}, gather_object returns {value} on the root only.
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/objects/serializer.h"
 #include "fastrun/runtime/process_group/group.h"
 #include "fastrun/runtime/process_group/no_sync.h"
@@ -42,15 +44,24 @@ T decode_from(Group& group, const char* op, int sender, const std::vector<std::u
 
 }  // namespace objects_detail
 
-// Every member gets `root`'s value (root: rank within the group).
+// Every member gets `root`'s value (root: rank within the group). The one broadcast_object, in
+// torch's argument order (obj, src, group): without a group it acts on the current context's
+// world (context.h), and without a context it is a world of one that returns `value`.
 template <class T>
-T broadcast_object(Group& group, T value, int root = 0) {
-  if (no_sync_level() >= 2 || group.size() == 1) return value;
+T broadcast_object(T value, int root = 0, Group* group = nullptr) {
+  static_assert(!std::is_base_of_v<Group, std::decay_t<T>>, "broadcast_object(value, root, &group): the group comes last");
+  std::shared_ptr<Context> ctx;  // keeps the default world alive for the call
+  if (group == nullptr) {
+    ctx = current_context();
+    if (!ctx) return value;
+    group = &ctx->world();
+  }
+  if (no_sync_level() >= 2 || group->size() == 1) return value;
   std::vector<std::uint8_t> bytes;
-  if (group.rank() == root) bytes = encode(value);
-  bytes = objects_detail::broadcast_bytes(group, std::move(bytes), root);
-  if (group.rank() == root) return value;
-  return objects_detail::decode_from<T>(group, "broadcast_object", root, bytes);
+  if (group->rank() == root) bytes = encode(value);
+  bytes = objects_detail::broadcast_bytes(*group, std::move(bytes), root);
+  if (group->rank() == root) return value;
+  return objects_detail::decode_from<T>(*group, "broadcast_object", root, bytes);
 }
 
 // Every member's value, in group rank order, on every member.

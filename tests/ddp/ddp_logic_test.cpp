@@ -4,6 +4,10 @@
 
 #include <cmath>
 #include <mutex>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
@@ -140,6 +144,45 @@ TEST_CASE("DDP no_sync accumulates locally and the next synced step reduces the 
     // rank r holds sum_{m=0..3} (r + m) = 4r + 6; average over r = 0, 1 is 8.
     for (auto& gr : model.grad)
       for (float x : gr) T_REQUIRE(x == Approx(8.f));
+  });
+}
+
+// One guard type for both strengths (no_sync_guard.h): ddp.no_sync() is a fastrun::NoSyncGuard.
+static_assert(std::is_same_v<decltype(std::declval<DistributedDataParallel&>().no_sync()), NoSyncGuard>);
+
+TEST_CASE("NoSyncGuard(ddp) is ddp.no_sync(): nests, restores on throw, rejects a mid-step entry",
+          "[ddp][threads][no_sync]") {
+  run_thread_ranks(2, [&](ThreadGroup& g) {
+    Model model({4});
+    DistributedDataParallel ddp(g, model.params());
+    g.issued.clear();
+    {
+      NoSyncGuard outer(ddp);
+      T_REQUIRE(!ddp.syncing());
+      {
+        auto inner = ddp.no_sync();
+        T_REQUIRE(!ddp.syncing());
+      }
+      T_REQUIRE(!ddp.syncing());
+      ddp.synchronize();
+    }
+    T_REQUIRE(ddp.syncing());
+    T_REQUIRE(g.issued.empty());
+    try {
+      NoSyncGuard guard(ddp);
+      throw std::runtime_error("boom");
+    } catch (const std::runtime_error&) {
+    }
+    T_REQUIRE(ddp.syncing());
+    ddp.mark_ready(0);  // a synced step has started: a guard now would lose this gradient
+    bool threw = false;
+    try {
+      NoSyncGuard late(ddp);
+    } catch (const Error& e) {
+      threw = std::string(e.what()).find("middle of a synced step") != std::string::npos;
+    }
+    T_REQUIRE(threw);
+    ddp.finish();
   });
 }
 
