@@ -41,7 +41,7 @@ int remove_job_segments(const std::string& run_id) noexcept {
   return removed;
 }
 
-JobResources::JobResources(const JobConfig& job) : run_id_(job.run_id) {
+JobResources::JobResources(const JobConfig& job, Store* shared_store) : run_id_(job.run_id), shared_(shared_store) {
   // 1. The log directory: DIR/<run-id> must be new.
   if (!job.log_dir.empty()) {
     const std::size_t slash = job.log_dir.rfind('/');
@@ -56,6 +56,7 @@ JobResources::JobResources(const JobConfig& job) : run_id_(job.run_id) {
     }
   }
   // 2. The store, before the first rank starts.
+  if (shared_) return;
   hosted_ = host_store(job.store_address);
   client_ = hosted_->connect();
 }

@@ -9,8 +9,10 @@ const Variable kRank           {"FASTRUN_RANK", Type::integer, "", "Global rank 
 const Variable kWorldSize      {"FASTRUN_WORLD_SIZE", Type::integer, "", "Number of ranks in the job.", {}, 1, INT32_MAX};
 const Variable kLocalRank      {"FASTRUN_LOCAL_RANK", Type::integer, "", "Rank of this process on its node.", {}, 0, INT32_MAX};
 const Variable kLocalWorldSize {"FASTRUN_LOCAL_WORLD_SIZE", Type::integer, "", "Number of ranks on this node.", {}, 1, INT32_MAX};
-const Variable kNodeRank       {"FASTRUN_NODE_RANK", Type::integer, "0", "Index of this node.", {}, 0, INT32_MAX};
-const Variable kNnodes         {"FASTRUN_NNODES", Type::integer, "1", "Number of nodes in the job.", {}, 1, INT32_MAX};
+const Variable kNodeRank       {"FASTRUN_NODE_RANK", Type::integer, "0", "Index of this node (the launcher reads it like --node-rank).", {}, 0, INT32_MAX};
+const Variable kNnodes         {"FASTRUN_NNODES", Type::integer, "1", "Number of nodes in the job (the launcher reads it like --nnodes).", {}, 1, INT32_MAX};
+const Variable kMasterAddr     {"FASTRUN_MASTER_ADDR", Type::string, "", "Host of node 0, where its launcher hosts the job's TCP store (like --master-addr)."};
+const Variable kMasterPort     {"FASTRUN_MASTER_PORT", Type::integer, "", "Port of the job's TCP store on node 0 (like --master-port).", {}, 0, 65535};
 const Variable kRunId          {"FASTRUN_RUN_ID", Type::string, "", "Id shared by all ranks of one job; names its store and logs."};
 const Variable kStore          {"FASTRUN_STORE", Type::string, "", "Rendezvous store address: shm://NAME, file://PATH or tcp://HOST:PORT."};
 const Variable kStoreToken     {"FASTRUN_STORE_TOKEN", Type::string, "", "Secret every client presents to the job's TCP store (set by the launcher)."};
@@ -29,6 +31,7 @@ const Variable kNcclOnError    {"FASTRUN_NCCL_ON_ERROR", Type::choice, "exit", "
 const std::vector<const Variable*>& all() {
   static const std::vector<const Variable*> vars = {
       &kRank,      &kWorldSize, &kLocalRank, &kLocalWorldSize, &kNodeRank,     &kNnodes,
+      &kMasterAddr, &kMasterPort,
       &kRunId,     &kStore,     &kStoreToken, &kGlobalSeed,    &kTimeout,      &kOpTimeout,
       &kLogLevel,  &kNoSync,    &kBackend,   &kGlooHost,       &kShmStoreBytes, &kRuntimeDir,
       &kNcclOnError,

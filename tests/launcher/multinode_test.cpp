@@ -1,0 +1,238 @@
+// One fastrun per node, on 127.0.0.1 (docs/multinode.md): two and three launchers as nodes of
+// one job, through node 0's TCP store on a free port. Real processes, real sockets.
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <set>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "process_runner.h"
+#include "test_support/free_port.h"
+
+using namespace fastrun::test;
+using Strings = std::vector<std::string>;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Env = std::map<std::string, std::optional<std::string>>;
+
+// The launcher flags of node `k` of `n` whose node 0 listens on `port`.
+Strings node_flags(int n, int k, std::uint16_t port, Strings more) {
+  Strings v{"--nnodes", std::to_string(n), "--node-rank", std::to_string(k), "--master-addr", "127.0.0.1",
+            "--master-port", std::to_string(port)};
+  v.insert(v.end(), more.begin(), more.end());
+  return v;
+}
+
+Env quiet_env(const char* timeout = "20") {
+  return {{"FASTRUN_TIMEOUT", timeout}, {"FASTRUN_STORE_TOKEN", "multinode-test-secret"},
+          {"FASTRUN_GLOBAL_SEED", std::nullopt}, {"FASTRUN_GLOO_HOST", std::nullopt}};
+}
+
+// One launcher per node; node 0 last, so that the others' retrying connect is exercised.
+struct Nodes {
+  std::vector<std::unique_ptr<TempDir>> io;
+  std::vector<std::unique_ptr<Process>> launchers;  // index = node rank
+
+  Nodes(int n, std::uint16_t port, const std::vector<Strings>& launcher_args, const std::vector<Strings>& partner_args,
+        const Env& env) {
+    launchers.resize(static_cast<std::size_t>(n));
+    for (int k = n - 1; k >= 0; --k) {
+      io.push_back(std::make_unique<TempDir>());
+      launchers[static_cast<std::size_t>(k)] = std::make_unique<Process>(
+          cmd(node_flags(n, k, port, launcher_args[static_cast<std::size_t>(k)]), partner_args[static_cast<std::size_t>(k)]),
+          env, io.back()->path());
+    }
+  }
+  std::vector<RunResult> finish(std::chrono::milliseconds timeout = 20s) {
+    std::vector<RunResult> out;
+    for (auto& l : launchers) out.push_back(l->finish(timeout));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("two nodes with uneven rank counts share one global layout", "[launcher][multinode]") {
+  TempDir dir;
+  const auto port = free_port();
+  const std::string dump = dir.str() + "/dump-%r";
+  Nodes nodes(2, port, {{"--nproc", "2", "--log-dir", dir.str() + "/logs0"}, {"--nproc", "3", "--log-dir", dir.str() + "/logs1"}},
+              {{"--dump", dump, "--barrier"}, {"--dump", dump, "--barrier"}}, quiet_env());
+  const auto r = nodes.finish();
+  REQUIRE(r[0].exit_code == 0);
+  REQUIRE(r[1].exit_code == 0);
+  std::set<std::string> run_ids, seeds, master_ports;
+  for (int g = 0; g < 5; ++g) {
+    const auto d = read_dump(dir.path() / ("dump-" + std::to_string(g)));
+    const int node = g < 2 ? 0 : 1;
+    const int local = g < 2 ? g : g - 2;
+    INFO("global rank " << g);
+    CHECK(d.env.at("FASTRUN_RANK") == std::to_string(g));
+    CHECK(d.env.at("RANK") == std::to_string(g));
+    CHECK(d.env.at("FASTRUN_WORLD_SIZE") == "5");
+    CHECK(d.env.at("WORLD_SIZE") == "5");
+    CHECK(d.env.at("FASTRUN_LOCAL_RANK") == std::to_string(local));
+    CHECK(d.env.at("LOCAL_RANK") == std::to_string(local));
+    CHECK(d.env.at("FASTRUN_LOCAL_WORLD_SIZE") == (node == 0 ? "2" : "3"));
+    CHECK(d.env.at("LOCAL_WORLD_SIZE") == (node == 0 ? "2" : "3"));
+    CHECK(d.env.at("FASTRUN_NODE_RANK") == std::to_string(node));
+    CHECK(d.env.at("GROUP_RANK") == std::to_string(node));
+    CHECK(d.env.at("FASTRUN_NNODES") == "2");
+    CHECK(d.env.at("FASTRUN_STORE") == "tcp://127.0.0.1:" + std::to_string(port));
+    CHECK(d.env.at("FASTRUN_STORE_TOKEN") == "multinode-test-secret");
+    CHECK(d.env.at("MASTER_ADDR") == "127.0.0.1");
+    CHECK(d.env.at("FASTRUN_GLOO_HOST") == "127.0.0.1");  // the address that routes to node 0
+    run_ids.insert(d.env.at("FASTRUN_RUN_ID"));
+    seeds.insert(d.env.at("FASTRUN_GLOBAL_SEED"));
+    master_ports.insert(d.env.at("MASTER_PORT"));
+  }
+  CHECK(run_ids.size() == 1);
+  CHECK(seeds.size() == 1);
+  REQUIRE(master_ports.size() == 1);
+  CHECK(*master_ports.begin() != std::to_string(port));  // the ranks' own port, not the job's store
+  // Each node files its own ranks, under their global ranks and the shared run id.
+  const std::string id = *run_ids.begin();
+  for (int g = 0; g < 5; ++g) {
+    const std::string logs = dir.str() + (g < 2 ? "/logs0/" : "/logs1/") + id + "/rank-" + std::to_string(g);
+    INFO(logs);
+    CHECK(std::filesystem::exists(logs + "/stdout.log"));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.str() + "/logs0/" + id + "/rank-2"));
+}
+
+TEST_CASE("three nodes all-reduce over gloo across the nodes", "[launcher][multinode][gloo]") {
+  const auto port = free_port();
+  Env env = quiet_env();
+  env["FASTRUN_BACKEND"] = "auto";
+  Nodes nodes(3, port, {{"--nproc", "1"}, {"--nproc", "2"}, {"--nproc", "1"}},
+              {{"--allreduce"}, {"--allreduce"}, {"--allreduce"}}, env);
+  const auto r = nodes.finish(30s);
+  for (int k = 0; k < 3; ++k) {
+    INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
+    REQUIRE(r[static_cast<std::size_t>(k)].exit_code == 0);
+  }
+  // 1+2+3+4 on every rank; `auto` picks gloo, never shm, for ranks on different nodes.
+  CHECK(contains(r[0].out, "allreduce 10 gloo"));
+  CHECK(contains(r[1].out, "allreduce 10 gloo"));
+  CHECK(contains(r[2].out, "allreduce 10 gloo"));
+}
+
+TEST_CASE("a rank failing on a non-master node stops every node with its code", "[launcher][multinode][failure]") {
+  TempDir dir;
+  const auto port = free_port();
+  const std::string pidfile = dir.str() + "/pid-%r";
+  Nodes nodes(3, port, {{"--nproc", "2"}, {"--nproc", "1"}, {"--nproc", "2"}},
+              {{"--pidfile", pidfile, "--sleep", "60"},
+               {"--pidfile", pidfile, "--sleep", "0.5", "--err", "rank %r gives up", "--exit", "3"},
+               {"--pidfile", pidfile, "--sleep", "60"}},
+              quiet_env());
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = nodes.finish();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int k = 0; k < 3; ++k) {
+    INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
+    CHECK(r[static_cast<std::size_t>(k)].exit_code == 3);
+    CHECK(contains(r[static_cast<std::size_t>(k)].err, "rank 2 (pid"));
+    CHECK(contains(r[static_cast<std::size_t>(k)].err, "on node 1 (host "));
+  }
+  CHECK(took < 8);  // the sleeping ranks were stopped, not waited for
+  const auto pids = read_rank_pids(dir.path(), 0, 5);
+  wait_until_gone(pids, 5s);
+  for (pid_t p : pids) CHECK(process_gone(p));
+}
+
+TEST_CASE("a node that never arrives fails the others at the join timeout, named", "[launcher][multinode][failure]") {
+  const auto port = free_port();
+  std::vector<std::unique_ptr<Process>> ls;
+  TempDir io0, io1;
+  ls.push_back(std::make_unique<Process>(cmd(node_flags(3, 0, port, {"--nproc", "1"}), {"--exit", "0"}),
+                                         quiet_env("1"), io0.path()));
+  ls.push_back(std::make_unique<Process>(cmd(node_flags(3, 1, port, {"--nproc", "1"}), {"--exit", "0"}),
+                                         quiet_env("1"), io1.path()));
+  for (auto& l : ls) {
+    const auto r = l->finish(10s);
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.err, "1 of 3 nodes never arrived"));
+    CHECK(contains(r.err, "node [2]"));
+    CHECK(r.seconds < 6);
+  }
+}
+
+TEST_CASE("the master launcher SIGKILLed: the other nodes stop, nothing is left", "[launcher][multinode][failure]") {
+  TempDir dir;
+  const auto port = free_port();
+  const std::string pidfile = dir.str() + "/pid-%r";
+  Nodes nodes(2, port, {{"--nproc", "2"}, {"--nproc", "2"}},
+              {{"--pidfile", pidfile, "--sleep", "60"}, {"--pidfile", pidfile, "--sleep", "60"}}, quiet_env());
+  const auto pids = read_rank_pids(dir.path(), 0, 4);
+  REQUIRE(pids.size() == 4);
+  nodes.launchers[0]->signal(SIGKILL);
+  const auto r1 = nodes.launchers[1]->finish(10s);
+  INFO(r1.err);
+  CHECK(r1.exit_code != 0);
+  CHECK(contains(r1.err, "node 0"));
+  CHECK(r1.seconds < 20);
+  wait_until_gone(pids, 5s);
+  for (pid_t p : pids) CHECK(process_gone(p));
+  nodes.launchers[0]->finish(5s);
+}
+
+TEST_CASE("Ctrl-C on a non-master launcher stops the whole job", "[launcher][multinode][signals]") {
+  TempDir dir;
+  const auto port = free_port();
+  const std::string pidfile = dir.str() + "/pid-%r";
+  Nodes nodes(2, port, {{"--nproc", "1"}, {"--nproc", "1"}},
+              {{"--pidfile", pidfile, "--sleep", "60"}, {"--pidfile", pidfile, "--sleep", "60"}}, quiet_env());
+  const auto pids = read_rank_pids(dir.path(), 0, 2);
+  nodes.launchers[1]->signal(SIGINT);
+  const auto r = nodes.finish(10s);
+  CHECK(r[0].exit_code == 130);
+  CHECK(r[1].exit_code == 130);
+  CHECK(contains(r[0].err, "got SIGINT"));
+  wait_until_gone(pids, 5s);
+  for (pid_t p : pids) CHECK(process_gone(p));
+}
+
+TEST_CASE("multi-node flags: missing or contradictory combinations are usage errors", "[launcher][multinode][usage]") {
+  struct Case {
+    Strings args;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", "5000"}, "needs --node-rank"},
+      {{"--nnodes", "2", "--node-rank", "1", "--master-port", "5000"}, "needs --master-addr"},
+      {{"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1"}, "needs --master-port"},
+      {{"--nnodes", "2", "--node-rank", "2", "--master-addr", "127.0.0.1", "--master-port", "5000"},
+       "--node-rank 2: give a node rank from 0 to 1"},
+      {{"--nnodes", "0"}, "--nnodes 0: give a number of nodes from 1"},
+      {{"--node-rank", "1"}, "--node-rank 1 needs --nnodes"},
+      {{"--master-addr", "127.0.0.1", "--master-port", "5000"}, "without --nnodes"},
+      {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "tcp://x", "--master-port", "5000"},
+       "--master-addr 'tcp://x'"},
+      {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "70000"},
+       "--master-port 70000: give a port from 1 to 65535"},
+      {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "0"},
+       "--master-port 0: give a port from 1"},
+      {{"--nnodes", "x"}, "--nnodes 'x': expected a whole number"},
+  };
+  for (const auto& c : cases) {
+    Strings args = c.args;
+    args.insert(args.end(), {"--nproc", "1"});
+    const auto r = run(cmd(args, {"--exit", "0"}), quiet_env("1"));
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, c.says));
+  }
+  // The variables stand in for the flags, and are checked the same way.
+  const auto r = run(cmd({"--nproc", "1"}, {"--exit", "0"}),
+                     {{"FASTRUN_NNODES", "2"}, {"FASTRUN_NODE_RANK", "5"}, {"FASTRUN_MASTER_ADDR", "127.0.0.1"},
+                      {"FASTRUN_MASTER_PORT", "5000"}});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "FASTRUN_NODE_RANK 5: give a node rank from 0 to 1 (FASTRUN_NNODES 2)"));
+}
