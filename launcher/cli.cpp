@@ -17,6 +17,7 @@
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/stale_cleanup.h"
 #include "fastrun/launcher/supervisor.h"
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
@@ -169,6 +170,7 @@ int cli_main(int argc, char** argv) {
       case CliArgs::Action::run: break;
     }
     nodes = plan_nodes(args.job.node);
+    if (auto gloo_host = env::raw(env::kGlooHost)) resolve_gloo_host(*gloo_host);  // every rank would fail on it
     job = prepare_job(args.job);
     exec_path = resolve_program(args.program[0]);
   } catch (const ConfigError& e) {

@@ -236,3 +236,13 @@ TEST_CASE("multi-node flags: missing or contradictory combinations are usage err
   CHECK(r.exit_code == 2);
   CHECK(contains(r.err, "FASTRUN_NODE_RANK 5: give a node rank from 0 to 1 (FASTRUN_NNODES 2)"));
 }
+
+TEST_CASE("a bad FASTRUN_GLOO_HOST is a usage error before any rank starts", "[launcher][gloo_host][usage]") {
+  TempDir dir;
+  const auto r = run(cmd({"--nproc", "2"}, {"--pidfile", dir.str() + "/pid-%r", "--allreduce"}),
+                     {{"FASTRUN_GLOO_HOST", "no-such-host.invalid"}, {"FASTRUN_BACKEND", "gloo"}});
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "FASTRUN_GLOO_HOST='no-such-host.invalid'"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-0"));
+}
