@@ -153,6 +153,7 @@ std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& 
     const NodeFailure mine{exit_code, me_, why};
     const std::string got = to_string(main_client_->compare_set(kFailure, {}, to_bytes(encode(mine))));
     const NodeFailure first = decode(got);
+    main_client_->set(ack_key(me_), to_bytes("1"));  // seen: node 0 need not wait for this node
     if (first.node != me_) return first;
   } catch (const std::exception& e) {
     // Node 0 gone: the other nodes find out by themselves; this node reports its own failure.
@@ -193,8 +194,12 @@ void NodeWatch::finish_failure() noexcept {
   stop_thread();
   const auto deadline = Clock::now() + std::chrono::seconds(2);
   try {
+    // The node that failed needs no telling (and a lost one cannot answer).
+    int failed_node = -1;
+    if (main_client_->check({kFailure})) failed_node = decode(to_string(main_client_->get(kFailure))).node;
     for (std::size_t k = 1; k < hosts_.size(); ++k) {
       const int node = static_cast<int>(k);
+      if (node == failed_node) continue;
       while (!main_client_->check({ack_key(node)}) && !main_client_->check({done_key(node)}) && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
