@@ -76,6 +76,10 @@ NodePlan plan_nodes(const NodeOptions& flags) {
   if (!plausible_host(plan.master_addr))
     throw ConfigError(fmt::format("{} '{}': give a host name or an IP address (letters, digits, '.', '-', ':')",
                                   addr_from, plan.master_addr));
+  if (plan.master_addr == "0.0.0.0" || plan.master_addr == "::")
+    throw ConfigError(fmt::format("{} '{}': give node 0's address as the other nodes reach it, not a wildcard (it "
+                                  "is also the MASTER_ADDR every rank gets)",
+                                  addr_from, plan.master_addr));
   const int p = port.value_or(0);
   const int min_port = plan.nnodes > 1 ? 1 : 0;
   if (p < min_port || p > 65535)

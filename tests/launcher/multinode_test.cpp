@@ -236,6 +236,7 @@ TEST_CASE("multi-node flags: missing or contradictory combinations are usage err
       {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "0"},
        "--master-port 0: give a port from 1"},
       {{"--nnodes", "x"}, "--nnodes 'x': expected a whole number"},
+      {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "0.0.0.0", "--master-port", "5000"}, "not a wildcard"},
   };
   for (const auto& c : cases) {
     Strings args = c.args;
@@ -320,4 +321,32 @@ TEST_CASE("one node: MASTER_ADDR/MASTER_PORT for a c10d env:// program, GROUP_RA
   CHECK(std::stoi(d0.env.at("MASTER_PORT")) > 0);
   CHECK(d0.env.at("GROUP_RANK") == "0");
   CHECK(d0.env.count("FASTRUN_STORE_TOKEN") == 0);
+}
+
+TEST_CASE("nodes sharing one --log-dir file every rank under one run directory", "[launcher][multinode][logs]") {
+  TempDir dir;
+  const auto port = free_port();
+  const std::string logs = dir.str() + "/shared-logs";
+  Nodes nodes(2, port, {{"--nproc", "1", "--log-dir", logs, "--run-id", "t-mn-shared-logs"},
+                        {"--nproc", "2", "--log-dir", logs}},
+              {{"--out", "hello from %r"}, {"--out", "hello from %r"}}, quiet_env());
+  const auto r = nodes.finish();
+  INFO(r[0].err << r[1].err);
+  REQUIRE(r[0].exit_code == 0);
+  REQUIRE(r[1].exit_code == 0);
+  for (int g = 0; g < 3; ++g)
+    CHECK(read_file(logs + "/t-mn-shared-logs/rank-" + std::to_string(g) + "/stdout.log") ==
+          "hello from " + std::to_string(g) + "\n");
+}
+
+TEST_CASE("Ctrl-C while waiting for node 0 stops the launcher at once", "[launcher][multinode][signals]") {
+  TempDir io;
+  Process node1(cmd(node_flags(2, 1, free_port(), {"--nproc", "1"}), {"--exit", "0"}), quiet_env("60"), io.path());
+  std::this_thread::sleep_for(500ms);
+  node1.signal(SIGINT);
+  const auto r = node1.finish(10s);
+  INFO(r.err);
+  CHECK(r.exit_code == 130);
+  CHECK(contains(r.err, "got SIGINT while waiting for the other nodes"));
+  CHECK(r.seconds < 3);
 }
