@@ -190,12 +190,13 @@ int cli_main(int argc, char** argv) {
           nodes, std::chrono::duration_cast<Duration>(std::chrono::duration<double>(env::get_seconds(env::kTimeout))));
       rendezvous->agree(job, args.job);
     }
-    // 4. Log directory and store; both released (store removed) whatever happens below.
-    JobResources resources(job, rendezvous ? rendezvous->store() : nullptr);
+    // Watching the other nodes starts at once: node 0 counts this node's heartbeats from here.
     std::unique_ptr<NodeWatch> watch;
     if (rendezvous)
       watch = std::make_unique<NodeWatch>(rendezvous->address(), rendezvous->token(), nodes.node_rank,
                                           rendezvous->hosts());
+    // 4. Log directory and store; both released (store removed) whatever happens below.
+    JobResources resources(job, rendezvous ? rendezvous->store() : nullptr);
     SupervisorOptions so;
     so.job = job;
     so.exec_path = exec_path;

@@ -122,14 +122,18 @@ bool NodeWatch::step() {
         continue;
       }
       const std::int64_t beat = s.add(heartbeat_key(static_cast<int>(k)), 0);
+      // Before a node's first heartbeat, allow for its start-up (log directories on a slow
+      // shared filesystem, a loaded machine) rather than call it lost.
+      const auto allowed = beat > 0 ? std::chrono::duration_cast<Clock::duration>(kLostAfter)
+                                    : std::chrono::duration_cast<Clock::duration>(kFirstBeatWithin);
       if (beat != beats_[k]) {
         beats_[k] = beat;
         beat_seen_[k] = now;
-      } else if (now - beat_seen_[k] > kLostAfter) {
+      } else if (now - beat_seen_[k] > allowed) {
         NodeFailure lost{1, static_cast<int>(k),
                          fmt::format("node {} (host {}): its launcher stopped answering (no heartbeat for {:.1f} s: "
                                      "killed, or the network to it is down)",
-                                     k, hosts_[k], std::chrono::duration<double>(kLostAfter).count())};
+                                     k, hosts_[k], std::chrono::duration<double>(allowed).count())};
         const std::string got = to_string(s.compare_set(kFailure, {}, to_bytes(encode(lost))));
         raise(decode(got));
         return false;

@@ -7,7 +7,7 @@
 //
 // A thread with its own store connection checks, every 100 ms, for another node's failure, and
 // on node 0 for a node whose heartbeat stopped for kLostAfter (its launcher died, even by
-// SIGKILL) — node 0 records that as the failure. On the other nodes a broken store connection
+// SIGKILL; kFirstBeatWithin before its first beat) — node 0 records that as the failure. On the other nodes a broken store connection
 // means node 0's launcher is gone. Either way fd() becomes readable and remote() says why.
 #include <atomic>
 #include <chrono>
@@ -34,6 +34,7 @@ class NodeWatch {
  public:
   static constexpr std::chrono::milliseconds kInterval{100};
   static constexpr std::chrono::milliseconds kLostAfter{1500};
+  static constexpr std::chrono::milliseconds kFirstBeatWithin{10000};  // after the node rendezvous
 
   // `hosts`: every node's host name, in node-rank order. Opens two connections to the store at
   // `address` (one for the thread, one for publish/finish) and starts the thread.
