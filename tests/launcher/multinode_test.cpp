@@ -71,6 +71,18 @@ struct SleepingJob {
     return extra;
   }
   Strings sleeper() const { return {"--pidfile", dir.str() + "/pid-%r", "--sleep", "60"}; }
+
+  // SIGKILLs node `k`'s launcher; returns how the other node ended and how long it took.
+  std::pair<RunResult, double> kill_launcher(int k) {
+    nodes.launchers[static_cast<std::size_t>(k)]->signal(SIGKILL);
+    const auto killed_at = std::chrono::steady_clock::now();
+    auto other = nodes.launchers[static_cast<std::size_t>(1 - k)]->finish(15s);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+    nodes.launchers[static_cast<std::size_t>(k)]->finish(5s);
+    wait_until_gone(pids, 5s);
+    for (pid_t p : pids) CHECK(process_gone(p));
+    return {other, took};
+  }
 };
 
 }  // namespace
@@ -185,20 +197,13 @@ TEST_CASE("a node that never arrives fails the others at the join timeout, named
 TEST_CASE("the master launcher SIGKILLed: the other nodes stop, nothing is left", "[launcher][multinode][failure]") {
   const std::string id = "t-mn-kill-" + std::to_string(::getpid());
   SleepingJob job(2, {"--run-id", id});
-  auto& nodes = job.nodes;
-  const auto& pids = job.pids;
-  REQUIRE(pids.size() == 4);
-  nodes.launchers[0]->signal(SIGKILL);
-  const auto killed_at = std::chrono::steady_clock::now();
-  const auto r1 = nodes.launchers[1]->finish(10s);
+  REQUIRE(job.pids.size() == 4);
+  const auto [r1, took] = job.kill_launcher(0);
   INFO(r1.err);
   CHECK(r1.exit_code == 1);
   CHECK(contains(r1.err, "node 0 (host "));
   CHECK(contains(r1.err, "node 0's launcher is gone"));
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count() < 3);
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  nodes.launchers[0]->finish(5s);
+  CHECK(took < 3);  // the lost store connection is seen at once
   CHECK(shm_entries("fastrun-" + id).empty());  // a multi-node job's store is node 0's TCP server
 }
 
@@ -266,21 +271,13 @@ TEST_CASE("a bad FASTRUN_GLOO_HOST is a usage error before any rank starts", "[l
 
 TEST_CASE("a non-master launcher SIGKILLed: node 0 notices its silence and stops the job", "[launcher][multinode][failure]") {
   SleepingJob job(1);
-  auto& nodes = job.nodes;
-  const auto& pids = job.pids;
-  REQUIRE(pids.size() == 2);
-  nodes.launchers[1]->signal(SIGKILL);
-  const auto killed_at = std::chrono::steady_clock::now();
-  const auto r0 = nodes.launchers[0]->finish(15s);
-  // Heartbeat loss after 1.5 s, then SIGTERM to node 0's ranks.
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count() < 5);
+  REQUIRE(job.pids.size() == 2);
+  const auto [r0, took] = job.kill_launcher(1);
   INFO(r0.err);
   CHECK(r0.exit_code == 1);
   CHECK(contains(r0.err, "node 1 (host "));
   CHECK(contains(r0.err, "stopped answering"));
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  nodes.launchers[1]->finish(5s);
+  CHECK(took < 5);  // heartbeat loss after 1.5 s, then SIGTERM to node 0's ranks
 }
 
 TEST_CASE("multi-node tokens: a wrong one is refused at once, none is a warning", "[launcher][multinode][token]") {
@@ -349,4 +346,24 @@ TEST_CASE("Ctrl-C while waiting for node 0 stops the launcher at once", "[launch
   CHECK(r.exit_code == 130);
   CHECK(contains(r.err, "got SIGINT while waiting for the other nodes"));
   CHECK(r.seconds < 3);
+}
+
+TEST_CASE("a second launcher with a node rank already taken is refused, naming the first", "[launcher][multinode][usage]") {
+  const auto port = free_port();
+  TempDir io0, io1, io2;
+  Process node1(cmd(node_flags(3, 1, port, {"--nproc", "1"}), {"--exit", "0"}), quiet_env("3"), io1.path());
+  Process node0(cmd(node_flags(3, 0, port, {"--nproc", "1"}), {"--exit", "0"}), quiet_env("3"), io0.path());
+  std::this_thread::sleep_for(300ms);  // let node 1 claim its rank first
+  const auto again = Process(cmd(node_flags(3, 1, port, {"--nproc", "1"}), {"--exit", "0"}), quiet_env("3"),
+                             io2.path())
+                         .finish(10s);
+  INFO(again.err);
+  CHECK(again.exit_code == 2);
+  CHECK(contains(again.err, "--node-rank 1: node 1 already joined this job from host "));
+  // The job itself still lacks node 2 and fails at the join timeout, naming it.
+  for (Process* p : {&node0, &node1}) {
+    const auto r = p->finish(10s);
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.err, "node [2]"));
+  }
 }
