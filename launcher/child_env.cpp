@@ -12,23 +12,34 @@ extern char** environ;
 namespace fastrun::launcher {
 
 std::vector<std::pair<std::string, std::string>> rank_variables(const JobConfig& job, int rank) {
+  // `rank` is the local one; the job-wide names carry this node's offset (docs/multinode.md).
+  const std::string g = std::to_string(job.node.rank_offset + rank);
+  const std::string n = std::to_string(job.global_world_size());
   const std::string r = std::to_string(rank);
-  const std::string n = std::to_string(job.world_size);
+  const std::string local_n = std::to_string(job.world_size);
+  const std::string node = std::to_string(job.node.node_rank);
   std::vector<std::pair<std::string, std::string>> vars = {
-      {std::string(env::kRank.name), r},
+      {std::string(env::kRank.name), g},
       {std::string(env::kWorldSize.name), n},
       {std::string(env::kLocalRank.name), r},
-      {std::string(env::kLocalWorldSize.name), n},
-      {std::string(env::kNodeRank.name), "0"},
-      {std::string(env::kNnodes.name), "1"},
+      {std::string(env::kLocalWorldSize.name), local_n},
+      {std::string(env::kNodeRank.name), node},
+      {std::string(env::kNnodes.name), std::to_string(job.node.nnodes)},
       {std::string(env::kRunId.name), job.run_id},
       {std::string(env::kStore.name), job.store_address},
       {std::string(env::kGlobalSeed.name), job.seed},
-      {"RANK", r},
+      {"RANK", g},
       {"WORLD_SIZE", n},
       {"LOCAL_RANK", r},
-      {"LOCAL_WORLD_SIZE", n},
+      {"LOCAL_WORLD_SIZE", local_n},
+      {"GROUP_RANK", node},
   };
+  if (job.rank_master_port > 0) {
+    vars.emplace_back("MASTER_ADDR", job.rank_master_addr);
+    vars.emplace_back("MASTER_PORT", std::to_string(job.rank_master_port));
+  }
+  if (!job.node.store_token.empty()) vars.emplace_back(std::string(env::kStoreToken.name), job.node.store_token);
+  if (!job.node.gloo_host.empty()) vars.emplace_back(std::string(env::kGlooHost.name), job.node.gloo_host);
   if (job.devices) {
     vars.emplace_back("CUDA_VISIBLE_DEVICES", job.devices->rank_devices.at(static_cast<std::size_t>(rank)));
     vars.emplace_back("USER_CUDA_VISIBLE_DEVICES", job.devices->user_visible);

@@ -12,9 +12,12 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/launcher/job_resources.h"
+#include "fastrun/launcher/node_rendezvous.h"
+#include "fastrun/launcher/node_watch.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/stale_cleanup.h"
 #include "fastrun/launcher/supervisor.h"
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
@@ -41,12 +44,27 @@ double parse_seconds_value(const std::string& option, const std::string& v) {
   return s;
 }
 
+// A multi-node launcher whose ranks are done: node 0 keeps the job's store up until every node
+// is done (or one fails, whose code it then exits with); after a failure, until the others saw it.
+int finish_node(NodeWatch& watch, int exit_code) {
+  if (exit_code != 0) {
+    watch.finish_failure();
+    return exit_code;
+  }
+  if (auto failure = watch.finish_success()) {
+    std::fprintf(stderr, "fastrun: the job failed on node %d: %s\n", failure->node, failure->why.c_str());
+    return failure->exit_code;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::string usage_text() {
   return fmt::format(
       "usage: fastrun [options] [--] PROGRAM [ARGS...]\n"
-      "Runs PROGRAM as a job of ranks on this machine, one process per rank.\n\n"
+      "Runs PROGRAM as a job of ranks on this machine (or, with --nnodes, on one node of several),\n"
+      "one process per rank.\n\n"
       "  --devices LIST|all     one rank per GPU; LIST = indices into the visible GPUs, e.g. 0,2,3\n"
       "  --nproc N              N ranks without GPUs\n"
       "  --log-dir DIR          file rank r's output in DIR/<run-id>/rank-<r>/{{stdout,stderr}}.log\n"
@@ -55,6 +73,10 @@ std::string usage_text() {
       "                         stderr only), ignore; log files keep everything\n"
       "  --tag-output           prefix terminal lines with \"[rank r] \"\n"
       "  --kill-timeout SECS    grace between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
+      "  --nnodes N             the job spans N nodes, one fastrun per node (docs/multinode.md)\n"
+      "  --node-rank K          this node's index, 0..N-1; node 0 hosts the job's store\n"
+      "  --master-addr HOST     node 0's address, reachable from every node\n"
+      "  --master-port PORT     the port node 0 hosts the job's store on\n"
       "  --cleanup              remove /dev/shm segments of jobs whose launcher died, and exit\n"
       "  --help, --version      this text; fastrun's version\n"
       "  --help-env             the environment variables fastrun reads and sets\n\n"
@@ -113,6 +135,14 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.job.kill_timeout = parse_seconds_value(name, value());
       if (!(out.job.kill_timeout >= 0 && out.job.kill_timeout <= 86400))
         throw ConfigError(fmt::format("--kill-timeout {}: give seconds from 0 to 86400", out.job.kill_timeout));
+    } else if (name == "--nnodes") {
+      out.job.node.nnodes = parse_int_value(name, value());
+    } else if (name == "--node-rank") {
+      out.job.node.node_rank = parse_int_value(name, value());
+    } else if (name == "--master-addr") {
+      out.job.node.master_addr = value();
+    } else if (name == "--master-port") {
+      out.job.node.master_port = parse_int_value(name, value());
     } else {
       throw ConfigError(fmt::format("unknown option '{}'; see fastrun --help", a));
     }
@@ -129,6 +159,7 @@ int cli_main(int argc, char** argv) {
   // 1. Parse and validate everything before anything starts: usage errors exit 2.
   CliArgs args;
   JobConfig job;
+  NodePlan nodes;
   std::string exec_path;
   try {
     args = parse_cli(std::vector<std::string>(argv + 1, argv + argc));
@@ -139,6 +170,8 @@ int cli_main(int argc, char** argv) {
       case CliArgs::Action::cleanup: return run_stale_cleanup(stdout, stderr);
       case CliArgs::Action::run: break;
     }
+    nodes = plan_nodes(args.job.node);
+    if (auto gloo_host = env::raw(env::kGlooHost)) resolve_gloo_host(*gloo_host);  // every rank would fail on it
     job = prepare_job(args.job);
     exec_path = resolve_program(args.program[0]);
   } catch (const ConfigError& e) {
@@ -150,8 +183,21 @@ int cli_main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &handled, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    // 3. Log directory and store; both released (store removed) whatever happens below.
-    JobResources resources(job);
+    // 3. Several nodes: meet the other launchers through node 0's store (docs/multinode.md).
+    std::unique_ptr<NodeRendezvous> rendezvous;
+    if (nodes.multi_node()) {
+      log::set_tag("launcher");
+      rendezvous = std::make_unique<NodeRendezvous>(
+          nodes, std::chrono::duration_cast<Duration>(std::chrono::duration<double>(env::get_seconds(env::kTimeout))));
+      rendezvous->agree(job, args.job);
+    }
+    // Watching the other nodes starts at once: node 0 counts this node's heartbeats from here.
+    std::unique_ptr<NodeWatch> watch;
+    if (rendezvous)
+      watch = std::make_unique<NodeWatch>(rendezvous->address(), rendezvous->token(), nodes.node_rank,
+                                          rendezvous->hosts());
+    // 4. Log directory and store; both released (store removed) whatever happens below.
+    JobResources resources(job, rendezvous ? rendezvous->store() : nullptr);
     SupervisorOptions so;
     so.job = job;
     so.exec_path = exec_path;
@@ -160,15 +206,20 @@ int cli_main(int argc, char** argv) {
     so.reset_sigpipe = true;
     so.rank0_stdin = ::isatty(0) ? -1 : 0;  // a terminal would stop a background rank (SIGTTIN)
     so.failure_store = resources.store();
+    so.nodes = watch.get();
     log::set_tag("launcher");
     log::info("run {}: {} rank{}, store {}, devices {}, logs {}", job.run_id, job.world_size,
               job.world_size == 1 ? "" : "s", job.store_address,
               job.devices ? fmt::format("{}", fmt::join(job.devices->rank_devices, ",")) : std::string("not pinned"),
               job.log_dir.empty() ? std::string("not filed") : job.log_dir);
-    // 4. Run; this thread (main) lives as long as the ranks, as PR_SET_PDEATHSIG requires.
-    const JobResult result = Supervisor(std::move(so)).run();
+    // 5. Run; this thread (main) lives as long as the ranks, as PR_SET_PDEATHSIG requires.
+    JobResult result = Supervisor(std::move(so)).run();
+    if (watch) result.exit_code = finish_node(*watch, result.exit_code);
     resources.release();
     return result.exit_code;
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "fastrun: %s\n", e.what());
+    return 128 + e.signal();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "fastrun: %s\n", e.what());
     return 2;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/launcher/free_port.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 
@@ -104,6 +105,9 @@ JobConfig prepare_job(const JobOptions& options) {
   } else {
     job.seed = std::to_string(random_u64() >> 33);  // 31 bits: fits every seed type users have
   }
+  // 4. A port for the ranks' own c10d-style rendezvous (MASTER_PORT); node 0 of a multi-node
+  //    job picks it on the master host instead.
+  job.rank_master_port = pick_free_port(job.rank_master_addr);
   return job;
 }
 

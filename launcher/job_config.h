@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fastrun/launcher/device_plan.h"
+#include "fastrun/launcher/node_options.h"
 
 namespace fastrun::launcher {
 
@@ -21,6 +22,19 @@ struct JobOptions {
   bool tag_output = false;
   double kill_timeout = 5.0;
   std::string run_id;         // "" = generate
+  NodeOptions node;           // --nnodes, --node-rank, --master-addr, --master-port
+};
+
+// This node's share of the job. One node: the defaults (global = local). Several nodes: filled
+// by the node rendezvous (node_rendezvous.h) before the first rank starts.
+struct NodeShare {
+  int nnodes = 1;
+  int node_rank = 0;
+  int rank_offset = 0;          // global rank of this node's local rank 0
+  int world_size = 0;           // ranks of the whole job; 0 = this node's (one node)
+  std::string host;             // this node's host name, for messages ("" on one node)
+  std::string store_token;      // FASTRUN_STORE_TOKEN for the ranks ("" = shm store, none needed)
+  std::string gloo_host;        // FASTRUN_GLOO_HOST for the ranks ("" = the user's or the default)
 };
 
 // Everything fixed before the first rank starts.
@@ -35,6 +49,12 @@ struct JobConfig {
   OutputMode output = OutputMode::all;
   bool tag_output = false;
   double kill_timeout = 5.0;
+  NodeShare node;
+  // MASTER_ADDR/MASTER_PORT for the ranks' own use (a c10d env:// init): a port that was free
+  // on the master host when the job started; 0 = not set.
+  std::string rank_master_addr = "127.0.0.1";
+  int rank_master_port = 0;
+  int global_world_size() const { return node.world_size > 0 ? node.world_size : world_size; }
 };
 
 // Validates `options` against the process environment and fixes the job's choices. Throws

@@ -41,12 +41,14 @@ int remove_job_segments(const std::string& run_id) noexcept {
   return removed;
 }
 
-JobResources::JobResources(const JobConfig& job) : run_id_(job.run_id) {
-  // 1. The log directory: DIR/<run-id> must be new.
+JobResources::JobResources(const JobConfig& job, Store* shared_store) : run_id_(job.run_id), shared_(shared_store) {
+  // 1. The log directory: DIR/<run-id> must be new (on one node).
   if (!job.log_dir.empty()) {
     const std::size_t slash = job.log_dir.rfind('/');
     if (slash != std::string::npos && slash > 0) make_directories(job.log_dir.substr(0, slash));
-    if (::mkdir(job.log_dir.c_str(), 0755) != 0) {
+    // Several nodes of one job share a run directory on a shared filesystem: another node may
+    // have made it. Each rank's files are still created exclusively (output_relay.h).
+    if (::mkdir(job.log_dir.c_str(), 0755) != 0 && !(errno == EEXIST && shared_)) {
       if (errno == EEXIST) {
         throw ConfigError(fmt::format("--log-dir: {} already exists (run id '{}' was used before); give a new "
                                       "--run-id so that this run does not mix into the old one",
@@ -56,6 +58,7 @@ JobResources::JobResources(const JobConfig& job) : run_id_(job.run_id) {
     }
   }
   // 2. The store, before the first rank starts.
+  if (shared_) return;
   hosted_ = host_store(job.store_address);
   client_ = hosted_->connect();
 }

@@ -15,13 +15,15 @@ class JobResources {
  public:
   // Creates DIR/<run-id> (parents as needed; the run directory itself must be new, so that a
   // run never mixes into an old one) and hosts the job's store. Throws ConfigError / Error.
-  explicit JobResources(const JobConfig& job);
+  // `shared_store`: a multi-node job's store, hosted by node 0 and held by the node rendezvous;
+  // then nothing is hosted here and store() returns it.
+  explicit JobResources(const JobConfig& job, Store* shared_store = nullptr);
   ~JobResources();  // release()
   JobResources(const JobResources&) = delete;
   JobResources& operator=(const JobResources&) = delete;
 
   // A client handle for the launcher's own use (the failure key).
-  Store* store() { return client_.get(); }
+  Store* store() { return shared_ ? shared_ : client_.get(); }
   // Removes the store and every /dev/shm/fastrun-<run-id>-* now (idempotent; never throws).
   void release() noexcept;
 
@@ -29,6 +31,7 @@ class JobResources {
   std::string run_id_;
   std::unique_ptr<HostedStore> hosted_;
   std::unique_ptr<Store> client_;
+  Store* shared_ = nullptr;
 };
 
 // Removes /dev/shm/fastrun-<run_id> and /dev/shm/fastrun-<run_id>-*; returns how many.

@@ -29,11 +29,11 @@ void OutputRelay::add_rank(int rank) {
 }
 
 std::string OutputRelay::rank_log_dir(int rank) const {
-  return options_.log_dir.empty() ? std::string() : fmt::format("{}/rank-{}", options_.log_dir, rank);
+  return options_.log_dir.empty() ? std::string() : fmt::format("{}/rank-{}", options_.log_dir, options_.rank_offset + rank);
 }
 
 bool OutputRelay::shown(int rank, Stream s) const {
-  if (rank == 0) return true;
+  if (options_.rank_offset + rank == 0) return true;
   switch (options_.output) {
     case OutputMode::all: return true;
     case OutputMode::only_error: return s == Stream::err;
@@ -50,7 +50,7 @@ void OutputRelay::emit(int rank, Stream s, const char* data, std::size_t size) {
     terminal_ok_[idx] = write_all(fd, data, size);
     return;
   }
-  const std::string tag = fmt::format("[rank {}] ", rank);
+  const std::string tag = fmt::format("[rank {}] ", options_.rank_offset + rank);
   scratch_.clear();
   const char* end = data + size;
   for (const char* p = data; p < end;) {

@@ -24,6 +24,7 @@ struct RelayOptions {
   std::string log_dir;                  // DIR/<run-id>; "" = no files
   int terminal_out = 1;                 // where stdout lines go
   int terminal_err = 2;                 // where stderr lines go
+  int rank_offset = 0;                  // ranks are local; names (rank-<r>, tags) are global
 };
 
 enum class Stream { out = 0, err = 1 };

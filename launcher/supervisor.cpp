@@ -28,7 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // epoll tags: kind in the high half, rank in the low half.
-enum Kind : std::uint32_t { kExit = 1, kOut = 2, kErr = 3, kSignal = 4, kSelfDone = 5, kSelfSignal = 6 };
+enum Kind : std::uint32_t { kExit = 1, kOut = 2, kErr = 3, kSignal = 4, kSelfDone = 5, kSelfSignal = 6, kRemote = 7 };
 std::uint64_t tag(Kind k, int rank) { return (std::uint64_t{k} << 32) | static_cast<std::uint32_t>(rank); }
 
 struct Rank {
@@ -58,7 +58,8 @@ class Loop {
  public:
   explicit Loop(SupervisorOptions& o)
       : o_(o),
-        relay_(RelayOptions{o.job.output, o.job.tag_output, o.job.log_dir, o.terminal_out, o.terminal_err}) {}
+        relay_(RelayOptions{o.job.output, o.job.tag_output, o.job.log_dir, o.terminal_out, o.terminal_err,
+                            o.job.node.rank_offset}) {}
 
   JobResult run() {
     epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
@@ -70,6 +71,7 @@ class Loop {
       watch(sigfd_.get(), tag(kSignal, 0));
     }
     if (o_.self_signals >= 0) watch(o_.self_signals, tag(kSelfSignal, 0));
+    if (o_.nodes) watch(o_.nodes->fd(), tag(kRemote, 0));
     devnull_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     const int world = o_.job.world_size;
     ranks_.resize(static_cast<std::size_t>(world));
@@ -94,8 +96,9 @@ class Loop {
       } catch (const std::exception& e) {
         // Could not start rank r (fork failed, out of fds): stop the ones already running.
         log::error("could not start rank {}: {}", r, e.what());
-        spawn_error_ = fmt::format("rank {}: could not be started: {}", r, e.what());
+        spawn_error_ = fmt::format("rank {}{}: could not be started: {}", global(r), where(), e.what());
         set_failure_key(spawn_error_);
+        publish_to_nodes(1, spawn_error_);
         begin_stop(SIGTERM);
       }
     }
@@ -173,6 +176,7 @@ class Loop {
         case kSignal: on_signal(); break;
         case kSelfSignal: on_self_signal(); break;
         case kSelfDone: on_self_done(); break;
+        case kRemote: on_remote(); break;
       }
     }
     if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
@@ -256,8 +260,10 @@ class Loop {
     read_stream(r, Stream::err, true);
     if (failed(status) && !stopping_) {
       first_failure_ = r;
-      const std::string why = fmt::format("rank {}: {}", r, describe_status(status));
+      const std::string why = fmt::format("rank {}: {}", global(r), describe_status(status));
       set_failure_key(why);
+      publish_to_nodes(status_exit_code(status),
+                       fmt::format("rank {} (pid {}){} {}", global(r), rk.pid, where(), describe_status(status)));
       begin_stop(SIGTERM);
     }
   }
@@ -269,6 +275,29 @@ class Loop {
     } catch (const std::exception& e) {
       log::warn("could not set {} in the job's store: {}", kFailureKey, e.what());
     }
+  }
+
+  // Global rank of local rank r, and " on node K (host H)" in a multi-node job.
+  int global(int r) const { return o_.job.node.rank_offset + r; }
+  std::string where() const {
+    if (!o_.nodes) return {};
+    return fmt::format(" on node {} (host {})", o_.job.node.node_rank, o_.job.node.host);
+  }
+
+  void publish_to_nodes(int code, const std::string& why) {
+    if (!o_.nodes) return;
+    if (auto first = o_.nodes->publish(code, why)) remote_ = first;  // another node failed first
+  }
+
+  // Another node failed (or node 0 is gone): stop this node's ranks and exit with its code.
+  void on_remote() {
+    std::uint64_t value = 0;
+    (void)::read(o_.nodes->fd(), &value, sizeof value);
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.nodes->fd(), nullptr);
+    if (stopping_) return;
+    remote_ = o_.nodes->remote();
+    if (remote_) set_failure_key(remote_->why);
+    begin_stop(SIGTERM);
   }
 
   void begin_stop(int sig) {
@@ -301,6 +330,7 @@ class Loop {
     }
     if (!stopping_) {
       launcher_signal_ = sig;
+      publish_to_nodes(128 + sig, fmt::format("the launcher{} got {}", where(), signal_name(sig)));
       begin_stop(sig);
     } else {
       kill_deadline_ = Clock::now();  // a second request: stop waiting
@@ -326,23 +356,31 @@ class Loop {
       result.failed_rank = rk.rank;
       std::string hint;
       if (WIFSIGNALED(rk.status) && WTERMSIG(rk.status) == SIGKILL) hint = " (out of memory? the OOM killer sends SIGKILL)";
-      text += fmt::format("fastrun: rank {} (pid {}) {}{}; stopped the other ranks\n", rk.rank, rk.pid,
-                          describe_status(rk.status), hint);
+      text += fmt::format("fastrun: rank {} (pid {}){} {}{}; stopped the other ranks\n", global(rk.rank), rk.pid,
+                          where(), describe_status(rk.status), hint);
       const std::string dir = relay_.rank_log_dir(rk.rank);
       text += dir.empty() ? std::string("fastrun: its output was not filed (use --log-dir DIR to keep it)\n")
                           : fmt::format("fastrun: logs: {}/stdout.log, {}/stderr.log\n", dir, dir);
       const auto tail = relay_.stderr_tail(rk.rank);
       if (!tail.empty()) {
-        text += fmt::format("fastrun: last lines of rank {}'s stderr:\n", rk.rank);
+        text += fmt::format("fastrun: last lines of rank {}'s stderr:\n", global(rk.rank));
         for (const std::string& line : tail) text += "  | " + line + "\n";
       }
     } else if (!spawn_error_.empty()) {
       result.exit_code = 1;
       text += "fastrun: " + spawn_error_ + "\n";
     }
+    if (remote_) {
+      // The job's first failure was on another node (or node 0 is gone): every node exits with it.
+      result.exit_code = remote_->exit_code;
+      result.stop_signal = 0;
+      text = fmt::format("fastrun: the job failed on node {}: {}; stopped this node's {} rank{}\n", remote_->node,
+                         remote_->why, world - o_.first_rank, world - o_.first_rank == 1 ? "" : "s") +
+             text;
+    }
     if (!killed.empty() && !text.empty()) {
       std::string list;
-      for (int r : killed) list += (list.empty() ? "" : ", ") + std::to_string(r);
+      for (int r : killed) list += (list.empty() ? "" : ", ") + std::to_string(global(r));
       text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n",
                           killed.size() == 1 ? "" : "s", list, o_.job.kill_timeout);
     }
@@ -358,6 +396,7 @@ class Loop {
   bool self_open_ = false;  // rank 0's own pipes are still being relayed
   bool stopping_ = false;
   std::optional<int> first_failure_;
+  std::optional<NodeFailure> remote_;
   int launcher_signal_ = 0;
   std::string spawn_error_;
   std::optional<Clock::time_point> kill_deadline_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fastrun/launcher/job_config.h"
+#include "fastrun/launcher/node_watch.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::launcher {
@@ -43,6 +44,9 @@ struct SupervisorOptions {
   // In-process spawn: read end of the pipe rank 0's SIGINT/SIGTERM/SIGHUP handler writes the
   // signal number to (one byte); treated like a signal to the CLI launcher.
   int self_signals = -1;
+  // Multi-node (node_watch.h): this node's first failure (a rank's, or a signal to the launcher)
+  // is recorded there for every node, and another node's stops this node's ranks. Null: one node.
+  NodeWatch* nodes = nullptr;
 };
 
 // How a job ended.

@@ -89,10 +89,14 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   // 3. Exchange host, pid and device identity; refuse two ranks on one GPU.
   c.device_identity_ = probe_device_identity();
   c.device_ = c.device_identity_ == "cpu" ? DeviceKind::cpu : DeviceKind::cuda;
-  const PeerInfo self = local_peer_info(c.rank_, c.device_identity_);
+  PeerInfo self = local_peer_info(c.rank_, c.device_identity_);
+  self.node = layout.node_rank.value_or(-1);
   const auto peers = join_detail::exchange_peer_infos(*c.store_, self, c.world_size_, c.generation_, c.timeout_);
   join_detail::check_distinct_devices(peers);
-  for (const auto& p : peers) c.hosts_.push_back(p.host);
+  for (const auto& p : peers) {
+    c.hosts_.push_back(p.host);
+    c.places_.push_back(fmt::format("{}#{}", p.host, p.node));
+  }
 
   // Local layout: from the environment when given, else from the host names.
   std::vector<std::string> distinct_hosts;
@@ -148,7 +152,7 @@ std::string Context::resolve_backend(const std::string& requested, const std::ve
   if (device_ == DeviceKind::cuda && backend::available("nccl")) return "nccl";
   bool one_node = true;
   for (int r : ranks)
-    if (hosts_.at(static_cast<std::size_t>(r)) != hosts_.at(static_cast<std::size_t>(ranks.front()))) one_node = false;
+    if (places_.at(static_cast<std::size_t>(r)) != places_.at(static_cast<std::size_t>(ranks.front()))) one_node = false;
   if (one_node && ranks.size() > 1 && backend::available("shm")) return "shm";
   return "gloo";
 }

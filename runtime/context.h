@@ -75,6 +75,7 @@ class Context : public std::enable_shared_from_this<Context> {
   std::string source_, run_id_, backend_request_;
   Duration timeout_{}, op_timeout_{};
   std::vector<std::string> hosts_;  // host of each global rank
+  std::vector<std::string> places_;  // "host#node" of each global rank: shm only within one
   int generation_ = 0;              // joins so far in this process: keeps store keys fresh
   int groups_made_ = 0;
   std::unique_ptr<HostedStore> hosted_;  // torchrun-style rank 0 owns the store

@@ -26,6 +26,7 @@ struct Variable {
 
 // --- the declarations (definitions and help in variables.cpp) ---
 extern const Variable kRank, kWorldSize, kLocalRank, kLocalWorldSize, kNodeRank, kNnodes;
+extern const Variable kMasterAddr, kMasterPort;
 extern const Variable kRunId, kStore, kStoreToken, kGlobalSeed;
 extern const Variable kTimeout, kOpTimeout, kLogLevel, kNoSync, kBackend, kGlooHost;
 extern const Variable kShmStoreBytes, kRuntimeDir;

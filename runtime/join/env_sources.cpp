@@ -70,7 +70,7 @@ void pick_store(Layout& l) {
     l.host_store = l.rank == 0;
     // Every rank must present the same secret and none can learn rank 0's random one: derive
     // it from the shared address unless FASTRUN_STORE_TOKEN gives one (documented).
-    if (!env::find_string(env::kStoreToken)) l.store_token = fmt::format("fastrun-master:{}:{}", *addr, *port);
+    if (!env::find_string(env::kStoreToken)) l.store_token = address_token(*addr, *port);
     return;
   }
   if (l.world_size > 1)
@@ -81,6 +81,8 @@ void pick_store(Layout& l) {
 }
 
 }  // namespace
+
+std::string address_token(const std::string& host, int port) { return fmt::format("fastrun-master:{}:{}", host, port); }
 
 Layout detect_layout() {
   Layout l;

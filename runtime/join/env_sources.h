@@ -25,6 +25,10 @@ struct Layout {
   std::string run_id;
 };
 
+// The token of a store whose users share no secret (documented as no protection): derived from
+// its address, so that every rank and launcher computes the same one.
+std::string address_token(const std::string& host, int port);
+
 // Reads the environment. ConfigError naming the variable for malformed or inconsistent values.
 Layout detect_layout();
 

@@ -12,17 +12,19 @@
 
 namespace fastrun {
 
-std::string PeerInfo::encode() const { return fmt::format("{}\t{}\t{}", host, pid, device); }
+std::string PeerInfo::encode() const { return fmt::format("{}\t{}\t{}\t{}", host, pid, device, node); }
 
 PeerInfo PeerInfo::decode(int rank, const std::string& text) {
   PeerInfo info;
   info.rank = rank;
   std::istringstream in(text);
-  std::string pid;
-  if (!std::getline(in, info.host, '\t') || !std::getline(in, pid, '\t') || !std::getline(in, info.device))
-    throw StoreError(fmt::format("{}: malformed value '{}' (expected 'host<TAB>pid<TAB>device')", peer_key(rank), text));
+  std::string pid, node;
+  if (!std::getline(in, info.host, '\t') || !std::getline(in, pid, '\t') || !std::getline(in, info.device, '\t'))
+    throw StoreError(fmt::format("{}: malformed value '{}' (expected 'host<TAB>pid<TAB>device[<TAB>node]')",
+                                 peer_key(rank), text));
   try {
     info.pid = std::stol(pid);
+    if (std::getline(in, node)) info.node = std::stoi(node);
   } catch (const std::exception&) {
     throw StoreError(fmt::format("{}: malformed pid '{}' in '{}'", peer_key(rank), pid, text));
   }

@@ -16,8 +16,11 @@ struct PeerInfo {
   std::string host;
   long pid = 0;
   std::string device = "cpu";
+  // The launcher's node (FASTRUN_NODE_RANK), -1 when unknown. Two launchers on one host are two
+  // nodes: `auto` keeps shm within a node (their segments and cleanup are per launcher).
+  int node = -1;
 
-  std::string encode() const;                      // "host\tpid\tdevice"
+  std::string encode() const;                      // "host\tpid\tdevice\tnode"
   static PeerInfo decode(int rank, const std::string& text);  // StoreError on a malformed value
 };
 

@@ -18,6 +18,8 @@
 //   --pidfile FILE      write the pid ("%r" = rank)
 //   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
+//   --allreduce         join the job, all-reduce (rank + 1) over the world group, print
+//                       "allreduce <sum> <backend>" (exit 8 when the sum is wrong)
 //   --shm-leftover      create /dev/shm/fastrun-<run-id>-leftover-<rank> and leave it
 //   --rest              stop reading flags (the remaining arguments are only data)
 #include <fcntl.h>
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "fastrun/launcher/self_launch.h"
+#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
 
@@ -222,6 +225,20 @@ int main(int argc, char** argv) {
         }
       } catch (const std::exception& e) {
         std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());
+        return 66;
+      }
+    } else if (a == "--allreduce") {
+      if (!active) continue;
+      try {
+        auto ctx = fastrun::join();
+        double v = ctx->rank() + 1;
+        ctx->world().all_reduce(fastrun::view_of(&v, 1))->wait();
+        const int n = ctx->world_size();
+        std::printf("allreduce %g %s\n", v, ctx->world().backend_name().c_str());
+        std::fflush(stdout);
+        if (v != n * (n + 1) / 2.0) return 8;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sparring_partner: --allreduce: %s\n", e.what());
         return 66;
       }
     } else if (a == "--shm-leftover") {

@@ -1,4 +1,5 @@
 #include "fastrun/runtime/backend/gloo/gloo_group.h"
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
 #include <signal.h>
@@ -108,7 +109,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
     // Numbered steps: 1. device on the configured host; 2. context with the set-up timeout;
     // 3. full mesh through the prefixed store; 4. per-op timeouts are set on each op.
     ::gloo::transport::tcp::attr attr;
-    attr.hostname = env::get_string(env::kGlooHost);
+    attr.hostname = resolve_gloo_host(env::get_string(env::kGlooHost));  // ConfigError before gloo sees a bad one
     std::shared_ptr<::gloo::transport::Device> device;
     try {
       device = ::gloo::transport::tcp::CreateDevice(attr);

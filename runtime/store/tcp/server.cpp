@@ -13,9 +13,12 @@
 #include "fastrun/runtime/store/tcp/server.h"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <atomic>
 #include <deque>
 #include <thread>
@@ -82,6 +85,10 @@ struct Server::Impl {
 
   std::atomic<std::uint64_t> n_open{0}, n_peak{0}, n_accepted{0}, n_dropped{0}, n_auth_failures{0};
   std::thread thread;
+  // One read buffer for every connection: the one server thread reads a ready socket into it and
+  // hands the bytes to that connection's FrameReader at once, so an idle connection (above all
+  // one that never authenticates) holds no buffer of its own.
+  std::array<std::uint8_t, 64 * 1024> read_buffer{};
 
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
   void listen();
@@ -103,6 +110,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto ep = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("unknown peer") : endpoint_text(ep);
     socket_.set_option(tcp::no_delay(true), ec);
+    socket_.non_blocking(true, ec);
   }
 
   void start() {
@@ -168,13 +176,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
+  // Waits until the socket is readable, then reads what is there into the server's buffer.
   void read() {
     if (closed_ || paused_ || reading_) return;
     reading_ = true;
-    socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](error_code ec, std::size_t n) {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
       self->reading_ = false;
-      self->on_read(ec, n);
+      if (ec) return self->on_read(ec, 0);
+      self->read_ready();
     });
+  }
+
+  void read_ready() {
+    if (closed_) return;
+    error_code ec;
+    const std::size_t n = socket_.read_some(asio::buffer(server_.read_buffer), ec);  // non-blocking socket
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return read();
+    on_read(ec, n);
   }
 
   void on_read(error_code ec, std::size_t n) {
@@ -192,7 +210,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     auto self = shared_from_this();
-    const auto err = reader_.feed(buf_.data(), n, [&](const std::uint8_t* body, std::size_t size) {
+    const auto err = reader_.feed(server_.read_buffer.data(), n, [&](const std::uint8_t* body, std::size_t size) {
       auto decoded = tcp_wire::decode_request(body, size, server_.options.limits);
       if (auto* bad = std::get_if<tcp_wire::DecodeError>(&decoded)) {
         if (!authenticated_) {
@@ -262,7 +280,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer handshake_timer_;
   tcp_wire::FrameReader reader_;
   std::string peer_;
-  std::array<std::uint8_t, 64 * 1024> buf_{};
   std::deque<tcp_wire::Bytes> out_;
   std::size_t out_bytes_ = 0;
   bool writing_ = false;
@@ -382,7 +399,18 @@ void Server::Impl::listen() {
     throw StoreError(fmt::format("tcp store: cannot listen on {}: {} failed: {} (use port 0 to pick a free port)",
                                  endpoint_text(ep), step, ec.message()));
   };
-  if (acceptor.open(ep.protocol(), ec)) fail("socket");
+  // Close-on-exec from birth: the host's children (ranks) must not inherit the listener and keep
+  // the job's port bound after the job (asio's open() and accept() do not set it).
+  const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    ec.assign(errno, asio::error::get_system_category());
+    fail("socket");
+  }
+  if (acceptor.assign(ep.protocol(), fd, ec)) {
+    ::close(fd);
+    fail("socket");
+  }
+  if (acceptor.non_blocking(true, ec)) fail("fcntl(O_NONBLOCK)");
   if (acceptor.set_option(tcp::acceptor::reuse_address(true), ec)) fail("setsockopt(SO_REUSEADDR)");
   if (acceptor.bind(ep, ec)) fail("bind");
   if (acceptor.listen(asio::socket_base::max_listen_connections, ec)) fail("listen");
@@ -393,8 +421,16 @@ void Server::Impl::listen() {
 }
 
 void Server::Impl::accept() {
-  acceptor.async_accept([this](error_code ec, tcp::socket socket) {
+  // accept4 with SOCK_CLOEXEC once the listener is readable (see listen()).
+  acceptor.async_wait(tcp::acceptor::wait_read, [this](error_code ec) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    int fd = -1;
+    if (!ec) {
+      fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED))
+        return accept();  // the client left before we took it
+      if (fd < 0) ec.assign(errno, asio::error::get_system_category());
+    }
     if (ec) {
       // Out of descriptors (EMFILE/ENFILE) or a transient error: say so and retry shortly
       // rather than spinning on a listen queue we cannot drain.
@@ -405,6 +441,11 @@ void Server::Impl::accept() {
         if (!e) accept();
       });
       return;
+    }
+    tcp::socket socket(io);
+    if (socket.assign(acceptor.local_endpoint(ec).protocol(), fd, ec)) {
+      ::close(fd);
+      return accept();
     }
     auto c = std::make_shared<Connection>(*this, std::move(socket));
     live.insert(c);

@@ -1,0 +1,42 @@
+#include "fastrun/launcher/free_port.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "fastrun/launcher/unique_fd.h"
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::launcher {
+
+int pick_free_port(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), "0", &hints, &res); rc != 0 || !res)
+    throw Error(fmt::format("picking a free port on '{}': the host does not resolve ({})", host, gai_strerror(rc)));
+  const int family = res->ai_family;
+  sockaddr_storage addr{};
+  socklen_t len = res->ai_addrlen;
+  std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw_errno("picking a free port: socket", errno);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
+    throw_errno(fmt::format("picking a free port on '{}': bind", host), errno);
+  len = sizeof addr;
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw_errno("picking a free port: getsockname", errno);
+  const int port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                      : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  return port;
+}
+
+}  // namespace fastrun::launcher

@@ -1,0 +1,13 @@
+#pragma once
+// The address of this machine that the kernel would use to reach a host: the sensible default
+// for the address a multi-node rank's gloo binds (the interface that routes to node 0).
+#include <cstdint>
+#include <string>
+
+namespace fastrun::launcher {
+
+// Numeric address (IPv4 or IPv6). Connects a UDP socket (sends nothing). Throws Error naming the
+// host when it does not resolve or no route leads there.
+std::string local_address_towards(const std::string& host, std::uint16_t port);
+
+}  // namespace fastrun::launcher

@@ -1,0 +1,37 @@
+#pragma once
+// One launcher per node (docs/multinode.md): which node this launcher is, and where node 0 hosts
+// the job's TCP store. From the flags --nnodes, --node-rank, --master-addr, --master-port, each
+// falling back to its FASTRUN_* variable. Pure and tested; plan_nodes() is the only check.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace fastrun::launcher {
+
+// As typed (CLI flags); nullopt = not given.
+struct NodeOptions {
+  std::optional<int> nnodes;
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+};
+
+// Checked. multi_node() is false for the ordinary one-launcher job (shm store, nothing shared).
+struct NodePlan {
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;         // host of node 0 (multi_node only)
+  std::uint16_t master_port = 0;   // port of the job's store there (0: one node, pick one)
+  bool multi_node() const { return !master_addr.empty(); }
+};
+
+constexpr int kMaxNodes = 65536;
+
+// Fills what the flags leave unset from FASTRUN_NNODES, FASTRUN_NODE_RANK, FASTRUN_MASTER_ADDR
+// and FASTRUN_MASTER_PORT, then checks the combination. The job is multi-node when more than one
+// node is asked for or a master address/port is given; then --nnodes and (for more than one
+// node) --node-rank, --master-addr and --master-port are all required. Throws ConfigError naming
+// the flag or variable, its value and what is accepted.
+NodePlan plan_nodes(const NodeOptions& flags);
+
+}  // namespace fastrun::launcher

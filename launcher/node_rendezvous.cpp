@@ -1,0 +1,191 @@
+#include "fastrun/launcher/node_rendezvous.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fastrun/launcher/free_port.h"
+#include "fastrun/launcher/local_address.h"
+#include "fastrun/launcher/spawn.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/env_sources.h"
+#include "fastrun/runtime/join/peer_info.h"
+#include "fastrun/runtime/log.h"
+
+namespace fastrun::launcher {
+namespace {
+
+constexpr const char* kRunIdKey = "fastrun/launcher/run-id";
+constexpr const char* kRankMasterKey = "fastrun/launcher/rank-master";
+constexpr const char* kSeedKey = "fastrun/launcher/seed";
+std::string node_key(int k) { return fmt::format("fastrun/launcher/node/{}", k); }
+
+struct NodeEntry {
+  int ranks = 0;
+  std::string host;
+  std::string pid;
+};
+
+NodeEntry parse_entry(int k, const std::string& text) {
+  const auto a = text.find('\t');
+  const auto b = a == std::string::npos ? a : text.find('\t', a + 1);
+  if (b == std::string::npos) throw StoreError(fmt::format("node {}'s entry in the job's store is malformed: '{}'", k, text));
+  NodeEntry e;
+  e.ranks = std::stoi(text.substr(0, a));
+  e.host = text.substr(a + 1, b - a - 1);
+  e.pid = text.substr(b + 1);
+  return e;
+}
+
+}  // namespace
+
+int pending_stop_signal() {
+  sigset_t pending;
+  if (::sigpending(&pending) != 0) return 0;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    if (sigismember(&pending, sig)) return sig;
+  return 0;
+}
+
+Interrupted::Interrupted(int sig)
+    : Error(fmt::format("got {} while waiting for the other nodes; stopped", signal_name(sig))), signal_(sig) {}
+
+std::string job_store_token(const NodePlan& plan, bool warn) {
+  if (auto t = env::find_string(env::kStoreToken); t && !t->empty()) return *t;
+  if (warn)
+    log::warn("FASTRUN_STORE_TOKEN is not set: the job's store on {}:{} accepts anyone who knows that address "
+              "(the token is derived from it); export one secret to every node, e.g. "
+              "FASTRUN_STORE_TOKEN=$(openssl rand -hex 32) in the job script (docs/multinode.md)",
+              plan.master_addr, plan.master_port);
+  return join_detail::address_token(plan.master_addr, plan.master_port);
+}
+
+NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(plan), timeout_(timeout) {
+  const std::string host =
+      plan.master_addr.find(':') != std::string::npos ? "[" + plan.master_addr + "]" : plan.master_addr;
+  address_ = fmt::format("tcp://{}:{}", host, plan.master_port);
+  token_ = job_store_token(plan, /*warn=*/plan.node_rank == 0);
+  StoreOptions so;
+  so.timeout = timeout;
+  so.token = token_;
+  if (plan.node_rank == 0) {
+    try {
+      hosted_ = host_store(address_, so);
+    } catch (const Error& e) {
+      throw StoreError(fmt::format("node 0: cannot host the job's store on --master-addr {} --master-port {}: {}",
+                                   plan.master_addr, plan.master_port, e.what()));
+    }
+    address_ = hosted_->address();  // the port actually bound (--nnodes 1 may ask for 0)
+    client_ = hosted_->connect();
+  } else {
+    // In slices of a second, so that Ctrl-C is noticed while node 0 is not up yet.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+      so.timeout = std::clamp<Duration>(left, std::chrono::milliseconds(1), std::chrono::seconds(1));
+      try {
+        client_ = connect_store(address_, so);
+        break;
+      } catch (const StoreError& e) {
+        if (const int sig = pending_stop_signal()) throw Interrupted(sig);
+        if (std::chrono::steady_clock::now() < deadline && std::string(e.what()).find("authentication") == std::string::npos)
+          continue;
+        throw StoreError(fmt::format("node {}: cannot reach node 0's store at {} within {:.3g} s (--master-addr, "
+                                     "--master-port, FASTRUN_TIMEOUT): {}",
+                                     plan.node_rank, address_, std::chrono::duration<double>(timeout).count(),
+                                     e.what()));
+      }
+    }
+  }
+  client_->set_timeout(timeout);
+}
+
+NodeRendezvous::~NodeRendezvous() = default;
+
+void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
+  const int me = plan_.node_rank;
+  const std::string self_host = this_host_name();
+  // 1. Node 0 fixes what every node must share: the run id, the seed and the ranks' MASTER_PORT.
+  if (me == 0) {
+    client_->set(kRunIdKey, to_bytes(job.run_id));
+    client_->set(kSeedKey, to_bytes(job.seed));
+    client_->set(kRankMasterKey, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
+  }
+  // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
+  const std::string mine = fmt::format("{}\t{}\t{}", job.world_size, self_host, ::getpid());
+  const std::string got = to_string(client_->compare_set(node_key(me), {}, to_bytes(mine)));
+  if (got != mine) {
+    const NodeEntry other = parse_entry(me, got);
+    throw ConfigError(fmt::format("--node-rank {}: node {} already joined this job from host {} (pid {}); give each "
+                                  "launcher its own node rank, 0 to {}",
+                                  me, me, other.host, other.pid, plan_.nnodes - 1));
+  }
+  // 3. Wait for every node; at the deadline, name the ones missing.
+  std::vector<int> missing;
+  for (int k = 0; k < plan_.nnodes; ++k)
+    if (k != me) missing.push_back(k);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto never_arrived = [&](const std::string& also) {
+    return TimeoutError(fmt::format(
+        "node {} ({}): {} of {} nodes never arrived within {:.3g} s: node{} [{}]{} (store {}; start a fastrun with "
+        "--node-rank K --master-addr {} --master-port {} on each, or raise FASTRUN_TIMEOUT)",
+        me, self_host, missing.size(), plan_.nnodes, std::chrono::duration<double>(timeout_).count(),
+        missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), also, address_, plan_.master_addr,
+        plan_.master_port));
+  };
+  Duration interval = std::chrono::milliseconds(2);
+  while (!missing.empty()) {
+    try {
+      std::erase_if(missing, [&](int k) { return client_->check({node_key(k)}); });
+    } catch (const StoreError& e) {
+      // Node 0 gave up at the same deadline and took its store down: the cause is the same.
+      if (me != 0) throw never_arrived(fmt::format("; node 0 gave up first ({})", e.what()));
+      throw;
+    }
+    if (missing.empty()) break;
+    if (const int sig = pending_stop_signal()) throw Interrupted(sig);
+    if (std::chrono::steady_clock::now() >= deadline) throw never_arrived("");
+    std::this_thread::sleep_for(interval);
+    interval = std::min<Duration>(interval * 2, std::chrono::milliseconds(100));
+  }
+  // 4. Offsets in node-rank order.
+  int offset = 0, world = 0;
+  hosts_.clear();
+  for (int k = 0; k < plan_.nnodes; ++k) {
+    const NodeEntry e = parse_entry(k, to_string(client_->get(node_key(k), timeout_)));
+    if (k == me) offset = world;
+    world += e.ranks;
+    hosts_.push_back(e.host);
+  }
+  // 5. What node 0 fixed.
+  const std::string run_id = to_string(client_->get(kRunIdKey, timeout_));
+  if (!options.run_id.empty() && options.run_id != run_id)
+    throw ConfigError(fmt::format("--run-id {}: node 0 runs this job as '{}'; give every node the same --run-id, "
+                                  "or none (the nodes then share node 0's)",
+                                  options.run_id, run_id));
+  job.run_id = run_id;
+  job.seed = to_string(client_->get(kSeedKey, timeout_));
+  job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;
+  job.store_address = address_;
+  job.rank_master_addr = plan_.master_addr;
+  job.rank_master_port = std::stoi(to_string(client_->get(kRankMasterKey, timeout_)));
+  job.node.nnodes = plan_.nnodes;
+  job.node.node_rank = me;
+  job.node.rank_offset = offset;
+  job.node.world_size = world;
+  job.node.host = self_host;
+  job.node.store_token = token_;
+  // The address gloo binds on this node: the one that routes to node 0, unless the user chose.
+  if (!env::raw(env::kGlooHost)) job.node.gloo_host = local_address_towards(plan_.master_addr, plan_.master_port);
+  log::info("node {} of {} ({}): ranks {}..{} of {}, store {}, run {}", me, plan_.nnodes, self_host, offset,
+            offset + job.world_size - 1, world, address_, run_id);
+}
+
+}  // namespace fastrun::launcher

@@ -1,0 +1,69 @@
+#pragma once
+// Multi-node set-up (docs/multinode.md), before any rank starts: node 0's launcher hosts the
+// job's TCP store on master-addr:master-port; every launcher connects (retrying until the join
+// timeout), announces how many ranks it runs, and all agree through the store on each node's
+// rank offset (node-rank order), the run id and the ranks' MASTER_ADDR/MASTER_PORT.
+//
+// Keys (all under "fastrun/launcher/"): node/<k> = "<ranks>\t<host>\t<pid>" (claimed with
+// compare_set, so two launchers with one node rank are refused), run-id, rank-master.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastrun/launcher/job_config.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/factory.h"
+
+namespace fastrun::launcher {
+
+class NodeRendezvous {
+ public:
+  // Node 0: hosts the store (StoreError naming the address when it cannot listen). Others:
+  // connect within `timeout` (StoreError naming node 0's address when it never answers).
+  // The token: FASTRUN_STORE_TOKEN, else one derived from the address, with a warning.
+  NodeRendezvous(const NodePlan& plan, Duration timeout);
+  ~NodeRendezvous();
+  NodeRendezvous(const NodeRendezvous&) = delete;
+  NodeRendezvous& operator=(const NodeRendezvous&) = delete;
+
+  // Announces job.world_size ranks on this node and waits for every node (TimeoutError naming
+  // the nodes that never arrived). Then fixes job.node, job.run_id (node 0's; a different
+  // --run-id on another node is a ConfigError), job.log_dir (log_root/<run-id>),
+  // job.store_address and the ranks' MASTER_ADDR/MASTER_PORT.
+  void agree(JobConfig& job, const JobOptions& options);
+
+  Store* store() { return client_.get(); }
+  const std::string& address() const { return address_; }
+  const std::string& token() const { return token_; }
+  // Host names of the nodes, in node-rank order (after agree()).
+  const std::vector<std::string>& hosts() const { return hosts_; }
+
+ private:
+  NodePlan plan_;
+  Duration timeout_;
+  std::string address_;  // tcp://master-addr:master-port
+  std::string token_;
+  std::unique_ptr<HostedStore> hosted_;  // node 0 only
+  std::unique_ptr<Store> client_;
+  std::vector<std::string> hosts_;
+};
+
+// A stop signal (SIGINT, SIGTERM or SIGHUP) pending while the launcher blocks them and nothing
+// reads them yet (connecting, waiting for the other nodes); 0 when none.
+int pending_stop_signal();
+
+// Thrown by those waits when a stop signal is pending: the launcher exits with 128 + signal.
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(int sig);
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+// The token launchers and ranks present to the job's store: FASTRUN_STORE_TOKEN when set, else
+// one derived from master address and port (no secret: a warning says so; docs/multinode.md).
+std::string job_store_token(const NodePlan& plan, bool warn);
+
+}  // namespace fastrun::launcher

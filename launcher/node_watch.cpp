@@ -1,0 +1,215 @@
+#include "fastrun/launcher/node_watch.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "fastrun/launcher/node_rendezvous.h"
+#include "fastrun/launcher/spawn.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/factory.h"
+
+namespace fastrun::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kFailure = "fastrun/launcher/failure";
+std::string heartbeat_key(int k) { return fmt::format("fastrun/launcher/heartbeat/{}", k); }
+std::string done_key(int k) { return fmt::format("fastrun/launcher/done/{}", k); }
+std::string ack_key(int k) { return fmt::format("fastrun/launcher/ack/{}", k); }
+
+std::string encode(const NodeFailure& f) { return fmt::format("{}\t{}\t{}", f.exit_code, f.node, f.why); }
+
+NodeFailure decode(const std::string& text) {
+  NodeFailure f;
+  const auto a = text.find('\t');
+  const auto b = a == std::string::npos ? a : text.find('\t', a + 1);
+  if (b == std::string::npos) {
+    f.why = text;
+    return f;
+  }
+  f.exit_code = std::atoi(text.substr(0, a).c_str());
+  f.node = std::atoi(text.substr(a + 1, b - a - 1).c_str());
+  f.why = text.substr(b + 1);
+  return f;
+}
+
+// Short timeouts: the store is already up, and a launcher that stops answering is the news.
+std::unique_ptr<Store> connect_short(const std::string& address, const std::string& token) {
+  StoreOptions so;
+  so.timeout = std::chrono::seconds(5);
+  so.token = token;
+  return connect_store(address, so);
+}
+
+}  // namespace
+
+NodeWatch::NodeWatch(const std::string& address, const std::string& token, int node_rank,
+                     std::vector<std::string> hosts)
+    : me_(node_rank), hosts_(std::move(hosts)), address_(address) {
+  watch_client_ = connect_short(address, token);
+  main_client_ = connect_short(address, token);
+  event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!event_) throw_errno("eventfd", errno);
+  const std::size_t n = hosts_.size();
+  beats_.assign(n, -1);
+  beat_seen_.assign(n, Clock::now());
+  done_.assign(n, false);
+  thread_ = std::thread([this] { run(); });
+}
+
+NodeWatch::~NodeWatch() { stop_thread(); }
+
+void NodeWatch::stop_thread() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<NodeFailure> NodeWatch::remote() const {
+  std::lock_guard lock(mutex_);
+  return remote_;
+}
+
+void NodeWatch::raise(NodeFailure f) {
+  {
+    std::lock_guard lock(mutex_);
+    if (remote_) return;
+    remote_ = std::move(f);
+  }
+  const std::uint64_t one = 1;
+  (void)::write(event_.get(), &one, sizeof one);
+}
+
+void NodeWatch::run() {
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    lock.unlock();
+    const bool more = step();
+    lock.lock();
+    if (!more) return;
+    wake_.wait_for(lock, kInterval, [this] { return stop_; });
+  }
+}
+
+bool NodeWatch::step() {
+  Store& s = *watch_client_;
+  try {
+    if (s.check({kFailure})) {
+      NodeFailure f = decode(to_string(s.get(kFailure, std::chrono::seconds(5))));
+      s.set(ack_key(me_), to_bytes("1"));  // node 0 may now take the store down
+      if (f.node == me_) return false;     // our own, published by the supervisor
+      raise(std::move(f));
+      return false;
+    }
+    if (me_ != 0) {
+      s.add(heartbeat_key(me_), 1);
+      return true;
+    }
+    const auto now = Clock::now();
+    for (std::size_t k = 1; k < hosts_.size(); ++k) {
+      if (done_[k]) continue;
+      if (s.check({done_key(static_cast<int>(k))})) {
+        done_[k] = true;
+        continue;
+      }
+      const std::int64_t beat = s.add(heartbeat_key(static_cast<int>(k)), 0);
+      // Before a node's first heartbeat, allow for its start-up (log directories on a slow
+      // shared filesystem, a loaded machine) rather than call it lost.
+      const auto allowed = beat > 0 ? std::chrono::duration_cast<Clock::duration>(kLostAfter)
+                                    : std::chrono::duration_cast<Clock::duration>(kFirstBeatWithin);
+      if (beat != beats_[k]) {
+        beats_[k] = beat;
+        beat_seen_[k] = now;
+      } else if (now - beat_seen_[k] > allowed) {
+        NodeFailure lost{1, static_cast<int>(k),
+                         fmt::format("node {} (host {}): its launcher stopped answering (no heartbeat for {:.1f} s: "
+                                     "killed, or the network to it is down)",
+                                     k, hosts_[k], std::chrono::duration<double>(allowed).count())};
+        const std::string got = to_string(s.compare_set(kFailure, {}, to_bytes(encode(lost))));
+        raise(decode(got));
+        return false;
+      }
+    }
+    return true;
+  } catch (const std::exception& e) {
+    if (me_ == 0) {
+      log::warn("node watch: the job's store on this node failed: {}", e.what());
+      return false;
+    }
+    raise(NodeFailure{1, 0,
+                      fmt::format("node 0 (host {}): lost the job's store at {}: node 0's launcher is gone ({})",
+                                  hosts_.empty() ? "?" : hosts_[0], address_, e.what())});
+    return false;
+  }
+}
+
+std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& why) noexcept {
+  try {
+    const NodeFailure mine{exit_code, me_, why};
+    const std::string got = to_string(main_client_->compare_set(kFailure, {}, to_bytes(encode(mine))));
+    const NodeFailure first = decode(got);
+    main_client_->set(ack_key(me_), to_bytes("1"));  // seen: node 0 need not wait for this node
+    if (first.node != me_) return first;
+  } catch (const std::exception& e) {
+    // Node 0 gone: the other nodes find out by themselves; this node reports its own failure.
+    log::warn("could not record this node's failure in the job's store {}: {}", address_, e.what());
+  }
+  return std::nullopt;
+}
+
+std::optional<NodeFailure> NodeWatch::finish_success() {
+  if (me_ != 0) {
+    stop_thread();  // no more heartbeats: node 0 reads done/<k> first
+    try {
+      main_client_->set(done_key(me_), to_bytes("1"));
+    } catch (const std::exception& e) {
+      log::warn("could not tell node 0 that this node is done: {}", e.what());
+    }
+    return remote();
+  }
+  // Node 0: the store must outlive every node's ranks.
+  for (;;) {
+    if (auto f = remote()) return f;
+    if (const int sig = pending_stop_signal()) {
+      // Ctrl-C while node 0 waits for the others: it stops the whole job, as it would earlier.
+      const std::string why = fmt::format("the launcher on node 0 (host {}) got {}", hosts_[0], signal_name(sig));
+      if (auto first = publish(128 + sig, why)) return first;
+      return NodeFailure{128 + sig, 0, why};
+    }
+    bool all_done = true;
+    for (std::size_t k = 1; k < hosts_.size() && all_done; ++k)
+      all_done = main_client_->check({done_key(static_cast<int>(k))});
+    if (all_done) return std::nullopt;
+    std::this_thread::sleep_for(kInterval);
+  }
+}
+
+void NodeWatch::finish_failure() noexcept {
+  if (me_ != 0) return;
+  stop_thread();
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  try {
+    // The node that failed needs no telling (and a lost one cannot answer).
+    int failed_node = -1;
+    if (main_client_->check({kFailure})) failed_node = decode(to_string(main_client_->get(kFailure))).node;
+    for (std::size_t k = 1; k < hosts_.size(); ++k) {
+      const int node = static_cast<int>(k);
+      if (node == failed_node) continue;
+      while (!main_client_->check({ack_key(node)}) && !main_client_->check({done_key(node)}) && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // The store is this process's own; nothing more to wait for.
+  }
+}
+
+}  // namespace fastrun::launcher

@@ -1,0 +1,83 @@
+#pragma once
+// Multi-node failure spreading (docs/multinode.md): a failure anywhere stops every node.
+//
+// Keys under "fastrun/launcher/": failure = "<exit code>\t<node>\t<why>" (the first one wins:
+// compare_set), heartbeat/<k> (a counter node k > 0 bumps every 100 ms), done/<k> (node k's
+// ranks all succeeded), ack/<k> (node k saw the failure).
+//
+// A thread with its own store connection checks, every 100 ms, for another node's failure, and
+// on node 0 for a node whose heartbeat stopped for kLostAfter (its launcher died, even by
+// SIGKILL; kFirstBeatWithin before its first beat) — node 0 records that as the failure. On the other nodes a broken store connection
+// means node 0's launcher is gone. Either way fd() becomes readable and remote() says why.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fastrun/launcher/unique_fd.h"
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun::launcher {
+
+struct NodeFailure {
+  int exit_code = 1;
+  int node = 0;
+  std::string why;  // names node, host and rank
+};
+
+class NodeWatch {
+ public:
+  static constexpr std::chrono::milliseconds kInterval{100};
+  static constexpr std::chrono::milliseconds kLostAfter{1500};
+  static constexpr std::chrono::milliseconds kFirstBeatWithin{10000};  // after the node rendezvous
+
+  // `hosts`: every node's host name, in node-rank order. Opens two connections to the store at
+  // `address` (one for the thread, one for publish/finish) and starts the thread.
+  NodeWatch(const std::string& address, const std::string& token, int node_rank, std::vector<std::string> hosts);
+  ~NodeWatch();
+  NodeWatch(const NodeWatch&) = delete;
+  NodeWatch& operator=(const NodeWatch&) = delete;
+
+  // An eventfd, readable once another node's failure (or the loss of node 0) is known.
+  int fd() const { return event_.get(); }
+  std::optional<NodeFailure> remote() const;
+
+  // Records this node's failure unless one is recorded already; returns the recorded failure
+  // when it is another node's (the job's first failure, which every launcher exits with).
+  std::optional<NodeFailure> publish(int exit_code, const std::string& why) noexcept;
+
+  // After this node's ranks all succeeded: marks the node done. Node 0, which hosts the store,
+  // then waits until every node is done or one fails (returned).
+  std::optional<NodeFailure> finish_success();
+  // After a failure, node 0 keeps the store up until every other node saw it (or 2 s passed),
+  // so that they exit with the failure's code rather than "lost node 0".
+  void finish_failure() noexcept;
+
+ private:
+  void run();
+  bool step();  // one round; false when the thread is done
+  void raise(NodeFailure f);
+  void stop_thread();
+
+  int me_;
+  std::vector<std::string> hosts_;
+  std::string address_;
+  std::unique_ptr<Store> watch_client_;  // the thread's
+  std::unique_ptr<Store> main_client_;   // publish/finish (the supervisor's thread)
+  UniqueFd event_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::optional<NodeFailure> remote_;
+  std::vector<std::int64_t> beats_;
+  std::vector<std::chrono::steady_clock::time_point> beat_seen_;
+  std::vector<bool> done_;
+  std::thread thread_;
+};
+
+}  // namespace fastrun::launcher
