@@ -6,12 +6,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/backend/gloo/gloo_group.h"
+#include "fastrun/runtime/backend/shm/shm_group.h"
 #include "fastrun/runtime/error.h"
 
 namespace fastrun::backend {
 namespace {
 
 struct Table {
+  // The built-in backends are entered here, by symbol, not by a static object in their own
+  // file: a program linking the static libfastrun_runtime.a would leave such files out.
+  Table() : factories{{"gloo", &gloo_backend::make_gloo_group}, {"shm", &shm::make_shm_group}} {}
   std::mutex mutex;
   std::map<std::string, Factory, std::less<>> factories;
 };
@@ -50,9 +55,13 @@ Factory find(std::string_view name) {
     auto it = t.factories.find(name);
     if (it != t.factories.end()) return it->second;
   }
-  throw ConfigError(fmt::format("backend '{}' is not available in this build: built backends are [{}] "
-                                "(select one with FASTRUN_BACKEND or the group options)",
-                                name, fmt::join(names(), ", ")));
+  // nccl lives in its own library so that CPU programs load no CUDA: say what to link.
+  const char* how = name == "nccl" ? "; nccl comes with the CUDA/NCCL component: link fastrun::nccl (CMake) or "
+                                     "`pkg-config --libs fastrun-nccl`, built where CUDA and NCCL are found"
+                                   : "";
+  throw ConfigError(fmt::format("backend '{}' is not available in this program: available backends are [{}] "
+                                "(select one with FASTRUN_BACKEND or the group options){}",
+                                name, fmt::join(names(), ", "), how));
 }
 
 }  // namespace fastrun::backend

@@ -20,7 +20,6 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
-#include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/peer_info.h"
@@ -317,10 +316,6 @@ WorkHandle GlooGroup::barrier(const BarrierOptions&) {
     ::gloo::barrier(o);
   });
 }
-
-std::unique_ptr<ProcessGroup> make(const GroupSpec& spec) { return std::make_unique<GlooGroup>(spec); }
-
-const backend::Registration registration{"gloo", &make};
 
 }  // namespace
 
