@@ -18,6 +18,9 @@ install(TARGETS ${_fastrun_libraries} fastrun_all
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS fastrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET fastrun_gloo)  # loaded by the runtime from its own directory, never linked
+  install(TARGETS fastrun_gloo LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 
 # Public headers only, at their place under fastrun/ (the list is each library's PUBLIC_HEADERS).
 install(FILES ${PROJECT_SOURCE_DIR}/include/fastrun/fastrun.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fastrun)

@@ -20,6 +20,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
+#include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/peer_info.h"
@@ -322,3 +323,5 @@ WorkHandle GlooGroup::barrier(const BarrierOptions&) {
 std::unique_ptr<ProcessGroup> make_gloo_group(const GroupSpec& spec) { return std::make_unique<GlooGroup>(spec); }
 
 }  // namespace fastrun::gloo_backend
+
+fastrun::backend::Factory fastrun_gloo_backend() { return &fastrun::gloo_backend::make_gloo_group; }
