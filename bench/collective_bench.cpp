@@ -1,6 +1,6 @@
 // fastrun-bench allreduce|allgather|broadcast [--backend NAME] [--min 4K] [--max 256M]
 //                                             [--iters N] [--spawn N]
-// Collective bandwidth for any backend and rank count, nccl-tests style (runtime-notes §3.4):
+// Collective bandwidth for any backend and rank count, nccl-tests style (docs/runtime.md, "Gloo figures"):
 //   algbw = S / t;  busbw = algbw * factor, factor = 2(n-1)/n (allreduce), (n-1)/n (allgather,
 //   S = the whole gathered buffer), 1 (broadcast).
 // Run it under the launcher (`fastrun --nproc 2 fastrun-bench allreduce --backend gloo`) or

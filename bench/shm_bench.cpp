@@ -1,6 +1,6 @@
 // fastrun-bench shm: collectives of one backend on N ranks forked by the bench itself (no
 // launcher needed), with the memory bandwidth of this machine for reference. Prints one table
-// per op: size, time per op, algbw and busbw (nccl-tests definitions, runtime-notes §3.4).
+// per op: size, time per op, algbw and busbw (nccl-tests definitions; docs/backend-shm.md, "Benchmarks").
 //   fastrun-bench shm [--nproc N] [--backend shm|gloo] [--op allreduce|allgather|broadcast|
 //                      reducescatter|object|stream|all] [--min BYTES] [--max BYTES] [--dtype float32|...]
 //                     [--pin]   (pin rank r to the r-th CPU)
@@ -183,7 +183,7 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
     }
   }
   if (all || a.op == "object") {
-    // all_gather_object's protocol (runtime-notes §5): all-gather the int64 sizes, then the
+    // all_gather_object's protocol (docs/runtime.md, "Object collectives"): all-gather the int64 sizes, then the
     // payloads padded to the largest; here a 100-byte payload.
     std::int64_t size = 100, sizes_out[64];
     std::vector<std::uint8_t> payload(100, static_cast<std::uint8_t>(rank)), all_out(100 * static_cast<std::size_t>(a.nproc));

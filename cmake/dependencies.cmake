@@ -1,7 +1,7 @@
-# Debian 12 packages: libboost-dev, libboost-filesystem-dev, libfmt-dev, catch2, libgloo-dev.
+# Debian 12 packages: libboost-dev (headers only), libfmt-dev, catch2 (tests), libgloo-dev.
 find_package(Threads REQUIRED)
 find_package(fmt 9 REQUIRED)
-find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
+find_package(Boost 1.74 REQUIRED)
 find_package(Gloo REQUIRED)
 
 # CUDA and NCCL are optional: found at configure time, never required for the CPU build.

@@ -1,22 +1,55 @@
-# Install the libraries, their headers and an exported package so that a user's
-#   find_package(fastrun) + target_link_libraries(app fastrun::runtime)
-# works against the installed tree (tests/install builds such a consumer).
+# Install the libraries, their public headers, the CMake package and the pkg-config files, so
+# that find_package(fastrun) or `pkg-config fastrun` works against the installed tree, from
+# wherever the prefix is moved (tests/install checks each way, and that nothing but the public
+# headers is installed).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS fastrun_samplers fastrun_runtime fastrun_launcher fastrun_warnings
+set(_fastrun_libraries fastrun_samplers fastrun_runtime fastrun_launcher)
+if(TARGET fastrun_nccl)
+  list(APPEND _fastrun_libraries fastrun_nccl)
+endif()
+set(_fastrun_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/fastrun)
+
+install(TARGETS ${_fastrun_libraries} fastrun_all
   EXPORT fastrunTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(layer samplers runtime launcher)
-  install(DIRECTORY ${CMAKE_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fastrun/${layer}
-    FILES_MATCHING PATTERN "*.h")
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS fastrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET fastrun_gloo)  # loaded by the runtime from its own directory, never linked
+  install(TARGETS fastrun_gloo LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+
+# Public headers only, at their place under fastrun/ (the list is each library's PUBLIC_HEADERS).
+install(FILES ${PROJECT_SOURCE_DIR}/include/fastrun/fastrun.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fastrun)
+foreach(lib ${_fastrun_libraries})
+  get_target_property(headers ${lib} FASTRUN_PUBLIC_HEADERS)
+  foreach(header ${headers})
+    get_filename_component(dir ${header} DIRECTORY)
+    install(FILES ${PROJECT_SOURCE_DIR}/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fastrun/${dir})
+  endforeach()
 endforeach()
-install(EXPORT fastrunTargets NAMESPACE fastrun:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/fastrun)
-configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/fastrunConfig.cmake.in
-  ${CMAKE_BINARY_DIR}/fastrunConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/fastrun)
-write_basic_package_version_file(${CMAKE_BINARY_DIR}/fastrunConfigVersion.cmake COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_BINARY_DIR}/fastrunConfig.cmake ${CMAKE_BINARY_DIR}/fastrunConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/fastrun)
+
+install(EXPORT fastrunTargets NAMESPACE fastrun:: DESTINATION ${_fastrun_cmake_dir})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/fastrunConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/fastrunConfig.cmake INSTALL_DESTINATION ${_fastrun_cmake_dir})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/fastrunConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/fastrunConfig.cmake ${PROJECT_BINARY_DIR}/fastrunConfigVersion.cmake
+  DESTINATION ${_fastrun_cmake_dir})
+if(TARGET fastrun_nccl)
+  install(FILES ${PROJECT_SOURCE_DIR}/cmake/fastrun_nccl_link.cpp DESTINATION ${_fastrun_cmake_dir})
+endif()
+
+# pkg-config: prefix= is found from the .pc file's own place, so a moved prefix still works.
+set(_fastrun_pc_dir ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+file(RELATIVE_PATH FASTRUN_PC_PREFIX ${CMAKE_INSTALL_PREFIX}/${_fastrun_pc_dir} ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" FASTRUN_PC_PREFIX "\${pcfiledir}/${FASTRUN_PC_PREFIX}")
+set(_fastrun_pc_files fastrun)
+if(TARGET fastrun_nccl)
+  list(APPEND _fastrun_pc_files fastrun-nccl)
+endif()
+foreach(pc ${_fastrun_pc_files})
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION ${_fastrun_pc_dir})
+endforeach()

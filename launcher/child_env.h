@@ -1,5 +1,5 @@
 #pragma once
-// The environment contract (DESIGN.md): the variables every rank gets. A child's environment is
+// The environment contract (docs/environment.md): the variables every rank gets. A child's environment is
 // always built as a fresh vector of "NAME=value" strings from a copy of the parent's; the
 // parent's environ is never changed to pass values on (in-process spawn sets rank 0's own
 // variables with apply_to_self, once, before any child exists).

@@ -21,7 +21,7 @@ CliArgs parse_cli(const std::vector<std::string>& args);
 
 std::string usage_text();
 
-// The program: returns the launcher's exit status (DESIGN.md "Failure"; 2 for usage errors).
+// The program: returns the launcher's exit status (docs/launching.md, "Failure"; 2 for usage errors).
 int cli_main(int argc, char** argv);
 
 }  // namespace fastrun::launcher

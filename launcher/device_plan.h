@@ -1,5 +1,5 @@
 #pragma once
-// Device planning (DESIGN.md "Devices"): turns `--devices LIST|all` and the user's
+// Device planning (docs/devices.md): turns `--devices LIST|all` and the user's
 // CUDA_VISIBLE_DEVICES into one device token per rank. Pure: no environment, no GPU, so it is
 // tested with tables (tests/launcher/device_plan_test.cpp).
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-// The output relay (DESIGN.md "Output"): turns the bytes read from each rank's stdout and stderr
+// The output relay (docs/launching.md, "Output"): turns the bytes read from each rank's stdout and stderr
 // pipes into whole lines on the launcher's terminal, and files them byte for byte under
 // --log-dir. Reading the pipes is the supervisor's job; the relay only assembles and writes.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// In-process spawn (DESIGN.md, "Three ways to start a job", B). Call launch_self() first thing
+// In-process spawn (docs/launching.md, "In-process spawn"). Call launch_self() first thing
 // in main, before any CUDA call and before starting threads:
 //
 //   int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 #pragma once
-// Starting one rank: fork + exec with the protections every rank gets (DESIGN.md "Failure").
+// Starting one rank: fork + exec with the protections every rank gets (docs/launching.md, "Failure").
 // In the child, before exec: its own process group (setpgid), PR_SET_PDEATHSIG(SIGKILL), then a
 // check that the parent is still the expected one (it may have died before prctl), an empty
 // signal mask, and the given stdin/stdout/stderr. PR_SET_PDEATHSIG fires when the *thread* that

@@ -1,5 +1,5 @@
 #pragma once
-// The supervisor (DESIGN.md "Failure", "Output"): starts the ranks and watches them from one
+// The supervisor (docs/launching.md, "Failure" and "Output"): starts the ranks and watches them from one
 // event loop (epoll over a pidfd per rank, their output pipes, and a signalfd in the CLI). No
 // sleep-polling: a rank's exit wakes the loop at once.
 //

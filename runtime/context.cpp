@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/device_probe.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
@@ -19,9 +20,6 @@
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/prefix_store.h"
-#ifdef FASTRUN_HAVE_NCCL
-#include "fastrun/runtime/cuda/device_identity.h"
-#endif
 
 namespace fastrun {
 namespace {
@@ -32,15 +30,6 @@ std::atomic<int> g_generation{0};
 
 Duration seconds_to_duration(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-}
-
-// "cpu", or the PCI bus id of CUDA device 0 (the launcher pins one device per rank).
-std::string probe_device_identity() {
-#ifdef FASTRUN_HAVE_NCCL
-  const CudaDeviceProbe probe = cuda_device_probe();
-  if (probe.count > 0) return cuda_device_identity(0);
-#endif
-  return "cpu";
 }
 
 double ms_since(std::chrono::steady_clock::time_point t) {

@@ -1,5 +1,5 @@
 #pragma once
-// The one exception hierarchy of fastrun (STYLE.md §4). Every message says which rank, which
+// The one exception hierarchy of fastrun (docs/errors.md). Every message says which rank, which
 // operation, which peer or keys, the underlying errno/NCCL text, and the flag or variable that
 // changes the behaviour. Status codes become these exceptions once, at the boundary.
 #include <cerrno>

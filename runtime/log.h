@@ -1,6 +1,6 @@
 #pragma once
-// Rank-tagged logging through fmt (STYLE.md §8). Cheap when off: the level check happens
-// before any formatting. Lines go to stderr as
+// Rank-tagged logging through fmt (its variables: docs/environment.md). Cheap when off: the
+// level check happens before any formatting. Lines go to stderr as
 //   [fastrun <host>:<pid> rank 3] <level>: message
 // The level comes from FASTRUN_LOG_LEVEL (error, warn, info, debug); the rank tag is set once
 // the rank is known (set_log_rank), so launcher lines read "[fastrun host:pid launcher]".

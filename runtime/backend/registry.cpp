@@ -6,12 +6,26 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/backend/shm/shm_group.h"
 #include "fastrun/runtime/error.h"
+#ifdef FASTRUN_GLOO_MODULE
+#include "fastrun/runtime/backend/gloo_module.h"
+#else
+#include "fastrun/runtime/backend/gloo/gloo_group.h"
+#endif
 
 namespace fastrun::backend {
 namespace {
 
 struct Table {
+  // The built-in backends are entered here, by symbol, not by a static object in their own
+  // file: a program linking the static libfastrun_runtime.a would leave such files out.
+  // gloo, in shared builds, is a module loaded on first use (gloo_module.h).
+  Table() : factories{{"shm", &shm::make_shm_group}} {
+#ifndef FASTRUN_GLOO_MODULE
+    factories.emplace("gloo", &gloo_backend::make_gloo_group);
+#endif
+  }
   std::mutex mutex;
   std::map<std::string, Factory, std::less<>> factories;
 };
@@ -19,6 +33,20 @@ struct Table {
 Table& table() {
   static Table t;  // function-local: safe against static-initialisation order
   return t;
+}
+
+// Enters gloo once its module is loaded (a ConfigError from the loader propagates).
+void ensure_gloo() {
+#ifdef FASTRUN_GLOO_MODULE
+  auto& t = table();
+  {
+    std::lock_guard lock(t.mutex);
+    if (t.factories.count("gloo") != 0) return;
+  }
+  const Factory gloo = load_gloo_module();
+  std::lock_guard lock(t.mutex);
+  t.factories.emplace("gloo", gloo);
+#endif
 }
 
 }  // namespace
@@ -30,6 +58,10 @@ Registration::Registration(std::string name, Factory factory) {
 }
 
 std::vector<std::string> names() {
+  try {
+    ensure_gloo();
+  } catch (const Error&) {  // a missing module: gloo is then not available, which is the answer
+  }
   auto& t = table();
   std::lock_guard lock(t.mutex);
   std::vector<std::string> out;
@@ -38,21 +70,33 @@ std::vector<std::string> names() {
 }
 
 bool available(std::string_view name) {
+  if (name == "gloo") {
+    try {
+      ensure_gloo();
+    } catch (const Error&) {
+      return false;
+    }
+  }
   auto& t = table();
   std::lock_guard lock(t.mutex);
   return t.factories.find(name) != t.factories.end();
 }
 
 Factory find(std::string_view name) {
+  if (name == "gloo") ensure_gloo();
   {
     auto& t = table();
     std::lock_guard lock(t.mutex);
     auto it = t.factories.find(name);
     if (it != t.factories.end()) return it->second;
   }
-  throw ConfigError(fmt::format("backend '{}' is not available in this build: built backends are [{}] "
-                                "(select one with FASTRUN_BACKEND or the group options)",
-                                name, fmt::join(names(), ", ")));
+  // nccl lives in its own library so that CPU programs load no CUDA: say what to link.
+  const char* how = name == "nccl" ? "; nccl comes with the CUDA/NCCL component: link fastrun::nccl (CMake) or "
+                                     "`pkg-config --libs fastrun-nccl`, built where CUDA and NCCL are found"
+                                   : "";
+  throw ConfigError(fmt::format("backend '{}' is not available in this program: available backends are [{}] "
+                                "(select one with FASTRUN_BACKEND or the group options){}",
+                                name, fmt::join(names(), ", "), how));
 }
 
 }  // namespace fastrun::backend

@@ -1,7 +1,7 @@
 #pragma once
-// Backends register themselves by name (one static Registration in each backend's folder), so
-// the process-group layer never links a backend by symbol and a backend that is not built
-// (nccl without CUDA) is simply absent.
+// Backends by name. gloo and shm are entered by the registry itself; an optional component
+// registers its own (the CUDA/NCCL component fastrun::nccl: nccl), so a backend that is not in
+// the program is simply absent and the process-group layer never names one by symbol.
 #include <functional>
 #include <memory>
 #include <string>

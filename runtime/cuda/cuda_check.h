@@ -1,5 +1,5 @@
 #pragma once
-// The one boundary where CUDA runtime status codes become fastrun exceptions (STYLE.md §5).
+// The one boundary where CUDA runtime status codes become fastrun exceptions (docs/errors.md).
 // Internal header: it includes the CUDA runtime API, so only code built with CUDA includes it
 // (runtime/cuda/, runtime/backend/nccl/). Everything above it is exception-based.
 #include <string_view>

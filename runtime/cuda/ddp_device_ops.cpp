@@ -1,5 +1,5 @@
 // Device-memory hooks for DDP (runtime/ddp/buffer_ops.h): bucket allocation and device-to-device
-// gradient copies. Installed at static-initialisation time without touching CUDA (function
+// gradient copies. Installed by the component (component.cpp) without touching CUDA (function
 // pointers only), so CUDA_VISIBLE_DEVICES is still read at the rank's first real CUDA call.
 // Copies are synchronous cudaMemcpy on the legacy default stream (the contract of
 // docs/backend-nccl.md): a bucket is filled before its all-reduce is enqueued, and read back
@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/cuda/component.h"
 #include "fastrun/runtime/cuda/cuda_check.h"
 #include "fastrun/runtime/ddp/buffer_ops.h"
 
@@ -30,10 +31,8 @@ void device_copy(void* dst, const void* src, std::size_t bytes) {
   check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "DDP: device-to-device gradient copy");
 }
 
-const bool installed = [] {
-  install_device_ops(DeviceOps{&device_alloc, &device_free, &device_copy});
-  return true;
-}();
-
 }  // namespace
+
+void install_cuda_device_ops() { install_device_ops(DeviceOps{&device_alloc, &device_free, &device_copy}); }
+
 }  // namespace fastrun::ddp

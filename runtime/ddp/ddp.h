@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel gradient averaging over plain buffers (DESIGN.md "DDP"; PyTorch's Reducer is
+// Data-parallel gradient averaging over plain buffers (docs/ddp.md; PyTorch's Reducer is
 // the model). The model is an ordered list of parameters, each a value buffer and a gradient
 // buffer of the same size and dtype, in host or CUDA memory, owned by the caller (any framework
 // or none). fastrun never allocates or frees them and keeps only views.

@@ -1,5 +1,5 @@
 #pragma once
-// The environment registry (DESIGN.md, "The environment contract"; NCCL's param.h is the model).
+// The environment registry (docs/environment.md; NCCL's param.h is the model).
 // Every FASTRUN_* variable is declared exactly once, in variables.cpp, with its type, default
 // and one line of help. Reading goes through the typed getters below: a malformed value is a
 // ConfigError naming the variable, the value and the accepted form — never a silent default.

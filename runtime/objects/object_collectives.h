@@ -3,7 +3,7 @@
 // over `group` (every member calls, same order), run on the group's CPU companion
 // (Group::cpu_group(): the group itself on gloo/shm, a gloo group over the same ranks in NCCL
 // jobs), so objects never touch a device.
-// Protocol: sizes first, then payloads (torch's *_object* protocol, runtime-notes §5):
+// Protocol: sizes first, then payloads (torch's *_object* protocol; docs/runtime.md, "Object collectives"):
 //   broadcast_object:   broadcast the int64 size, then the bytes;
 //   all_gather_object:  all-gather the int64 sizes, pad to the largest, all-gather the bytes;
 //   gather_object:      as all_gather_object, but only `root` decodes (the others get nullopt).

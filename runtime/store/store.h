@@ -1,5 +1,5 @@
 #pragma once
-// The rendezvous store (DESIGN.md "Rendezvous store"; c10d Store.hpp is the model for the
+// The rendezvous store (docs/stores.md; c10d Store.hpp is the model for the
 // contracts). Keys are strings; values are byte strings of any size (0 bytes and 16 MiB are
 // tested). Every blocking call has a timeout; a timeout raises TimeoutError listing the keys
 // still missing. Implementations: shm://, file://, tcp:// (runtime/store/<kind>/), a prefix

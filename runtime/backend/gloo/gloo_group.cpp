@@ -21,7 +21,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/peer_info.h"
@@ -319,12 +319,10 @@ WorkHandle GlooGroup::barrier(const BarrierOptions&) {
   });
 }
 
-std::unique_ptr<ProcessGroup> make(const GroupSpec& spec) { return std::make_unique<GlooGroup>(spec); }
-
-const backend::Registration registration{"gloo", &make};
-
 }  // namespace
 
 std::unique_ptr<ProcessGroup> make_gloo_group(const GroupSpec& spec) { return std::make_unique<GlooGroup>(spec); }
 
 }  // namespace fastrun::gloo_backend
+
+fastrun::backend::Factory fastrun_gloo_backend() { return &fastrun::gloo_backend::make_gloo_group; }

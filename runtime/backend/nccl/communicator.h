@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 class Communicator {
  public:
   Communicator() = default;
-  // Set-up, as numbered steps (runtime-notes §3.1):
+  // Set-up, as numbered steps (docs/backend-nccl.md, "Set-up, step by step"):
   //  1. rank 0 makes the unique id and publishes it under "nccl/uid" in the group's (prefixed)
   //     store; the others blocking-get it until `deadline`;
   //  2. each rank marks "nccl/arrived/<rank>" and calls ncclCommInitRankConfig with

@@ -1,5 +1,5 @@
 #pragma once
-// The one boundary where NCCL status codes become fastrun exceptions (STYLE.md §5; NCCL's own
+// The one boundary where NCCL status codes become fastrun exceptions (docs/errors.md; NCCL's own
 // src/include/checks.h is the model). Internal header: includes nccl.h.
 //
 //   FASTRUN_NCCL_CHECK(ncclAllReduce(...), comm, context)
@@ -22,7 +22,7 @@ namespace fastrun::nccl {
 std::string_view result_name(ncclResult_t result);
 
 // Caller bugs (invalid argument/usage) leave the communicator usable; the others mean the
-// communicator must be aborted (runtime-notes §3.1, "Error classes").
+// communicator must be aborted (docs/backend-nccl.md, "The watchdog and the failure policy").
 bool is_fatal(ncclResult_t result);
 
 // The message check() would throw, for paths that must not throw (destructors, the watchdog).

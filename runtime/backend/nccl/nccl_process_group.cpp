@@ -10,7 +10,6 @@
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
 #include "fastrun/runtime/backend/nccl/nccl_types.h"
 #include "fastrun/runtime/backend/nccl/nccl_work.h"
-#include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/cuda/cuda_check.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/error.h"
@@ -51,12 +50,9 @@ class DeviceGuard {
 
 std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", dtype_name(b.dtype), b.count); }
 
-std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return std::make_unique<NcclProcessGroup>(spec); }
-
-// Registration touches only the backend table: no CUDA call at static-initialisation time.
-const backend::Registration kRegistration("nccl", &make_nccl_group);
-
 }  // namespace
+
+std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return std::make_unique<NcclProcessGroup>(spec); }
 
 NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
     : rank_(spec.rank), size_(spec.size), label_(make_label(spec)), close_limit_(std::min(spec.timeout, kCloseLimit)) {

@@ -1,5 +1,5 @@
 #pragma once
-// The NCCL watchdog: one thread per group, a ~100 ms loop (runtime-notes §3.2). Internal header.
+// The NCCL watchdog: one thread per group, a ~100 ms loop (docs/backend-nccl.md). Internal header.
 //
 // Each round it
 //  - asks ncclCommGetAsyncError (errors of NCCL's network/proxy threads surface only there);

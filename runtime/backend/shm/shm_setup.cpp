@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/backend/shm/shm_group.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
@@ -149,9 +148,5 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
             layout.ring, layout.region_bytes / 1024);
   return std::make_unique<ShmGroup>(spec, std::move(chan));
 }
-
-namespace {
-const backend::Registration reg{"shm", &make_shm_group};
-}  // namespace
 
 }  // namespace fastrun::shm

@@ -1,14 +1,19 @@
-// Uses the installed headers and libraries the way a user's program would.
+// Uses the installed umbrella header and libraries the way a user's program would: joins a
+// world of one (no FASTRUN_* variables set) on the backend FASTRUN_BACKEND names, and draws
+// from a sampler. On a bad backend it prints the error and exits 3 instead of aborting.
 #include <cstdio>
 
-#include "fastrun/runtime/env/registry.h"
-#include "fastrun/runtime/store/store.h"
+#include <fastrun/fastrun.h>
 
 int main() {
-  // A world of one: no FASTRUN_* variables set.
-  auto rank = fastrun::env::find_int(fastrun::env::kRank).value_or(0);
-  auto size = fastrun::env::find_int(fastrun::env::kWorldSize).value_or(1);
-  std::printf("consumer: rank %lld of %lld, %zu samples\n", static_cast<long long>(rank),
-              static_cast<long long>(size), fastrun::to_bytes("ab").size());
+  try {
+    auto ctx = fastrun::join();
+    fastrun::samplers::RandomSampler sampler(2);
+    std::printf("consumer: rank %d of %d, %llu samples, backend %s\n", ctx->rank(), ctx->world_size(),
+                static_cast<unsigned long long>(sampler.num_samples()), ctx->world().backend_name().c_str());
+  } catch (const fastrun::Error& e) {
+    std::printf("consumer error: %s\n", e.what());
+    return 3;
+  }
   return 0;
 }

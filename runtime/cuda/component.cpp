@@ -1,0 +1,32 @@
+#include "fastrun/runtime/cuda/component.h"
+
+#include <string>
+
+#include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/cuda/device_identity.h"
+#include "fastrun/runtime/device_probe.h"
+
+namespace {
+
+std::string cuda_identity() {
+  const fastrun::CudaDeviceProbe probe = fastrun::cuda_device_probe();
+  return probe.count > 0 ? fastrun::cuda_device_identity(0) : "cpu";
+}
+
+}  // namespace
+
+extern "C" int fastrun_nccl_component() {
+  static const int installed = [] {
+    static const fastrun::backend::Registration nccl("nccl", &fastrun::nccl::make_nccl_group);
+    fastrun::ddp::install_cuda_device_ops();
+    fastrun::install_device_identity_probe(&cuda_identity);
+    return 1;
+  }();
+  return installed;
+}
+
+namespace {
+// Loading the library is enough (a test binary linking it directly, a dlopen).
+[[maybe_unused]] const int kInstalledOnLoad = fastrun_nccl_component();
+}  // namespace
