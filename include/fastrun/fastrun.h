@@ -12,6 +12,7 @@
 #include "fastrun/runtime/driver/driver.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/no_sync_guard.h"
 #include "fastrun/runtime/objects/object_collectives.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"

@@ -1,5 +1,5 @@
 #include "fastrun/runtime/backend/gloo/gloo_group.h"
-#include "fastrun/runtime/backend/gloo/gloo_host.h"
+#include "fastrun/runtime/backend/gloo_host.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
 #include <signal.h>
