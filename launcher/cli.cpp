@@ -58,7 +58,8 @@ std::string usage_text() {
       "  --help, --version      this text; fastrun's version\n"
       "  --help-env             the environment variables fastrun reads and sets\n\n"
       "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
-      "signal N); 130/143/129 after SIGINT/SIGTERM/SIGHUP; 2 for a usage error.\n");
+      "signal N); 130/143/129 after SIGINT/SIGTERM/SIGHUP; 141 when the output was closed\n"
+      "(`fastrun ... | head`: the job is stopped); 2 for a usage error.\n");
 }
 
 CliArgs parse_cli(const std::vector<std::string>& args) {

@@ -11,6 +11,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/shm/segment_names.h"
 
 namespace fastrun::launcher {
 
@@ -26,16 +27,11 @@ void make_directories(const std::string& path) {
 
 int remove_job_segments(const std::string& run_id) noexcept {
   if (run_id.empty()) return 0;
-  const std::string exact = "fastrun-" + run_id;
-  const std::string prefix = exact + "-";
   int removed = 0;
   DIR* dir = ::opendir("/dev/shm");
   if (!dir) return 0;
   while (const dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name == exact || name.compare(0, prefix.size(), prefix) == 0) {
-      if (::unlink(("/dev/shm/" + name).c_str()) == 0) ++removed;
-    }
+    if (shm_store::is_job_segment(e->d_name, run_id) && ::unlinkat(::dirfd(dir), e->d_name, 0) == 0) ++removed;
   }
   ::closedir(dir);
   return removed;
@@ -45,14 +41,21 @@ JobResources::JobResources(const JobConfig& job) : run_id_(job.run_id) {
   // 1. The log directory: DIR/<run-id> must be new.
   if (!job.log_dir.empty()) {
     const std::size_t slash = job.log_dir.rfind('/');
-    if (slash != std::string::npos && slash > 0) make_directories(job.log_dir.substr(0, slash));
+    try {
+      if (slash != std::string::npos && slash > 0) make_directories(job.log_dir.substr(0, slash));
+    } catch (const Error& e) {
+      // A file in the way, no permission, a read-only filesystem: the user's --log-dir is wrong.
+      throw ConfigError(fmt::format("--log-dir: {}; give a directory you can create and write", e.what()));
+    }
     if (::mkdir(job.log_dir.c_str(), 0755) != 0) {
       if (errno == EEXIST) {
         throw ConfigError(fmt::format("--log-dir: {} already exists (run id '{}' was used before); give a new "
                                       "--run-id so that this run does not mix into the old one",
                                       job.log_dir, job.run_id));
       }
-      throw_errno("creating log directory " + job.log_dir, errno);
+      throw ConfigError(fmt::format("--log-dir: creating log directory {}: {}; give a directory you can create and "
+                                    "write",
+                                    job.log_dir, std::strerror(errno)));
     }
   }
   // 2. The store, before the first rank starts.

@@ -1,7 +1,7 @@
 #pragma once
 // What a job owns outside its processes, with RAII: the log directory (created, never removed),
 // the shm store (created before the first rank, removed after the last), and the /dev/shm
-// segments ranks leave under the job's name ("fastrun-<run-id>-*", e.g. a collective's segment
+// segments ranks leave under the job's name ("fastrun-<run-id>@*", segment_names.h; e.g. a collective's segment
 // of a SIGKILLed rank), removed at the end whatever the outcome.
 #include <memory>
 #include <string>
@@ -22,7 +22,7 @@ class JobResources {
 
   // A client handle for the launcher's own use (the failure key).
   Store* store() { return client_.get(); }
-  // Removes the store and every /dev/shm/fastrun-<run-id>-* now (idempotent; never throws).
+  // Removes the store and every /dev/shm/fastrun-<run-id>@* now (idempotent; never throws).
   void release() noexcept;
 
  private:
@@ -31,7 +31,7 @@ class JobResources {
   std::unique_ptr<Store> client_;
 };
 
-// Removes /dev/shm/fastrun-<run_id> and /dev/shm/fastrun-<run_id>-*; returns how many.
+// Removes /dev/shm/fastrun-<run_id> and /dev/shm/fastrun-<run_id>@* (never another job's); returns how many.
 int remove_job_segments(const std::string& run_id) noexcept;
 
 // Creates `path` and its missing parents (mkdir -p). Throws Error naming the path.

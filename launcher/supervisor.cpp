@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/launcher/child_env.h"
+#include "fastrun/launcher/fd_limit.h"
 #include "fastrun/launcher/output_relay.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/unique_fd.h"
@@ -88,6 +89,7 @@ class Loop {
     }
     if (o_.self_done >= 0) watch(o_.self_done, tag(kSelfDone, 0));
     const std::vector<std::string> base_env = o_.base_env.empty() ? current_environment() : o_.base_env;
+    user_nofile_ = raise_fd_limit_for(world);
     for (int r = o_.first_rank; r < world && !stopping_; ++r) {
       try {
         start(r, base_env);
@@ -133,6 +135,7 @@ class Loop {
     req.stdout_fd = out_w.get();
     req.stderr_fd = err_w.get();
     req.reset_sigpipe = o_.reset_sigpipe;
+    req.nofile = user_nofile_;
     Rank& rk = ranks_[static_cast<std::size_t>(r)];
     rk.rank = r;
     rk.pid = spawn_rank(req);
@@ -195,6 +198,7 @@ class Loop {
       const ssize_t n = ::read(fd.get(), buf_, sizeof buf_);
       if (n > 0) {
         relay_.feed(r, s, buf_, static_cast<std::size_t>(n));
+        if (relay_.console_closed() && !stopping_) on_console_closed();
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -280,6 +284,15 @@ class Loop {
                                         std::chrono::duration<double>(o_.job.kill_timeout));
   }
 
+  // Whoever read the launcher's output went away (`fastrun ... | head -1`): stop the job as
+  // SIGPIPE stops a shell pipeline, with the usual SIGTERM/SIGKILL escalation, instead of relaying
+  // into the void for ever. Until the ranks are gone their output is still read, and filed with
+  // --log-dir.
+  void on_console_closed() {
+    launcher_signal_ = SIGPIPE;
+    begin_stop(SIGTERM);
+  }
+
   void on_signal() {
     signalfd_siginfo info{};
     while (::read(sigfd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
@@ -304,6 +317,7 @@ class Loop {
       begin_stop(sig);
     } else {
       kill_deadline_ = Clock::now();  // a second request: stop waiting
+      second_signal_ = sig;
     }
   }
 
@@ -318,7 +332,9 @@ class Loop {
     if (launcher_signal_) {
       result.exit_code = 128 + launcher_signal_;
       result.stop_signal = launcher_signal_;
-      text += fmt::format("fastrun: got {}; stopped {} rank{}\n", signal_name(launcher_signal_), world - o_.first_rank,
+      const std::string why = launcher_signal_ == SIGPIPE ? std::string("the output was closed (SIGPIPE)")
+                                                           : "got " + signal_name(launcher_signal_);
+      text += fmt::format("fastrun: {}; stopped {} rank{}\n", why, world - o_.first_rank,
                           world - o_.first_rank == 1 ? "" : "s");
     } else if (first_failure_) {
       const Rank& rk = ranks_[static_cast<std::size_t>(*first_failure_)];
@@ -343,8 +359,13 @@ class Loop {
     if (!killed.empty() && !text.empty()) {
       std::string list;
       for (int r : killed) list += (list.empty() ? "" : ", ") + std::to_string(r);
-      text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n",
-                          killed.size() == 1 ? "" : "s", list, o_.job.kill_timeout);
+      if (second_signal_) {
+        text += fmt::format("fastrun: {} while stopping the job: rank{} {} got SIGKILL at once\n",
+                            signal_name(second_signal_), killed.size() == 1 ? "" : "s", list);
+      } else {
+        text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n",
+                            killed.size() == 1 ? "" : "s", list, o_.job.kill_timeout);
+      }
     }
     if (!text.empty()) write_all(o_.terminal_err, text.data(), text.size());
     return result;
@@ -359,8 +380,10 @@ class Loop {
   bool stopping_ = false;
   std::optional<int> first_failure_;
   int launcher_signal_ = 0;
+  int second_signal_ = 0;  // a stop request while already stopping: SIGKILL without the grace
   std::string spawn_error_;
   std::optional<Clock::time_point> kill_deadline_;
+  std::optional<rlimit> user_nofile_;  // the fd limit the ranks get back, when it was raised
   char buf_[65536];
 };
 

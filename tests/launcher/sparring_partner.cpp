@@ -15,7 +15,7 @@
 //   --pidfile FILE      write the pid ("%r" = rank)
 //   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
-//   --shm-leftover      create /dev/shm/fastrun-<run-id>-leftover-<rank> and leave it
+//   --shm-leftover      create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it
 //   --rest              stop reading flags (the remaining arguments are only data)
 #include <fcntl.h>
 #include <signal.h>
@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--shm-leftover") {
       if (active) {
-        const std::string name = std::string("/dev/shm/fastrun-") + std::getenv("FASTRUN_RUN_ID") + "-leftover-" +
+        const std::string name = std::string("/dev/shm/fastrun-") + std::getenv("FASTRUN_RUN_ID") + "@leftover-" +
                                  std::to_string(rank);
         const int fd = ::open(name.c_str(), O_CREAT | O_WRONLY, 0600);
         if (fd >= 0) ::close(fd);

@@ -1,0 +1,114 @@
+// The launcher in a hostile environment: run ids that prefix each other, a SIGKILLed launcher,
+// background processes of ranks, a closed console, bad --log-dir, a low fd limit.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "process_runner.h"
+
+using namespace fastrun::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool shm_exists(const std::string& name) {
+  struct stat st {};
+  return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a job whose run id prefixes another's leaves the other's segments alone", "[launcher][hostile]") {
+  TempDir dir;
+  const std::string pre = "pre-" + std::to_string(::getpid());
+  const std::string pre_x = pre + "-x";
+  // Job "pre-x" runs (store and a rank's segment live) while job "pre" starts and ends.
+  Process long_job(cmd({"--nproc", "2", "--run-id", pre_x},
+                       {"--shm-leftover", "--pidfile", dir.str() + "/pid-%r", "--sleep", "30"}),
+                   {}, dir.path());
+  read_rank_pids(dir.path(), 0, 2);
+  for (int i = 0; i < 500 && !shm_exists("fastrun-" + pre_x + "@leftover-1"); ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(shm_exists("fastrun-" + pre_x + "@leftover-1"));
+  const auto r = run(cmd({"--nproc", "2", "--run-id", pre}, {"--shm-leftover", "--barrier"}));
+  CHECK(r.exit_code == 0);
+  CHECK(!shm_exists("fastrun-" + pre));
+  CHECK(!shm_exists("fastrun-" + pre + "@leftover-0"));
+  // "pre" ending removed nothing of "pre-x": its store and its rank's segment are still there.
+  CHECK(shm_exists("fastrun-" + pre_x));
+  CHECK(shm_exists("fastrun-" + pre_x + "@leftover-0"));
+  long_job.signal(SIGTERM);
+  CHECK(long_job.finish(10s).exit_code == 128 + SIGTERM);
+  CHECK(shm_entries("fastrun-" + pre).empty());
+}
+
+TEST_CASE("cli: a closed stdout stops the job like SIGPIPE stops a pipeline", "[launcher][hostile]") {
+  TempDir dir;
+  // `fastrun --nproc 2 yes | head -1`: head leaves after one line; the job must end soon after.
+  const std::string id = "yes-" + std::to_string(::getpid());
+  // timeout(1) bounds a launcher that would never end (SIGTERM: it still cleans up).
+  const std::string line = "timeout 15 " + kFastrun + " --nproc 2 --log-dir " + dir.str() + "/logs --run-id " + id +
+                           " /usr/bin/yes | head -n 1; echo \"fastrun=${PIPESTATUS[0]}\" >&2";
+  const auto r = run({"/bin/bash", "-c", line}, {}, 20s);
+  CAPTURE(r.err);
+  CHECK(r.out == "y\n");
+  CHECK(contains(r.err, "fastrun=141"));  // 128 + SIGPIPE, as a shell reports a writer it stopped
+  CHECK(contains(r.err, "the output was closed (SIGPIPE); stopped 2 ranks"));
+  CHECK(r.seconds < 10);
+  // The log files got what the ranks wrote until they stopped: whole "y" lines only.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = read_file(dir.path() / "logs" / id / ("rank-" + std::to_string(rank)) / "stdout.log");
+    CAPTURE(rank);
+    CHECK(log.size() > 2);
+    CHECK(log.find_first_not_of("y\n") == std::string::npos);
+  }
+}
+
+TEST_CASE("cli: a --log-dir that cannot be created is a usage error before any rank starts", "[launcher][hostile]") {
+  TempDir dir;
+  const std::string file = dir.str() + "/a-file";
+  ::close(::open(file.c_str(), O_CREAT | O_WRONLY, 0644));
+  const std::string marker = dir.str() + "/started-%r";
+  // A file where the directory should be, a file in the path, a directory nobody may write.
+  for (const std::string& log_dir : {file, file + "/logs", std::string("/proc/fastrun-logs")}) {
+    CAPTURE(log_dir);
+    const auto r = run(cmd({"--nproc", "2", "--log-dir", log_dir}, {"--pidfile", marker}));
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, "--log-dir"));
+    CHECK(contains(r.err, log_dir));
+  }
+  CHECK(!std::filesystem::exists(dir.str() + "/started-0"));
+}
+
+TEST_CASE("cli: the launcher raises its soft fd limit and the ranks get the user's back", "[launcher][hostile]") {
+  // 60 ranks hold about 180 fds in the launcher: more than a soft limit of 64 allows.
+  const std::string line = "ulimit -S -n 64 && exec " + kFastrun + " --nproc 60 /bin/sh -c 'ulimit -S -n'";
+  const auto r = run({"/bin/sh", "-c", line}, {}, 60s);
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  std::string expect;
+  for (int i = 0; i < 60; ++i) expect += "64\n";
+  CHECK(r.out == expect);
+}
+
+TEST_CASE("cli: a second SIGTERM kills at once and says so", "[launcher][hostile]") {
+  TempDir dir;
+  Process p(cmd({"--nproc", "2", "--kill-timeout", "30"},
+                {"--ignore-term", "--pidfile", dir.str() + "/pid-%r", "--sleep", "30"}),
+            {}, dir.path());
+  read_rank_pids(dir.path(), 0, 2);
+  p.signal(SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  p.signal(SIGTERM);
+  const auto r = p.finish(10s);
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 128 + SIGTERM);
+  CHECK(r.seconds < 10);
+  CHECK(contains(r.err, "SIGTERM while stopping the job: ranks 0, 1 got SIGKILL at once"));
+  CHECK(!contains(r.err, "did not stop within"));
+}
