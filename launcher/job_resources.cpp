@@ -58,8 +58,11 @@ JobResources::JobResources(const JobConfig& job) : run_id_(job.run_id) {
                                     job.log_dir, std::strerror(errno)));
     }
   }
-  // 2. The store, before the first rank starts.
-  hosted_ = host_store(job.store_address);
+  // 2. The store, before the first rank starts, with key slots for the whole job: a segment
+  //    sized for the default alone holds 12,288 keys, which a few thousand ranks exceed.
+  StoreOptions options;
+  options.shm_min_keys = static_cast<std::size_t>(job.world_size) * kStoreKeysPerRank;
+  hosted_ = host_store(job.store_address, options);
   client_ = hosted_->connect();
 }
 

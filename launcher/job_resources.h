@@ -31,6 +31,11 @@ class JobResources {
   std::unique_ptr<Store> client_;
 };
 
+// Keys a job's store makes room for per rank. The runtime sets about 4 per rank per process
+// group (join's peer and arrival keys, a barrier's, gloo's address); 32 leaves room for several
+// groups and the program's own keys. 4,096 ranks: 131,072 keys, 4 MiB of slot tables.
+inline constexpr std::size_t kStoreKeysPerRank = 32;
+
 // Removes /dev/shm/fastrun-<run_id> and /dev/shm/fastrun-<run_id>@* (never another job's); returns how many.
 int remove_job_segments(const std::string& run_id) noexcept;
 
