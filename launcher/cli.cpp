@@ -54,6 +54,8 @@ std::string usage_text() {
       "  --output MODE          what ranks other than 0 show: all (default), only_error, ignore\n"
       "  --tag-output           prefix terminal lines with \"[rank r] \"\n"
       "  --kill-timeout SECS    grace between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
+      "  --keep-background      leave running what ranks started in the background; by default\n"
+      "                         it is stopped when the job ends (SIGTERM, then SIGKILL)\n"
       "  --cleanup              remove /dev/shm segments of jobs whose launcher died, and exit\n"
       "  --help, --version      this text; fastrun's version\n"
       "  --help-env             the environment variables fastrun reads and sets\n\n"
@@ -109,6 +111,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     } else if (name == "--tag-output") {
       no_value();
       out.job.tag_output = true;
+    } else if (name == "--keep-background") {
+      no_value();
+      out.job.keep_background = true;
     } else if (name == "--kill-timeout") {
       out.job.kill_timeout = parse_seconds_value(name, value());
       if (!(out.job.kill_timeout >= 0 && out.job.kill_timeout <= 86400))
@@ -157,9 +162,11 @@ int cli_main(int argc, char** argv) {
     so.exec_path = exec_path;
     so.argv = args.program;
     so.handle_signals = true;
+    so.adopt_orphans = true;
     so.reset_sigpipe = true;
     so.rank0_stdin = ::isatty(0) ? -1 : 0;  // a terminal would stop a background rank (SIGTTIN)
     so.failure_store = resources.store();
+    so.janitor = resources.janitor();
     log::set_tag("launcher");
     log::info("run {}: {} rank{}, store {}, devices {}, logs {}", job.run_id, job.world_size,
               job.world_size == 1 ? "" : "s", job.store_address,

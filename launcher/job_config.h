@@ -21,6 +21,7 @@ struct JobOptions {
   bool tag_output = false;
   double kill_timeout = 5.0;
   std::string run_id;         // "" = generate
+  bool keep_background = false;  // leave what ranks started running after the job (leftovers.h)
 };
 
 // Everything fixed before the first rank starts.
@@ -35,6 +36,7 @@ struct JobConfig {
   OutputMode output = OutputMode::all;
   bool tag_output = false;
   double kill_timeout = 5.0;
+  bool keep_background = false;
 };
 
 // Validates `options` against the process environment and fixes the job's choices. Throws

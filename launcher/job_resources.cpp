@@ -58,8 +58,9 @@ JobResources::JobResources(const JobConfig& job) : run_id_(job.run_id) {
                                     job.log_dir, std::strerror(errno)));
     }
   }
-  // 2. The store, before the first rank starts, with key slots for the whole job: a segment
+  // 2. The janitor, before there is anything to clean up; then the store, before the first rank starts, with key slots for the whole job: a segment
   //    sized for the default alone holds 12,288 keys, which a few thousand ranks exceed.
+  janitor_ = std::make_unique<Janitor>(job.run_id, job.world_size);
   StoreOptions options;
   options.shm_min_keys = static_cast<std::size_t>(job.world_size) * kStoreKeysPerRank;
   hosted_ = host_store(job.store_address, options);
@@ -76,6 +77,7 @@ void JobResources::release() noexcept {
     // Destructors do not throw; the sweep below removes the segment anyway.
   }
   remove_job_segments(run_id_);
+  if (janitor_) janitor_->dismiss();
 }
 
 }  // namespace fastrun::launcher

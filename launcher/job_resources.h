@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "fastrun/launcher/janitor.h"
 #include "fastrun/launcher/job_config.h"
 #include "fastrun/runtime/store/factory.h"
 
@@ -22,11 +23,14 @@ class JobResources {
 
   // A client handle for the launcher's own use (the failure key).
   Store* store() { return client_.get(); }
+  // Removes the job's segments if this process dies without release() (janitor.h).
+  Janitor* janitor() { return janitor_.get(); }
   // Removes the store and every /dev/shm/fastrun-<run-id>@* now (idempotent; never throws).
   void release() noexcept;
 
  private:
   std::string run_id_;
+  std::unique_ptr<Janitor> janitor_;
   std::unique_ptr<HostedStore> hosted_;
   std::unique_ptr<Store> client_;
 };

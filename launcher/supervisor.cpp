@@ -11,11 +11,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "fastrun/launcher/child_env.h"
 #include "fastrun/launcher/fd_limit.h"
+#include "fastrun/launcher/leftovers.h"
 #include "fastrun/launcher/output_relay.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/unique_fd.h"
@@ -72,6 +74,7 @@ class Loop {
     }
     if (o_.self_signals >= 0) watch(o_.self_signals, tag(kSelfSignal, 0));
     devnull_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    adopting_ = o_.handle_signals && o_.adopt_orphans && become_subreaper();
     const int world = o_.job.world_size;
     ranks_.resize(static_cast<std::size_t>(world));
     for (int r = o_.first_rank; r < world; ++r) relay_.add_rank(r);  // log files before any rank runs
@@ -104,6 +107,7 @@ class Loop {
     // Until every child is reaped, and, while no child failed, until rank 0 is done with its output.
     while (live_ > 0 || (self_open_ && !stopping_)) wait_once();
     if (o_.self_signals >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self_signals, nullptr);
+    if (!o_.job.keep_background) stop_what_ranks_left();
     if (self_open_) {
       // The job failed while rank 0 still runs, and the caller is about to end this process. Take
       // what rank 0 wrote, but keep its pipes open: closing them could kill rank 0 with SIGPIPE
@@ -139,6 +143,8 @@ class Loop {
     Rank& rk = ranks_[static_cast<std::size_t>(r)];
     rk.rank = r;
     rk.pid = spawn_rank(req);
+    rank_of_pid_[rk.pid] = r;
+    if (o_.janitor) o_.janitor->watch(rk.pid);
     rk.alive = true;
     ++live_;
     out_w.reset();
@@ -296,8 +302,39 @@ class Loop {
   void on_signal() {
     signalfd_siginfo info{};
     while (::read(sigfd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      stop_or_forward(static_cast<int>(info.ssi_signo));
+      if (info.ssi_signo == SIGCHLD) {
+        reap_children();
+      } else {
+        stop_or_forward(static_cast<int>(info.ssi_signo));
+      }
     }
+  }
+
+  // SIGCHLD (CLI, a subreaper): reap every exited child. A rank goes through reap() as its pidfd
+  // would have it; an adopted orphan of a rank is only reaped, so that none stays a zombie.
+  void reap_children() {
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      const auto it = rank_of_pid_.find(info.si_pid);
+      if (it != rank_of_pid_.end() && ranks_[static_cast<std::size_t>(it->second)].alive) {
+        reap(it->second);
+      } else {
+        ::waitpid(info.si_pid, nullptr, WNOHANG);
+      }
+    }
+  }
+
+  // Every rank has ended: stop what they left running (leftovers.h).
+  void stop_what_ranks_left() {
+    Leftovers scope;
+    scope.adopted = adopting_;
+    scope.spare = o_.janitor ? o_.janitor->pid() : -1;
+    for (int r = o_.first_rank; r < o_.job.world_size; ++r) {
+      const Rank& rk = ranks_[static_cast<std::size_t>(r)];
+      if (rk.pid > 0 && !rk.alive) scope.groups.push_back(rk.pid);
+    }
+    stopped_leftovers_ = stop_leftovers(scope, std::chrono::duration<double>(o_.job.kill_timeout));
   }
 
   void on_self_signal() {
@@ -367,6 +404,9 @@ class Loop {
                             killed.size() == 1 ? "" : "s", list, o_.job.kill_timeout);
       }
     }
+    if (stopped_leftovers_) {
+      text += "fastrun: stopped the processes the ranks left running (--keep-background keeps them)\n";
+    }
     if (!text.empty()) write_all(o_.terminal_err, text.data(), text.size());
     return result;
   }
@@ -380,7 +420,10 @@ class Loop {
   bool stopping_ = false;
   std::optional<int> first_failure_;
   int launcher_signal_ = 0;
-  int second_signal_ = 0;  // a stop request while already stopping: SIGKILL without the grace
+  int second_signal_ = 0;
+  bool adopting_ = false;            // this process is a child subreaper (CLI)
+  bool stopped_leftovers_ = false;   // the ranks left processes running, and they were stopped
+  std::unordered_map<pid_t, int> rank_of_pid_;  // a stop request while already stopping: SIGKILL without the grace
   std::string spawn_error_;
   std::optional<Clock::time_point> kill_deadline_;
   std::optional<rlimit> user_nofile_;  // the fd limit the ranks get back, when it was raised
@@ -403,6 +446,7 @@ sigset_t Supervisor::handled_signals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
   sigaddset(&set, SIGUSR2);
+  sigaddset(&set, SIGCHLD);  // only the CLI reads it (adopted orphans, leftovers.h)
   // An inherited SIG_IGN for SIGHUP (nohup) is respected: the job keeps ignoring hang-ups.
   struct sigaction old{};
   if (::sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);
