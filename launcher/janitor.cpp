@@ -131,6 +131,8 @@ Janitor::Janitor(const std::string& run_id, int world_size) {
   }
   fd_ = p[1];
   pid_ = pid;
+  // Opened now, while `pid` is surely our unreaped child (never a reused pid); close-on-exec.
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
 }
 
 Janitor::~Janitor() { dismiss(); }
@@ -146,17 +148,15 @@ void Janitor::dismiss() noexcept {
   (void)!::write(fd_, &done, sizeof done);
   ::close(fd_);
   fd_ = -1;
-  // It exits at once on reading the 0; wait for it, boundedly, so that it is no zombie.
-  for (int i = 0; i < 1000; ++i) {
-    const pid_t got = ::waitpid(pid_, nullptr, WNOHANG);
-    if (got == pid_ || got < 0) {
-      pid_ = -1;
-      return;
-    }
-    ::usleep(1000);
+  // It exits at once on reading the 0: wait for exactly that (a pidfd, no polling loop: this is
+  // on every job's exit path), boundedly, so that it is no zombie.
+  if (pidfd_ >= 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    if (::poll(&p, 1, 2000) != 1) ::kill(pid_, SIGKILL);
+    ::close(pidfd_);
+    pidfd_ = -1;
   }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
+  ::waitpid(pid_, nullptr, 0);  // returns at once: it has exited (or was reaped by a SIGCHLD handler)
   pid_ = -1;
 }
 

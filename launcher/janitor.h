@@ -40,6 +40,7 @@ class Janitor {
  private:
   int fd_ = -1;  // write end of the pipe
   pid_t pid_ = -1;
+  int pidfd_ = -1;  // the janitor's, to wait for its exit in dismiss()
 };
 
 }  // namespace fastrun::launcher

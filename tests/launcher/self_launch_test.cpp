@@ -136,3 +136,16 @@ TEST_CASE("launch_self: SIGKILL of rank 0 leaves no child running", "[launcher][
   CHECK(shm_entries("fastrun-" + id).empty());
   for (const auto& e : shm_entries("fastrun-" + id)) ::unlink(("/dev/shm/" + e).c_str());
 }
+
+TEST_CASE("launch_self: what ranks 1..N-1 leave running is stopped, rank 0's own children are not",
+          "[launcher][self]") {
+  TempDir dir;
+  const auto r = run({kPartner, "--self", "2", "--background", dir.str() + "/pid-%r"}, {{"FASTRUN_RANK", std::nullopt}});
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  const std::vector<pid_t> bg = read_rank_pids(dir.path(), 0, 2);
+  CHECK(!process_gone(bg[0]));  // rank 0 is the program's own process: its children are its business
+  CHECK(process_gone(bg[1]));   // rank 1's, left in its process group: stopped with the job
+  for (pid_t pid : bg) ::kill(pid, SIGKILL);
+  wait_until_gone(bg, 5s);
+}

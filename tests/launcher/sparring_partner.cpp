@@ -13,6 +13,7 @@
 //   --dump FILE         write argv and environment, length-prefixed ("<len>:<bytes>\n"); "%r" in
 //                       FILE becomes the rank
 //   --pidfile FILE      write the pid ("%r" = rank)
+//   --background FILE   start `sleep 30` in the background (not waited for), write its pid to FILE
 //   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
 //   --shm-leftover      create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it
@@ -176,6 +177,19 @@ int main(int argc, char** argv) {
         std::FILE* f = std::fopen(file.c_str(), "w");
         if (!f) return 65;
         std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+        std::fclose(f);
+      }
+    } else if (a == "--background") {
+      const std::string file = with_rank(next(), rank);
+      if (active) {
+        const pid_t child = ::fork();
+        if (child == 0) {
+          ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+          ::_exit(127);
+        }
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        if (!f || child < 0) return 65;
+        std::fprintf(f, "%d\n", static_cast<int>(child));
         std::fclose(f);
       }
     } else if (a == "--barrier" || a == "--wait-failure") {
