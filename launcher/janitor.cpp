@@ -53,20 +53,13 @@ void sweep(const Plan& plan) {
     const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (n <= 0) break;
     for (long off = 0; off < n;) {
-      struct Entry {
-        ino64_t ino;
-        off64_t off;
-        unsigned short reclen;
-        unsigned char type;
-        char name[1];
-      };
-      const auto* e = reinterpret_cast<const Entry*>(buf + off);
-      const char* name = e->name;
+      const auto* e = reinterpret_cast<const dirent64*>(buf + off);  // the kernel's record layout
+      const char* name = e->d_name;
       if (std::strcmp(name, plan.store.c_str()) == 0 ||
           std::strncmp(name, plan.prefix.c_str(), plan.prefix.size()) == 0) {
         ::unlinkat(dir, name, 0);
       }
-      off += e->reclen;
+      off += e->d_reclen;
     }
   }
   ::close(dir);
