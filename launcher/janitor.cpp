@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -69,6 +70,7 @@ void sweep(const Plan& plan) {
   // 1. Detach from what the launcher shares with the terminal: the stop signals (a Ctrl-C goes
   //    to the whole foreground group), stdio (a pipeline must see EOF when the launcher exits)
   //    and every other fd.
+  ::prctl(PR_SET_NAME, "fastrun-janitor");  // what ps/top show for it (comm, 15 characters)
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) ::signal(sig, SIG_IGN);
   sigset_t none;
   sigemptyset(&none);

@@ -420,10 +420,10 @@ class Loop {
   bool stopping_ = false;
   std::optional<int> first_failure_;
   int launcher_signal_ = 0;
-  int second_signal_ = 0;
+  int second_signal_ = 0;            // a stop request while already stopping: SIGKILL without the grace
   bool adopting_ = false;            // this process is a child subreaper (CLI)
   bool stopped_leftovers_ = false;   // the ranks left processes running, and they were stopped
-  std::unordered_map<pid_t, int> rank_of_pid_;  // a stop request while already stopping: SIGKILL without the grace
+  std::unordered_map<pid_t, int> rank_of_pid_;  // for SIGCHLD: which children are ranks
   std::string spawn_error_;
   std::optional<Clock::time_point> kill_deadline_;
   std::optional<rlimit> user_nofile_;  // the fd limit the ranks get back, when it was raised
