@@ -77,11 +77,14 @@ std::string usage_text() {
       "  --node-rank K          this node's index, 0..N-1; node 0 hosts the job's store\n"
       "  --master-addr HOST     node 0's address, reachable from every node\n"
       "  --master-port PORT     the port node 0 hosts the job's store on\n"
+      "  --keep-background      leave running what ranks started in the background; by default\n"
+      "                         it is stopped when the job ends (SIGTERM, then SIGKILL)\n"
       "  --cleanup              remove /dev/shm segments of jobs whose launcher died, and exit\n"
       "  --help, --version      this text; fastrun's version\n"
       "  --help-env             the environment variables fastrun reads and sets\n\n"
       "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
-      "signal N); 130/143/129 after SIGINT/SIGTERM/SIGHUP; 2 for a usage error.\n");
+      "signal N); 130/143/129 after SIGINT/SIGTERM/SIGHUP; 141 when the output was closed\n"
+      "(`fastrun ... | head`: the job is stopped); 2 for a usage error.\n");
 }
 
 CliArgs parse_cli(const std::vector<std::string>& args) {
@@ -131,6 +134,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     } else if (name == "--tag-output") {
       no_value();
       out.job.tag_output = true;
+    } else if (name == "--keep-background") {
+      no_value();
+      out.job.keep_background = true;
     } else if (name == "--kill-timeout") {
       out.job.kill_timeout = parse_seconds_value(name, value());
       if (!(out.job.kill_timeout >= 0 && out.job.kill_timeout <= 86400))
@@ -203,10 +209,12 @@ int cli_main(int argc, char** argv) {
     so.exec_path = exec_path;
     so.argv = args.program;
     so.handle_signals = true;
+    so.adopt_orphans = true;
     so.reset_sigpipe = true;
     so.rank0_stdin = ::isatty(0) ? -1 : 0;  // a terminal would stop a background rank (SIGTTIN)
     so.failure_store = resources.store();
     so.nodes = watch.get();
+    so.janitor = resources.janitor();
     log::set_tag("launcher");
     log::info("run {}: {} rank{}, store {}, devices {}, logs {}", job.run_id, job.world_size,
               job.world_size == 1 ? "" : "s", job.store_address,

@@ -95,6 +95,7 @@ JobConfig prepare_job(const JobOptions& options) {
   job.kill_timeout = options.kill_timeout;
   job.output = options.output;
   job.tag_output = options.tag_output;
+  job.keep_background = options.keep_background;
   job.run_id = options.run_id.empty() ? generate_run_id() : options.run_id;
   check_run_id(job.run_id);
   job.store_address = "shm://" + job.run_id;  // segment /dev/shm/fastrun-<run-id>

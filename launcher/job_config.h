@@ -22,6 +22,7 @@ struct JobOptions {
   bool tag_output = false;
   double kill_timeout = 5.0;
   std::string run_id;         // "" = generate
+  bool keep_background = false;  // leave what ranks started running after the job (leftovers.h)
   NodeOptions node;           // --nnodes, --node-rank, --master-addr, --master-port
 };
 
@@ -55,6 +56,7 @@ struct JobConfig {
   std::string rank_master_addr = "127.0.0.1";
   int rank_master_port = 0;
   int global_world_size() const { return node.world_size > 0 ? node.world_size : world_size; }
+  bool keep_background = false;
 };
 
 // Validates `options` against the process environment and fixes the job's choices. Throws

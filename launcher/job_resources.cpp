@@ -11,6 +11,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/shm/segment_names.h"
 
 namespace fastrun::launcher {
 
@@ -26,16 +27,11 @@ void make_directories(const std::string& path) {
 
 int remove_job_segments(const std::string& run_id) noexcept {
   if (run_id.empty()) return 0;
-  const std::string exact = "fastrun-" + run_id;
-  const std::string prefix = exact + "-";
   int removed = 0;
   DIR* dir = ::opendir("/dev/shm");
   if (!dir) return 0;
   while (const dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name == exact || name.compare(0, prefix.size(), prefix) == 0) {
-      if (::unlink(("/dev/shm/" + name).c_str()) == 0) ++removed;
-    }
+    if (shm_store::is_job_segment(e->d_name, run_id) && ::unlinkat(::dirfd(dir), e->d_name, 0) == 0) ++removed;
   }
   ::closedir(dir);
   return removed;
@@ -45,7 +41,12 @@ JobResources::JobResources(const JobConfig& job, Store* shared_store) : run_id_(
   // 1. The log directory: DIR/<run-id> must be new (on one node).
   if (!job.log_dir.empty()) {
     const std::size_t slash = job.log_dir.rfind('/');
-    if (slash != std::string::npos && slash > 0) make_directories(job.log_dir.substr(0, slash));
+    try {
+      if (slash != std::string::npos && slash > 0) make_directories(job.log_dir.substr(0, slash));
+    } catch (const Error& e) {
+      // A file in the way, no permission, a read-only filesystem: the user's --log-dir is wrong.
+      throw ConfigError(fmt::format("--log-dir: {}; give a directory you can create and write", e.what()));
+    }
     // Several nodes of one job share a run directory on a shared filesystem: another node may
     // have made it. Each rank's files are still created exclusively (output_relay.h).
     if (::mkdir(job.log_dir.c_str(), 0755) != 0 && !(errno == EEXIST && shared_)) {
@@ -54,12 +55,20 @@ JobResources::JobResources(const JobConfig& job, Store* shared_store) : run_id_(
                                       "--run-id so that this run does not mix into the old one",
                                       job.log_dir, job.run_id));
       }
-      throw_errno("creating log directory " + job.log_dir, errno);
+      throw ConfigError(fmt::format("--log-dir: creating log directory {}: {}; give a directory you can create and "
+                                    "write",
+                                    job.log_dir, std::strerror(errno)));
     }
   }
-  // 2. The store, before the first rank starts.
+  // 2. The janitor, before there is anything to clean up (it also removes the shm segments of
+  //    this node's ranks when the job's store is hosted by another node); then the store, before
+  //    the first rank starts, with key slots for the whole job: a segment sized for the default
+  //    alone holds 12,288 keys, which a few thousand ranks exceed.
+  janitor_ = std::make_unique<Janitor>(job.run_id, job.world_size);
   if (shared_) return;
-  hosted_ = host_store(job.store_address);
+  StoreOptions options;
+  options.shm_min_keys = static_cast<std::size_t>(job.world_size) * kStoreKeysPerRank;
+  hosted_ = host_store(job.store_address, options);
   client_ = hosted_->connect();
 }
 
@@ -73,6 +82,7 @@ void JobResources::release() noexcept {
     // Destructors do not throw; the sweep below removes the segment anyway.
   }
   remove_job_segments(run_id_);
+  if (janitor_) janitor_->dismiss();
 }
 
 }  // namespace fastrun::launcher

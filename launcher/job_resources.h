@@ -1,11 +1,12 @@
 #pragma once
 // What a job owns outside its processes, with RAII: the log directory (created, never removed),
 // the shm store (created before the first rank, removed after the last), and the /dev/shm
-// segments ranks leave under the job's name ("fastrun-<run-id>-*", e.g. a collective's segment
+// segments ranks leave under the job's name ("fastrun-<run-id>@*", segment_names.h; e.g. a collective's segment
 // of a SIGKILLed rank), removed at the end whatever the outcome.
 #include <memory>
 #include <string>
 
+#include "fastrun/launcher/janitor.h"
 #include "fastrun/launcher/job_config.h"
 #include "fastrun/runtime/store/factory.h"
 
@@ -24,17 +25,25 @@ class JobResources {
 
   // A client handle for the launcher's own use (the failure key).
   Store* store() { return shared_ ? shared_ : client_.get(); }
-  // Removes the store and every /dev/shm/fastrun-<run-id>-* now (idempotent; never throws).
+  // Removes the job's segments if this process dies without release() (janitor.h).
+  Janitor* janitor() { return janitor_.get(); }
+  // Removes the store and every /dev/shm/fastrun-<run-id>@* now (idempotent; never throws).
   void release() noexcept;
 
  private:
   std::string run_id_;
+  std::unique_ptr<Janitor> janitor_;
   std::unique_ptr<HostedStore> hosted_;
   std::unique_ptr<Store> client_;
   Store* shared_ = nullptr;
 };
 
-// Removes /dev/shm/fastrun-<run_id> and /dev/shm/fastrun-<run_id>-*; returns how many.
+// Keys a job's store makes room for per rank. The runtime sets about 4 per rank per process
+// group (join's peer and arrival keys, a barrier's, gloo's address); 32 leaves room for several
+// groups and the program's own keys. 4,096 ranks: 131,072 keys, 4 MiB of slot tables.
+inline constexpr std::size_t kStoreKeysPerRank = 32;
+
+// Removes /dev/shm/fastrun-<run_id> and /dev/shm/fastrun-<run_id>@* (never another job's); returns how many.
 int remove_job_segments(const std::string& run_id) noexcept;
 
 // Creates `path` and its missing parents (mkdir -p). Throws Error naming the path.

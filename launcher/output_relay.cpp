@@ -47,7 +47,7 @@ void OutputRelay::emit(int rank, Stream s, const char* data, std::size_t size) {
   if (!shown(rank, s) || !terminal_ok_[idx] || size == 0) return;
   const int fd = idx == 0 ? options_.terminal_out : options_.terminal_err;
   if (!options_.tag_output) {
-    terminal_ok_[idx] = write_all(fd, data, size);
+    note_terminal_write(idx, write_all(fd, data, size));
     return;
   }
   const std::string tag = fmt::format("[rank {}] ", options_.rank_offset + rank);
@@ -60,7 +60,13 @@ void OutputRelay::emit(int rank, Stream s, const char* data, std::size_t size) {
     scratch_.append(p, line_end);
     p = line_end;
   }
-  terminal_ok_[idx] = write_all(fd, scratch_.data(), scratch_.size());
+  note_terminal_write(idx, write_all(fd, scratch_.data(), scratch_.size()));
+}
+
+void OutputRelay::note_terminal_write(int idx, bool ok) {
+  if (ok) return;
+  terminal_ok_[idx] = false;  // stop writing there; the files keep getting everything
+  if (errno == EPIPE) console_closed_ = true;
 }
 
 void OutputRelay::remember_tail(RankState& st, const char* data, std::size_t size) {

@@ -47,6 +47,9 @@ class OutputRelay {
   std::vector<std::string> stderr_tail(int rank) const;
   // "DIR/rank-<r>" or "" without --log-dir.
   std::string rank_log_dir(int rank) const;
+  // The reader of the terminal stdout or stderr went away (a write failed with EPIPE, e.g.
+  // `fastrun ... | head -1`). From then on nothing more is written there.
+  bool console_closed() const { return console_closed_; }
 
  private:
   struct StreamState {
@@ -60,10 +63,12 @@ class OutputRelay {
   bool shown(int rank, Stream s) const;
   void emit(int rank, Stream s, const char* data, std::size_t size);  // whole lines, each ending in '\n'
   void remember_tail(RankState& st, const char* data, std::size_t size);
+  void note_terminal_write(int idx, bool ok);
 
   RelayOptions options_;
   std::map<int, RankState> ranks_;
   bool terminal_ok_[2] = {true, true};
+  bool console_closed_ = false;
   std::string scratch_;
 };
 

@@ -165,6 +165,7 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   jo.tag_output = options.tag_output;
   jo.kill_timeout = options.kill_timeout;
   jo.run_id = options.run_id;
+  jo.keep_background = options.keep_background;
   auto j = std::make_unique<SelfJob>();
   j->job = launcher::prepare_job(jo);
 
@@ -177,6 +178,7 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   so.argv.assign(argv, argv + argc);
   so.first_rank = 1;
   so.failure_store = j->resources->store();
+  so.janitor = j->resources->janitor();
   so.base_env = launcher::current_environment();
   launcher::apply_to_self(j->job, 0);
 

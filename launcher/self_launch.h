@@ -42,6 +42,9 @@ struct SelfLaunchOptions {
   bool tag_output = false;     // prefix terminal lines with "[rank r] "
   double kill_timeout = 5.0;   // seconds between SIGTERM and SIGKILL when stopping ranks
   std::string run_id;          // "" = generated (unique even within one millisecond)
+  // When the job ends, processes ranks 1..N-1 left running in their process groups (`sleep 20 &`)
+  // are stopped (SIGTERM, SIGKILL after kill_timeout); true leaves them running.
+  bool keep_background = false;
 };
 
 // Returns this process's rank (0 in the process that started the job). With nproc == 0 and

@@ -33,6 +33,7 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (r.reset_sigpipe) ::signal(SIGPIPE, SIG_DFL);
+  if (r.nofile) ::setrlimit(RLIMIT_NOFILE, &*r.nofile);  // a plain syscall (prlimit64)
   if (r.stdin_fd >= 0 && r.stdin_fd != 0) ::dup2(r.stdin_fd, 0);
   if (r.stdout_fd >= 0 && r.stdout_fd != 1) ::dup2(r.stdout_fd, 1);
   if (r.stderr_fd >= 0 && r.stderr_fd != 2) ::dup2(r.stderr_fd, 2);

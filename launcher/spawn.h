@@ -4,8 +4,10 @@
 // check that the parent is still the expected one (it may have died before prctl), an empty
 // signal mask, and the given stdin/stdout/stderr. PR_SET_PDEATHSIG fires when the *thread* that
 // forked exits, so call spawn_rank from a thread that lives as long as the job.
+#include <sys/resource.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@ struct SpawnRequest {
   int stdout_fd = -1;             // duplicated onto 1
   int stderr_fd = -1;             // duplicated onto 2
   bool reset_sigpipe = false;     // SIG_DFL for SIGPIPE (the CLI ignores it for itself)
+  std::optional<rlimit> nofile;   // RLIMIT_NOFILE to set before exec (the user's, fd_limit.h)
 };
 
 // Returns the child's pid (also its process-group id). Throws Error when fork fails. An exec

@@ -15,12 +15,12 @@ int run_stale_cleanup(std::FILE* out, std::FILE* err) {
     int extra = 0;
     for (const std::string& path : removed) {
       std::fprintf(out, "removed %s\n", path.c_str());
-      // A dead job's store also dooms the segments its ranks named after it (fastrun-<run-id>-*).
+      // A dead job's store also dooms the segments its ranks named after it (fastrun-<run-id>@*).
       const std::string prefix = "/dev/shm/fastrun-";
       if (path.compare(0, prefix.size(), prefix) == 0) {
         const std::string run_id = path.substr(prefix.size());
         const int n = remove_job_segments(run_id);
-        if (n > 0) std::fprintf(out, "removed %d segment(s) /dev/shm/fastrun-%s-*\n", n, run_id.c_str());
+        if (n > 0) std::fprintf(out, "removed %d segment(s) /dev/shm/fastrun-%s@*\n", n, run_id.c_str());
         extra += n;
       }
     }

@@ -11,10 +11,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "fastrun/launcher/child_env.h"
+#include "fastrun/launcher/fd_limit.h"
+#include "fastrun/launcher/leftovers.h"
 #include "fastrun/launcher/output_relay.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/unique_fd.h"
@@ -73,6 +76,7 @@ class Loop {
     if (o_.self_signals >= 0) watch(o_.self_signals, tag(kSelfSignal, 0));
     if (o_.nodes) watch(o_.nodes->fd(), tag(kRemote, 0));
     devnull_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    adopting_ = o_.handle_signals && o_.adopt_orphans && become_subreaper();
     const int world = o_.job.world_size;
     ranks_.resize(static_cast<std::size_t>(world));
     for (int r = o_.first_rank; r < world; ++r) relay_.add_rank(r);  // log files before any rank runs
@@ -90,6 +94,7 @@ class Loop {
     }
     if (o_.self_done >= 0) watch(o_.self_done, tag(kSelfDone, 0));
     const std::vector<std::string> base_env = o_.base_env.empty() ? current_environment() : o_.base_env;
+    user_nofile_ = raise_fd_limit_for(world);
     for (int r = o_.first_rank; r < world && !stopping_; ++r) {
       try {
         start(r, base_env);
@@ -105,6 +110,7 @@ class Loop {
     // Until every child is reaped, and, while no child failed, until rank 0 is done with its output.
     while (live_ > 0 || (self_open_ && !stopping_)) wait_once();
     if (o_.self_signals >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self_signals, nullptr);
+    if (!o_.job.keep_background) stop_what_ranks_left();
     if (self_open_) {
       // The job failed while rank 0 still runs, and the caller is about to end this process. Take
       // what rank 0 wrote, but keep its pipes open: closing them could kill rank 0 with SIGPIPE
@@ -136,9 +142,12 @@ class Loop {
     req.stdout_fd = out_w.get();
     req.stderr_fd = err_w.get();
     req.reset_sigpipe = o_.reset_sigpipe;
+    req.nofile = user_nofile_;
     Rank& rk = ranks_[static_cast<std::size_t>(r)];
     rk.rank = r;
     rk.pid = spawn_rank(req);
+    rank_of_pid_[rk.pid] = r;
+    if (o_.janitor) o_.janitor->watch(rk.pid);
     rk.alive = true;
     ++live_;
     out_w.reset();
@@ -199,6 +208,7 @@ class Loop {
       const ssize_t n = ::read(fd.get(), buf_, sizeof buf_);
       if (n > 0) {
         relay_.feed(r, s, buf_, static_cast<std::size_t>(n));
+        if (relay_.console_closed() && !stopping_) on_console_closed();
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -309,11 +319,51 @@ class Loop {
                                         std::chrono::duration<double>(o_.job.kill_timeout));
   }
 
+  // Whoever read the launcher's output went away (`fastrun ... | head -1`): stop the job as
+  // SIGPIPE stops a shell pipeline, with the usual SIGTERM/SIGKILL escalation, instead of relaying
+  // into the void for ever. Until the ranks are gone their output is still read, and filed with
+  // --log-dir.
+  void on_console_closed() {
+    launcher_signal_ = SIGPIPE;
+    begin_stop(SIGTERM);
+  }
+
   void on_signal() {
     signalfd_siginfo info{};
     while (::read(sigfd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      stop_or_forward(static_cast<int>(info.ssi_signo));
+      if (info.ssi_signo == SIGCHLD) {
+        reap_children();
+      } else {
+        stop_or_forward(static_cast<int>(info.ssi_signo));
+      }
     }
+  }
+
+  // SIGCHLD (CLI, a subreaper): reap every exited child. A rank goes through reap() as its pidfd
+  // would have it; an adopted orphan of a rank is only reaped, so that none stays a zombie.
+  void reap_children() {
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      const auto it = rank_of_pid_.find(info.si_pid);
+      if (it != rank_of_pid_.end() && ranks_[static_cast<std::size_t>(it->second)].alive) {
+        reap(it->second);
+      } else {
+        ::waitpid(info.si_pid, nullptr, WNOHANG);
+      }
+    }
+  }
+
+  // Every rank has ended: stop what they left running (leftovers.h).
+  void stop_what_ranks_left() {
+    Leftovers scope;
+    scope.adopted = adopting_;
+    scope.spare = o_.janitor ? o_.janitor->pid() : -1;
+    for (int r = o_.first_rank; r < o_.job.world_size; ++r) {
+      const Rank& rk = ranks_[static_cast<std::size_t>(r)];
+      if (rk.pid > 0 && !rk.alive) scope.groups.push_back(rk.pid);
+    }
+    stopped_leftovers_ = stop_leftovers(scope, std::chrono::duration<double>(o_.job.kill_timeout));
   }
 
   void on_self_signal() {
@@ -334,6 +384,7 @@ class Loop {
       begin_stop(sig);
     } else {
       kill_deadline_ = Clock::now();  // a second request: stop waiting
+      second_signal_ = sig;
     }
   }
 
@@ -348,7 +399,9 @@ class Loop {
     if (launcher_signal_) {
       result.exit_code = 128 + launcher_signal_;
       result.stop_signal = launcher_signal_;
-      text += fmt::format("fastrun: got {}; stopped {} rank{}\n", signal_name(launcher_signal_), world - o_.first_rank,
+      const std::string why = launcher_signal_ == SIGPIPE ? std::string("the output was closed (SIGPIPE)")
+                                                           : "got " + signal_name(launcher_signal_);
+      text += fmt::format("fastrun: {}; stopped {} rank{}\n", why, world - o_.first_rank,
                           world - o_.first_rank == 1 ? "" : "s");
     } else if (first_failure_) {
       const Rank& rk = ranks_[static_cast<std::size_t>(*first_failure_)];
@@ -381,8 +434,16 @@ class Loop {
     if (!killed.empty() && !text.empty()) {
       std::string list;
       for (int r : killed) list += (list.empty() ? "" : ", ") + std::to_string(global(r));
-      text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n",
-                          killed.size() == 1 ? "" : "s", list, o_.job.kill_timeout);
+      if (second_signal_) {
+        text += fmt::format("fastrun: {} while stopping the job: rank{} {} got SIGKILL at once\n",
+                            signal_name(second_signal_), killed.size() == 1 ? "" : "s", list);
+      } else {
+        text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n",
+                            killed.size() == 1 ? "" : "s", list, o_.job.kill_timeout);
+      }
+    }
+    if (stopped_leftovers_) {
+      text += "fastrun: stopped the processes the ranks left running (--keep-background keeps them)\n";
     }
     if (!text.empty()) write_all(o_.terminal_err, text.data(), text.size());
     return result;
@@ -398,8 +459,13 @@ class Loop {
   std::optional<int> first_failure_;
   std::optional<NodeFailure> remote_;
   int launcher_signal_ = 0;
+  int second_signal_ = 0;            // a stop request while already stopping: SIGKILL without the grace
+  bool adopting_ = false;            // this process is a child subreaper (CLI)
+  bool stopped_leftovers_ = false;   // the ranks left processes running, and they were stopped
+  std::unordered_map<pid_t, int> rank_of_pid_;  // for SIGCHLD: which children are ranks
   std::string spawn_error_;
   std::optional<Clock::time_point> kill_deadline_;
+  std::optional<rlimit> user_nofile_;  // the fd limit the ranks get back, when it was raised
   char buf_[65536];
 };
 
@@ -419,6 +485,7 @@ sigset_t Supervisor::handled_signals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
   sigaddset(&set, SIGUSR2);
+  sigaddset(&set, SIGCHLD);  // only the CLI reads it (adopted orphans, leftovers.h)
   // An inherited SIG_IGN for SIGHUP (nohup) is respected: the job keeps ignoring hang-ups.
   struct sigaction old{};
   if (::sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&set, SIGHUP);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fastrun/launcher/janitor.h"
 #include "fastrun/launcher/job_config.h"
 #include "fastrun/launcher/node_watch.h"
 #include "fastrun/runtime/store/store.h"
@@ -27,9 +28,13 @@ struct SupervisorOptions {
   std::vector<std::string> argv;   // every rank's argv, argv[0] included
   int first_rank = 0;              // 1 in the in-process spawn (rank 0 is the caller)
   bool handle_signals = false;     // CLI: the caller blocked kHandledSignals in every thread
+  // CLI: become a child subreaper, so that what the ranks leave running is found and stopped
+  // when the job ends (leftovers.h), and reap such orphans (SIGCHLD) while it runs.
+  bool adopt_orphans = false;
   bool reset_sigpipe = false;      // the caller ignores SIGPIPE; ranks get the default back
   int rank0_stdin = -1;            // stdin of rank 0 (-1: /dev/null); other ranks get /dev/null
   Store* failure_store = nullptr;  // where the failure key is set (may be null)
+  Janitor* janitor = nullptr;      // told each rank's pid (may be null; janitor.h)
   int terminal_out = 1;
   int terminal_err = 2;
   std::vector<std::string> base_env;  // environment the children's is built from; empty = environ

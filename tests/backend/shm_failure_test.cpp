@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/shm/segment_names.h"
 #include "shm_test_support.h"
 #include "shm_values.h"
 
@@ -42,12 +43,11 @@ void sum_check(ProcessGroup& g, std::size_t count, float salt) {
 std::size_t mapped_group_segments(const std::string& run_id) {
   std::ifstream maps("/proc/self/maps");
   std::set<std::string> inodes;
-  const std::string group_prefix = "/dev/shm/fastrun-" + run_id + "-", store = group_prefix + "store";
+  // The job's store is "<run_id>-store" (shm_test_support.h); its groups' segments "<run_id>@…".
+  const std::string group_prefix = "/dev/shm/" + shm_store::job_segment_prefix(run_id);
   for (std::string line; std::getline(maps, line);) {
     const auto path = line.find("/dev/shm/");
-    if (path == std::string::npos || line.compare(path, group_prefix.size(), group_prefix) != 0 ||
-        line.compare(path, store.size(), store) == 0)
-      continue;
+    if (path == std::string::npos || line.compare(path, group_prefix.size(), group_prefix) != 0) continue;
     std::istringstream fields(line);
     std::string range, perms, offset, dev, inode;
     fields >> range >> perms >> offset >> dev >> inode;

@@ -171,8 +171,21 @@ TEST_CASE("launch_self: SIGKILL of rank 0 leaves no child running", "[launcher][
   p.finish(5s);
   wait_until_gone(pids, 2s);
   for (pid_t pid : pids) CHECK(process_gone(pid));
-  // Nobody could remove the store: `fastrun --cleanup` does, since its creator is dead.
-  const auto c = run({std::string(FASTRUN_BIN), "--cleanup"});
-  CHECK(c.exit_code == 0);
+  // Rank 0's janitor removes the store once the children are gone (no `fastrun --cleanup`).
+  for (int i = 0; i < 500 && !shm_entries("fastrun-" + id).empty(); ++i) std::this_thread::sleep_for(10ms);
   CHECK(shm_entries("fastrun-" + id).empty());
+  for (const auto& e : shm_entries("fastrun-" + id)) ::unlink(("/dev/shm/" + e).c_str());
+}
+
+TEST_CASE("launch_self: what ranks 1..N-1 leave running is stopped, rank 0's own children are not",
+          "[launcher][self]") {
+  TempDir dir;
+  const auto r = run({kPartner, "--self", "2", "--background", dir.str() + "/pid-%r"}, {{"FASTRUN_RANK", std::nullopt}});
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  const std::vector<pid_t> bg = read_rank_pids(dir.path(), 0, 2);
+  CHECK(!process_gone(bg[0]));  // rank 0 is the program's own process: its children are its business
+  CHECK(process_gone(bg[1]));   // rank 1's, left in its process group: stopped with the job
+  for (pid_t pid : bg) ::kill(pid, SIGKILL);
+  wait_until_gone(bg, 5s);
 }

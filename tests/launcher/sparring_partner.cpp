@@ -16,11 +16,12 @@
 //   --dump FILE         write argv and environment, length-prefixed ("<len>:<bytes>\n"); "%r" in
 //                       FILE becomes the rank
 //   --pidfile FILE      write the pid ("%r" = rank)
+//   --background FILE   start `sleep 30` in the background (not waited for), write its pid to FILE
 //   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
 //   --allreduce         join the job, all-reduce (rank + 1) over the world group, print
 //                       "allreduce <sum> <backend>" (exit 8 when the sum is wrong)
-//   --shm-leftover      create /dev/shm/fastrun-<run-id>-leftover-<rank> and leave it
+//   --shm-leftover      create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it
 //   --rest              stop reading flags (the remaining arguments are only data)
 #include <fcntl.h>
 #include <signal.h>
@@ -211,6 +212,19 @@ int main(int argc, char** argv) {
         std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
         std::fclose(f);
       }
+    } else if (a == "--background") {
+      const std::string file = with_rank(next(), rank);
+      if (active) {
+        const pid_t child = ::fork();
+        if (child == 0) {
+          ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+          ::_exit(127);
+        }
+        std::FILE* f = std::fopen(file.c_str(), "w");
+        if (!f || child < 0) return 65;
+        std::fprintf(f, "%d\n", static_cast<int>(child));
+        std::fclose(f);
+      }
     } else if (a == "--barrier" || a == "--wait-failure") {
       if (!active) continue;
       try {
@@ -243,7 +257,7 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--shm-leftover") {
       if (active) {
-        const std::string name = std::string("/dev/shm/fastrun-") + std::getenv("FASTRUN_RUN_ID") + "-leftover-" +
+        const std::string name = std::string("/dev/shm/fastrun-") + std::getenv("FASTRUN_RUN_ID") + "@leftover-" +
                                  std::to_string(rank);
         const int fd = ::open(name.c_str(), O_CREAT | O_WRONLY, 0600);
         if (fd >= 0) ::close(fd);

@@ -14,6 +14,7 @@
 #include "fastrun/runtime/backend/shm/shm_group.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/shm/segment_names.h"
 
 namespace fastrun::shm {
 namespace {
@@ -32,11 +33,13 @@ std::string sanitize(const std::string& s, std::size_t max_len) {
   return out.empty() ? "x" : out;
 }
 
-// "/fastrun-<run id>-<group>-<pid>-<random>": names the job and group for whoever lists
-// /dev/shm; the pid and random part keep concurrent groups and reruns apart.
+// "/fastrun-<run id>@<group>-<pid>-<random>": names the job and group for whoever lists
+// /dev/shm ('@' ends the run id, segment_names.h); the pid and random part keep concurrent
+// groups and reruns apart.
 std::string segment_name(const GroupSpec& spec) {
   std::random_device rd;
-  return fmt::format("/fastrun-{}-{}-{}-{:08x}", sanitize(spec.run_id.empty() ? "norun" : spec.run_id, 80),
+  return fmt::format("/{}{}-{}-{:08x}",
+                     shm_store::job_segment_prefix(sanitize(spec.run_id.empty() ? "norun" : spec.run_id, 80)),
                      sanitize(spec.name, 60), ::getpid(), rd());
 }
 

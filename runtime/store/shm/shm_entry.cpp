@@ -66,7 +66,8 @@ class HostedShm final : public HostedStore {
       shm.truncate(static_cast<bip::offset_t>(o.shm_bytes));
       // Reserve what creation touches now, the heaps as they fill (segment_layout.h): a /dev/shm
       // too small (Docker's default is 64 MiB) is a clear StoreError, never a SIGBUS in a write.
-      shm_store::reserve_initial(shm.get_mapping_handle().handle, o.shm_bytes, address_, "/dev/shm/" + name_);
+      shm_store::reserve_initial(shm.get_mapping_handle().handle, o.shm_bytes, o.shm_min_keys, address_,
+                                 "/dev/shm/" + name_);
       mapping_ = std::make_shared<Mapping>();
       mapping_->address = address_;
       mapping_->segment = "/dev/shm/" + name_;
@@ -83,7 +84,7 @@ class HostedShm final : public HostedStore {
       copy_text(h->creator.host, sizeof h->creator.host, me.host);
       h->creator.ident_magic = shm_store::kIdentMagic;
       const shm_store::Creator creator = h->creator;
-      shm_store::initialize_segment(base, o.shm_bytes, address_);
+      shm_store::initialize_segment(base, o.shm_bytes, o.shm_min_keys, address_);
       h->creator = creator;
       mapping_->header = h;
     } catch (...) {

@@ -67,11 +67,14 @@ struct Layout {
   std::uint64_t heap_bytes;
 };
 
-Layout plan(std::uint64_t total_bytes, const std::string& address) {
+Layout plan(std::uint64_t total_bytes, std::uint64_t min_keys, const std::string& address) {
   Layout l{};
   // Slots: one per 4 KiB of segment, power of two, 1 Ki .. 1 Mi.
   l.nslots = 1024;
-  while (l.nslots < (1u << 20) && l.nslots * 2 * 4096 <= total_bytes) l.nslots *= 2;
+  while (l.nslots < kMaxSlots && l.nslots * 2 * 4096 <= total_bytes) l.nslots *= 2;
+  // More where the creator expects more keys (3/4 of a table is usable), as long as both tables
+  // take at most a quarter of the segment.
+  while (l.nslots < kMaxSlots && l.nslots * 3 / 4 < min_keys && l.nslots * 2 * 2 * 8 * 4 <= total_bytes) l.nslots *= 2;
   l.header_bytes = (sizeof(SegmentHeader) + 63) & ~std::uint64_t{63};
   l.heaps_at = l.header_bytes + 2 * l.nslots * 8;
   if (total_bytes < l.heaps_at + 2 * 4096)
@@ -158,8 +161,8 @@ class Locked {
                                      mb(live_bytes), h_.live));
       if (!slot && (!insert_at || (h_.live + 1) * 4 > std::uint64_t{h_.nslots} * 3))
         throw StoreError(fmt::format("{}: set('{}'): segment {} has no free key slot ({} keys of {} slots); "
-                                     "raise FASTRUN_SHM_STORE_BYTES (slots grow with it)",
-                                     m_.address, key, m_.segment, h_.live, h_.nslots));
+                                     "raise FASTRUN_SHM_STORE_BYTES (slots grow with it, up to {})",
+                                     m_.address, key, m_.segment, h_.live, h_.nslots, kMaxSlots));
     }
     // 0. make sure the bytes are backed (may throw; nothing changed yet), 1. claim them (one
     // store), 2. fill them, 3. publish with one release store.
@@ -284,8 +287,8 @@ void wake(Mapping& m, int bucket) {
 
 }  // namespace
 
-void initialize_segment(void* base, std::uint64_t total_bytes, const std::string& address) {
-  const Layout l = plan(total_bytes, address);
+void initialize_segment(void* base, std::uint64_t total_bytes, std::uint64_t min_keys, const std::string& address) {
+  const Layout l = plan(total_bytes, min_keys, address);
   auto* h = new (base) SegmentHeader{};
   h->version = kVersion;
   h->total_bytes = total_bytes;
@@ -307,8 +310,9 @@ void initialize_segment(void* base, std::uint64_t total_bytes, const std::string
   h->magic.store(kMagic, std::memory_order_release);
 }
 
-void reserve_initial(int fd, std::uint64_t total_bytes, const std::string& address, const std::string& segment) {
-  const Layout l = plan(total_bytes, address);
+void reserve_initial(int fd, std::uint64_t total_bytes, std::uint64_t min_keys, const std::string& address,
+                     const std::string& segment) {
+  const Layout l = plan(total_bytes, min_keys, address);
   const std::uint64_t first = std::min(kFirstReserve, l.heap_bytes);
   int rc = fallocate_range(fd, 0, l.heaps_at + first);  // header, tables, start of heap 0
   if (rc == 0) rc = fallocate_range(fd, l.heaps_at + l.heap_bytes, first);

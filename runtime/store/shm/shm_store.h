@@ -59,11 +59,16 @@ class ShmStore final : public Store {
 // Reserves (posix_fallocate on `fd`) what a fresh segment of `total_bytes` touches at once: the
 // header, both slot tables and the first kFirstReserve bytes of each heap. Creator only, before
 // mapping; throws StoreError naming the size, `segment` and FASTRUN_SHM_STORE_BYTES.
-void reserve_initial(int fd, std::uint64_t total_bytes, const std::string& address, const std::string& segment);
+// `min_keys`: how many keys the creator expects (StoreOptions::shm_min_keys); the slot tables
+// grow to hold them (up to kMaxSlots, and a quarter of the segment). Same value for both calls.
+void reserve_initial(int fd, std::uint64_t total_bytes, std::uint64_t min_keys, const std::string& address,
+                     const std::string& segment);
 // Lays out a fresh segment of `total_bytes` at `base` (creator only, after reserve_initial,
 // before publishing magic).
-void initialize_segment(void* base, std::uint64_t total_bytes, const std::string& address);
+void initialize_segment(void* base, std::uint64_t total_bytes, std::uint64_t min_keys, const std::string& address);
 // The smallest segment this layout accepts.
 inline constexpr std::uint64_t kMinSegmentBytes = 65536;
+// The most key slots a segment has (3/4 of them usable): 16 MiB of tables.
+inline constexpr std::uint64_t kMaxSlots = std::uint64_t{1} << 20;
 
 }  // namespace fastrun::shm_store
