@@ -13,8 +13,10 @@ expect_contains() { grep -qF -- "$2" "$1" 2>/dev/null || fail "$3: '$2' not in $
 # expect_below VALUE LIMIT WHAT (decimal numbers)
 expect_below() { awk -v v="$1" -v l="$2" 'BEGIN {exit !(v < l)}' || fail "$3: $1, expected under $2"; }
 
+# report [FILE...]: the verdict; on failure the tails of FILEs (the launchers' stderr) first.
 report() {
   if ((checks_failed)); then
+    (($#)) && tail -n 20 "$@" >&2
     echo "$checks_failed check(s) failed" >&2
     exit 1
   fi

@@ -132,10 +132,23 @@ hosts_up() {
     ip -n "$ns" link set eth0 up || return 1
     ip -n "$ns" link set lo up || return 1
     # The holder: its own host name, /dev/shm and /etc/hosts, then nothing until it is stopped.
-    ip netns exec "$ns" unshare --uts --mount --propagation private sh -c '
-      hostname "$1" && mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm &&
-        mount --bind "$2" /etc/hosts && touch "$3" && exec sleep infinity' \
-      holder "$name" "$hosts_file" "$HOSTS_DIR/ready-$name" </dev/null >/dev/null 2>"$HOSTS_DIR/holder-$name.err" &
+    # Its /sys is the namespace's (as `ip netns exec` gives), with the machine's cgroup mounts
+    # carried over (slurmd needs them; `ip netns exec` alone loses them).
+    mkdir "$HOSTS_DIR/cgroup-$name"
+    nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private sh -c '
+      set -e
+      hostname "$1"
+      mount --rbind /sys/fs/cgroup "$4"
+      umount -l /sys
+      mount -t sysfs sysfs /sys
+      mount --rbind "$4" /sys/fs/cgroup
+      umount -l "$4"
+      mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm
+      mount --bind "$2" /etc/hosts
+      touch "$3"
+      exec sleep infinity' \
+      holder "$name" "$hosts_file" "$HOSTS_DIR/ready-$name" "$HOSTS_DIR/cgroup-$name" \
+      </dev/null >/dev/null 2>"$HOSTS_DIR/holder-$name.err" &
     HOSTS_HOLDER[$name]=$!
     disown "${HOSTS_HOLDER[$name]}"
     HOSTS_NAMES+=("$name")

@@ -7,7 +7,9 @@
 # Prints FASTRUN-SKIPPED (CTest: Skipped) when not root.
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
+# shellcheck source=tests/multinode/hosts.sh
 source "$here/hosts.sh"
+# shellcheck source=tests/multinode/checks.sh
 source "$here/checks.sh"
 
 case_name=$1 fastrun=$2 partner=$3 hello=$4
@@ -20,8 +22,6 @@ mkdir -p "$work"
 export FASTRUN_STORE_TOKEN=netns-test-secret FASTRUN_TIMEOUT=20
 unset FASTRUN_GLOO_HOST FASTRUN_BACKEND FASTRUN_GLOBAL_SEED
 
-# node K's launcher flags
-node() { echo --nnodes 2 --node-rank "$1" --master-addr "$master" --master-port "$port"; }
 
 # Starts node $1's launcher on host n$1 in the background with the rest as its arguments;
 # its stdout/stderr go to $work/out-$1 / err-$1, its pid into launcher[$1].
@@ -29,7 +29,8 @@ declare -a launcher=()
 start_node() {
   local k=$1
   shift
-  start_on_host "n$k" "$fastrun" $(node "$k") "$@" >"$work/out-$k" 2>"$work/err-$k" &
+  start_on_host "n$k" "$fastrun" --nnodes 2 --node-rank "$k" --master-addr "$master" --master-port "$port" "$@" \
+    >"$work/out-$k" 2>"$work/err-$k" &
   launcher[k]=$!
 }
 
@@ -64,8 +65,9 @@ case_layout() {
   expect_eq "${code[0]}" 0 "node 0's exit code (stderr: $(cat "$work/err-0"))"
   expect_eq "${code[1]}" 0 "node 1's exit code (stderr: $(cat "$work/err-1"))"
   local g host=(n0 n0 n1 n1 n1) local_rank=(0 1 0 1 2) local_size=(2 2 3 3 3) node_rank=(0 0 1 1 1)
+  local want
   for g in 0 1 2 3 4; do
-    local want="$g ${host[g]} ${local_rank[g]} ${local_size[g]} ${node_rank[g]} 5 $(host_addr "${host[g]}") $master"
+    want="$g ${host[g]} ${local_rank[g]} ${local_size[g]} ${node_rank[g]} 5 $(host_addr "${host[g]}") $master"
     expect_eq "$(cat "$work/rank-$g" 2>/dev/null)" "$want" "rank $g: rank host local_rank local_size node world gloo_host master_addr"
   done
   expect_eq "$(grep -c 'passed the barrier' "$work/out-0" "$work/out-1" | awk -F: '{s += $2} END {print s}')" 5 \
@@ -146,5 +148,4 @@ case_master_sigkilled() {
 
 declare -F "case_$case_name" >/dev/null || { echo "no case '$case_name'" >&2; exit 2; }
 "case_$case_name"
-((checks_failed)) && tail -n 20 "$work"/err-* >&2
-report
+report "$work"/err-*
