@@ -5,7 +5,7 @@
 # holder process that the other functions enter with nsenter. The hosts are joined by veth
 # pairs to a bridge that lives in a namespace of its own (the "switch"), so the machine's own
 # network namespace gets neither an interface nor a route to the test addresses: traffic stays
-# inside these namespaces. See /work/shared/reference/hosts-on-one-machine.md.
+# inside these namespaces. Every host's /etc/hosts names all the hosts.
 #
 #   hosts_skip_unless_able          print FASTRUN-SKIPPED and exit 0 unless root with the tools
 #   hosts_up NAME...                one host per name, addresses HOSTS_NET.11, .12, ... in order
@@ -14,6 +14,7 @@
 #   host_addr NAME                  its address
 #   host_leftovers NAME             pids on that host other than its holder, and its /dev/shm entries
 #   hosts_down                      stop everything on the hosts and remove them (also on EXIT/INT/TERM)
+#   $HOSTS_DIR                      a temporary directory of the run, removed with the hosts
 #
 # Names are frmn-<pid of the test>-<name>, so parallel runs never collide; a run that dies by
 # SIGKILL is cleaned up by its watchdog (a setsid'd process that outlives the process group),
@@ -41,33 +42,48 @@ hosts_skip_unless_able() {
   done
 }
 
-# Every process in namespace $1, then the namespace: TERM, up to 2 s, then KILL.
-hosts_remove_namespace() {
-  local ns=$1 pids i
-  pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+# The namespaces of run $1 (frmn-<pid>): every process in them (TERM, up to 3 s, then KILL),
+# then the namespaces. Fails, naming them, if any process or namespace is still there.
+hosts_remove_run() {
+  local run=$1 namespaces pids i
+  namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$run-")
+  [[ -z $namespaces ]] && return 0
+  run_pids() { for ns in $namespaces; do ip netns pids "$ns" 2>/dev/null; done | tr '\n' ' '; }
+  pids=$(run_pids)
   if [[ -n $pids ]]; then
     kill -TERM $pids 2>/dev/null
-    for ((i = 0; i < 20; i++)); do
-      pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+    for ((i = 0; i < 30; i++)); do
+      pids=$(run_pids)
       [[ -z $pids ]] && break
       sleep 0.1
     done
-    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+    if [[ -n $pids ]]; then
+      kill -KILL $pids 2>/dev/null
+      for ((i = 0; i < 20; i++)); do
+        pids=$(run_pids)
+        [[ -z $pids ]] && break
+        sleep 0.1
+      done
+    fi
   fi
-  ip netns del "$ns" 2>/dev/null
-  return 0
+  for ns in $namespaces; do ip netns del "$ns" 2>/dev/null; done
+  namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$run-")
+  if [[ -n $pids || -n $namespaces ]]; then
+    echo "hosts: could not remove everything of $run: pids [$pids], namespaces [$namespaces]" >&2
+    return 1
+  fi
 }
 
-# Namespaces of runs whose test process is gone (killed before its trap could run).
+# Namespaces and directories of runs whose test process is gone (killed before its trap and
+# watchdog could run).
 hosts_sweep_stale() {
-  local ns owner
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-    [[ $ns =~ ^$HOSTS_PREFIX-([0-9]+)- ]] || continue
-    owner=${BASH_REMATCH[1]}
+  local run owner
+  for run in $(ip netns list 2>/dev/null | awk '{print $1}' | sed -nE "s/^($HOSTS_PREFIX-[0-9]+)-.*/\1/p" | sort -u); do
+    owner=${run#"$HOSTS_PREFIX"-}
     [[ $owner == "$$" ]] && continue
     kill -0 "$owner" 2>/dev/null && continue
-    echo "hosts: removing stale namespace $ns (its test, pid $owner, is gone)" >&2
-    hosts_remove_namespace "$ns"
+    echo "hosts: removing the namespaces of $run (its test, pid $owner, is gone)" >&2
+    hosts_remove_run "$run"
   done
   local dir
   for dir in /tmp/"$HOSTS_PREFIX"-*.*; do
@@ -76,20 +92,10 @@ hosts_sweep_stale() {
   done
 }
 
-# The namespaces of this run: hosts first (their processes), the switch last.
-hosts_remove_run() {
-  local run=$1 ns
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$run-" | grep -v -- "-switch$"); do
-    hosts_remove_namespace "$ns"
-  done
-  ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$run-switch" && hosts_remove_namespace "$run-switch"
-  return 0
-}
-
 hosts_down() {
   local code=$?
   trap - EXIT INT TERM
-  hosts_remove_run "$HOSTS_RUN"
+  hosts_remove_run "$HOSTS_RUN" || code=1
   if [[ -n $HOSTS_WATCHDOG ]]; then
     kill "$HOSTS_WATCHDOG" 2>/dev/null
   fi
@@ -100,7 +106,7 @@ hosts_down() {
 
 hosts_up() {
   hosts_sweep_stale
-  trap 'hosts_down' EXIT
+  trap 'hosts_down; exit $?' EXIT  # a failed removal fails the test
   trap 'exit 130' INT
   trap 'exit 143' TERM
   HOSTS_DIR=$(mktemp -d "/tmp/$HOSTS_RUN.XXXXXX")

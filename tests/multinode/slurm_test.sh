@@ -8,7 +8,7 @@
 # failing rank's exit code and name.
 # Prints FASTRUN-SKIPPED (CTest: Skipped) when not root or Slurm/munge is not installed.
 #
-# Why it is built this way (see also /work/shared/reference/slurm-notes.md):
+# Why it is built this way:
 # - Every daemon runs inside a host's namespaces, so removing the hosts stops them, also after a
 #   SIGKILL of this script (hosts.sh's watchdog and stale sweep).
 # - Node names resolve the same way everywhere: NodeAddr= in slurm.conf, and each host has the
