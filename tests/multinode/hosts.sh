@@ -12,6 +12,7 @@
 #   on_host NAME CMD...             run CMD on that host and wait for it
 #   start_on_host NAME CMD... &     the same in the background; it execs, so $! is CMD's pid
 #   host_addr NAME                  its address
+#   host_unplug NAME                its switch port down: the network to it is cut
 #   host_leftovers NAME             pids on that host other than its holder, and its /dev/shm entries
 #   hosts_down                      stop everything on the hosts and remove them (also on EXIT/INT/TERM)
 #   $HOSTS_DIR                      a temporary directory of the run, removed with the hosts
@@ -22,7 +23,7 @@
 
 HOSTS_PREFIX=frmn
 HOSTS_NET=10.77.0
-declare -gA HOSTS_HOLDER=() HOSTS_ADDR=()
+declare -gA HOSTS_HOLDER=() HOSTS_ADDR=() HOSTS_PORT=()
 declare -ga HOSTS_NAMES=()
 HOSTS_RUN="$HOSTS_PREFIX-$$"
 HOSTS_DIR=""
@@ -134,6 +135,7 @@ hosts_up() {
     ip netns add "$ns" || return 1
     ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$ns" || return 1
     ip -n "$sw" link set "p$i" master br0 up || return 1
+    HOSTS_PORT[$name]="p$i"
     ip -n "$ns" addr add "${HOSTS_ADDR[$name]}/24" dev eth0 || return 1
     ip -n "$ns" link set eth0 up || return 1
     ip -n "$ns" link set lo up || return 1
@@ -174,6 +176,9 @@ hosts_up() {
 }
 
 host_addr() { echo "${HOSTS_ADDR[$1]}"; }
+
+# The host's cable out of the switch: no packet in or out, no FIN, no RST (a crash or a cut).
+host_unplug() { ip -n "$HOSTS_RUN-switch" link set "${HOSTS_PORT[$1]}" down; }
 
 host_enter() {
   [[ -n ${HOSTS_HOLDER[$1]:-} ]] || { echo "hosts: no host '$1' (hosts: ${HOSTS_NAMES[*]})" >&2; return 2; }

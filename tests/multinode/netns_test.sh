@@ -146,6 +146,30 @@ case_master_sigkilled() {
   nothing_left
 }
 
+case_partition() {
+  # Node 0's host unplugged: no FIN or RST reaches node 1, whose store requests go unanswered.
+  # Node 0 stops at node 1's missing heartbeats (1.5 s, then up to 2 s for an ack that cannot
+  # come); node 1 at the watch's 5 s store reply timeout, not at the job's (FASTRUN_TIMEOUT).
+  local t0 pids
+  export FASTRUN_TIMEOUT=60
+  start_node 1 --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  start_node 0 --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  pids=$(wait_for_pidfiles "$work" 4 20) || fail "ranks never all started (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug n0
+  finish_node 0 30 "$t0"
+  finish_node 1 30 "$t0"
+  expect_eq "${code[0]}" 1 "node 0's exit code"
+  expect_eq "${code[1]}" 1 "node 1's exit code"
+  expect_contains "$work/err-0" "node 1 (host n1): its launcher stopped answering" "node 0 names node 1"
+  expect_contains "$work/err-1" "node 0 (host n0): lost the job's store" "node 1 names node 0"
+  expect_below "${took[0]}" 6 "seconds from the cut until node 0's launcher exited"
+  expect_below "${took[1]}" 9 "seconds from the cut until node 1's launcher exited"
+  wait_gone "$pids" 5 || fail "ranks still running 5 s after the launchers exited: $pids"
+  echo "partition: node 0 out in ${took[0]} s, node 1 in ${took[1]} s"
+  nothing_left
+}
+
 declare -F "case_$case_name" >/dev/null || { echo "no case '$case_name'" >&2; exit 2; }
 "case_$case_name"
 report "$work"/err-*
