@@ -4,8 +4,8 @@
 # configuration generated in the run's temporary directory, all stopped with the hosts.
 #   slurm_test.sh FASTRUN SPARRING_PARTNER HELLO TRAIN_MLP TRAIN_MLP_COMPARE
 # Checks srun's own task layout across the two hosts, then srun starting one fastrun per node:
-# the global ranks and hosts, the example trainer (its weights against a one-host run), and a
-# failing rank's exit code and name.
+# the global ranks and hosts, the example trainer (its weights against a one-host run), a
+# failing rank's exit code and name, and scancel of a running job.
 # Prints FASTRUN-SKIPPED (CTest: Skipped) when not root or Slurm/munge is not installed.
 #
 # Why it is built this way:
@@ -47,6 +47,7 @@ daemon_on() {
   local host=$1 log=$2
   shift 2
   start_on_host "$host" "$@" </dev/null >"$log" 2>&1 &
+  disown $!  # hosts_down stops it, with no job report (a slow one is SIGKILLed)
 }
 
 start_slurm() {
@@ -166,10 +167,27 @@ case_failing_rank() {
   expect_contains "$work/failing.err" "the job failed on node 1" "node 0's launcher says where the job failed"
 }
 
+case_scancel() {
+  # The job cancelled from the login node while its ranks run: every rank on both hosts stops.
+  local pids job t0
+  start_on_host ctl srun --time=1 --job-name=fastrun-scancel -N2 --ntasks-per-node=1 sh -c "$launcher_per_node" \
+    "$fastrun" --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60 >"$work/scancel.out" 2>"$work/scancel.err" &
+  local srun_pid=$!
+  pids=$(wait_for_pidfiles "$work" 4 30) || fail "ranks never all started (stderr: $(cat "$work/scancel.err"))"
+  job=$(on_host ctl squeue -h -n fastrun-scancel -o %i)
+  expect_ne "$job" "" "the job's id in squeue"
+  t0=$(now)
+  on_host ctl scancel "$job"
+  wait_exit "$srun_pid" 30 srun_code
+  expect_ne "$srun_code" 0 "srun's exit code after scancel"
+  wait_gone "$pids" 10 || fail "ranks still running 10 s after scancel: $pids"
+  echo "slurm: scancel: srun out and all 4 ranks gone $(elapsed "$t0") s after scancel"
+}
+
 t0=$(now)
 if start_slurm; then
   echo "slurm: daemons up, both nodes idle after $(elapsed "$t0") s"
-  for c in srun_layout fastrun_per_node trainer failing_rank; do
+  for c in srun_layout fastrun_per_node trainer failing_rank scancel; do
     t1=$(now)
     "case_$c"
     echo "slurm: $c done in $(elapsed "$t1") s"
