@@ -14,7 +14,9 @@ source "$here/checks.sh"
 
 case_name=$1 fastrun=$2 partner=$3 hello=$4
 hosts_skip_unless_able
-hosts_up n0 n1 || exit 1
+hosts=(n0 n1)
+[[ $case_name == gloo_allreduce ]] && hosts=(n0 n1 n2)
+hosts_up "${hosts[@]}" || exit 1
 master=$(host_addr n0)
 port=29400  # each run has its own switch and addresses: a fixed port collides with nothing
 work=$HOSTS_DIR/work
@@ -29,7 +31,7 @@ declare -a launcher=()
 start_node() {
   local k=$1
   shift
-  start_on_host "n$k" "$fastrun" --nnodes 2 --node-rank "$k" --master-addr "$master" --master-port "$port" "$@" \
+  start_on_host "n$k" "$fastrun" --nnodes "${#hosts[@]}" --node-rank "$k" --master-addr "$master" --master-port "$port" "$@" \
     >"$work/out-$k" 2>"$work/err-$k" &
   launcher[k]=$!
 }
@@ -44,7 +46,7 @@ finish_node() {
 
 nothing_left() {
   local name left
-  for name in n0 n1; do
+  for name in "${hosts[@]}"; do
     left=$(host_leftovers "$name")
     [[ -z $left ]] || fail "left behind: $left"
   done
@@ -77,18 +79,20 @@ case_layout() {
 }
 
 case_gloo_allreduce() {
-  # `auto` must pick gloo: shm would need a /dev/shm the hosts do not share.
-  local t0
+  # Three hosts with 1, 2 and 1 ranks. `auto` must pick gloo: shm would need a /dev/shm the
+  # hosts do not share.
+  local t0 k
   t0=$(now)
+  FASTRUN_BACKEND=auto start_node 2 --nproc 1 "$partner" --allreduce
   FASTRUN_BACKEND=auto start_node 1 --nproc 2 "$partner" --allreduce
-  FASTRUN_BACKEND=auto start_node 0 --nproc 2 "$partner" --allreduce
-  finish_node 0 30 "$t0"
-  finish_node 1 30 "$t0"
-  expect_eq "${code[0]}" 0 "node 0's exit code (stderr: $(cat "$work/err-0"))"
-  expect_eq "${code[1]}" 0 "node 1's exit code (stderr: $(cat "$work/err-1"))"
-  expect_eq "$(cat "$work/out-0" "$work/out-1" | grep -c 'allreduce 10 gloo')" 4 \
-    "ranks whose sum of rank+1 over 2 hosts x 2 ranks is 10, over gloo (out: $(cat "$work/out-0" "$work/out-1"))"
-  echo "gloo all-reduce across hosts: done in ${took[1]} s"
+  FASTRUN_BACKEND=auto start_node 0 --nproc 1 "$partner" --allreduce
+  for k in 0 1 2; do
+    finish_node "$k" 30 "$t0"
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+  done
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 10 gloo')" 4 \
+    "ranks whose sum of rank+1 over 4 ranks on 3 hosts is 10, over gloo (out: $(cat "$work"/out-*))"
+  echo "gloo all-reduce across 3 hosts: done in ${took[2]} s"
   nothing_left
 }
 
