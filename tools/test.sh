@@ -35,6 +35,20 @@ check_no_leftovers() {  # check_no_leftovers STAGE ENTRIES_BEFORE
   exit 1
 }
 
+# The separate-hosts tests (tests/multinode/hosts.sh) name their network namespaces frmn-<pid>-*
+# and remove them, also when killed; one still there after a stage fails it.
+check_no_namespaces() {  # check_no_namespaces STAGE
+  local left
+  for _ in 1 2 3 4 5; do
+    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep '^frmn-' || true)
+    [ -z "$left" ] && return 0
+    sleep 1
+  done
+  echo "tools/test.sh: stage $1 left these network namespaces (tests/multinode):" $left >&2
+  for ns in $left; do ip netns del "$ns"; done
+  exit 1
+}
+
 for stage in $stages; do
   before=$(shm_entries)
   case $stage in
@@ -81,5 +95,6 @@ for stage in $stages; do
     *) echo "tools/test.sh: unknown stage '$stage' (accepted: main asan tsan)" >&2; exit 2 ;;
   esac
   check_no_leftovers "$stage" "$before"
+  check_no_namespaces "$stage"
 done
 echo "== test: all stages passed ($stages)"
