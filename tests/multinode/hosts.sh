@@ -146,11 +146,16 @@ hosts_up() {
     nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private sh -c '
       set -e
       hostname "$1"
-      mount --rbind /sys/fs/cgroup "$4"
-      umount -l /sys
-      mount -t sysfs sysfs /sys
-      mount --rbind "$4" /sys/fs/cgroup
-      umount -l "$4"
+      if mountpoint -q /sys/fs/cgroup; then
+        mount --rbind /sys/fs/cgroup "$4"
+        umount -l /sys
+        mount -t sysfs sysfs /sys
+        mount --rbind "$4" /sys/fs/cgroup
+        umount -l "$4"
+      else
+        umount -l /sys
+        mount -t sysfs sysfs /sys
+      fi
       mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm
       mount --bind "$2" /etc/hosts
       touch "$3"
@@ -163,7 +168,7 @@ hosts_up() {
     i=$((i + 1))
   done
   for name in "$@"; do
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < 200; i++)); do
       [[ -e $HOSTS_DIR/ready-$name ]] && break
       if ! kill -0 "${HOSTS_HOLDER[$name]}" 2>/dev/null; then
         echo "hosts: host $name failed to start: $(cat "$HOSTS_DIR/holder-$name.err")" >&2
@@ -171,7 +176,7 @@ hosts_up() {
       fi
       sleep 0.05
     done
-    [[ -e $HOSTS_DIR/ready-$name ]] || { echo "hosts: host $name not ready within 5 s" >&2; return 1; }
+    [[ -e $HOSTS_DIR/ready-$name ]] || { echo "hosts: host $name not ready within 10 s" >&2; return 1; }
   done
 }
 
