@@ -46,27 +46,24 @@ hosts_skip_unless_able() {
 # The namespaces of run $1 (frmn-<pid>): every process in them (TERM, up to 3 s, then KILL),
 # then the namespaces. Fails, naming them, if any process or namespace is still there.
 hosts_remove_run() {
-  local run=$1 namespaces pids i
+  local run=$1 namespaces pids
   namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$run-")
   [[ -z $namespaces ]] && return 0
   run_pids() { for ns in $namespaces; do ip netns pids "$ns" 2>/dev/null; done | tr '\n' ' '; }
-  pids=$(run_pids)
-  if [[ -n $pids ]]; then
-    kill -TERM $pids 2>/dev/null
-    for ((i = 0; i < 30; i++)); do
+  # signal_and_wait SIG TENTHS: sends SIG to what still runs, waits for it to go; sets pids.
+  signal_and_wait() {
+    local i
+    pids=$(run_pids)
+    [[ -z $pids ]] && return
+    kill "-$1" $pids 2>/dev/null
+    for ((i = 0; i < $2; i++)); do
       pids=$(run_pids)
-      [[ -z $pids ]] && break
+      [[ -z $pids ]] && return
       sleep 0.1
     done
-    if [[ -n $pids ]]; then
-      kill -KILL $pids 2>/dev/null
-      for ((i = 0; i < 20; i++)); do
-        pids=$(run_pids)
-        [[ -z $pids ]] && break
-        sleep 0.1
-      done
-    fi
-  fi
+  }
+  signal_and_wait TERM 30
+  [[ -n $pids ]] && signal_and_wait KILL 20
   for ns in $namespaces; do ip netns del "$ns" 2>/dev/null; done
   namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$run-")
   if [[ -n $pids || -n $namespaces ]]; then
