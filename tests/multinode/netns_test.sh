@@ -96,6 +96,22 @@ case_gloo_allreduce() {
   nothing_left
 }
 
+case_shm_refused_across_hosts() {
+  # Asked for by name, shm across hosts is a clear error in the ranks, not a hang; the first
+  # rank to say so fails the job on both nodes.
+  local t0 k
+  t0=$(now)
+  FASTRUN_BACKEND=shm start_node 1 --nproc 1 "$partner" --allreduce
+  FASTRUN_BACKEND=shm start_node 0 --nproc 1 "$partner" --allreduce
+  finish_node 0 30 "$t0"
+  finish_node 1 30 "$t0"
+  expect_ne "${code[0]}" 0 "node 0's exit code"
+  expect_eq "${code[1]}" "${code[0]}" "node 1's exit code (the job's first failure, as node 0's)"
+  expect_contains <(cat "$work"/err-*) "shm works on one node only" "the launchers relay why"
+  expect_below "${took[1]}" 10 "seconds until both launchers exited"
+  nothing_left
+}
+
 case_rank_fails_on_node1() {
   local t0 k
   t0=$(now)
