@@ -147,7 +147,8 @@ bool NodeWatch::step() {
     }
     raise(NodeFailure{1, 0,
                       fmt::format("node 0 (host {}): lost the job's store at {}: node 0's launcher is gone ({})",
-                                  hosts_.empty() ? "?" : hosts_[0], address_, e.what())});
+                                  hosts_.empty() ? "?" : hosts_[0], address_, e.what()),
+                      true});
     return false;
   }
 }

@@ -28,6 +28,7 @@ struct NodeFailure {
   int exit_code = 1;
   int node = 0;
   std::string why;  // names node, host and rank
+  bool store_lost = false;  // node 0's store is unreachable: nothing more can be recorded there
 };
 
 class NodeWatch {

@@ -306,7 +306,9 @@ class Loop {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.nodes->fd(), nullptr);
     if (stopping_) return;
     remote_ = o_.nodes->remote();
-    if (remote_) set_failure_key(remote_->why);
+    // Not when node 0's store is the thing lost: a set would wait out the whole store timeout
+    // (FASTRUN_TIMEOUT) with this node's ranks still running, e.g. after a network partition.
+    if (remote_ && !remote_->store_lost) set_failure_key(remote_->why);
     begin_stop(SIGTERM);
   }
 

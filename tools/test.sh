@@ -88,6 +88,20 @@ check_no_leftovers() {  # check_no_leftovers STAGE ENTRIES_BEFORE RUNTIME_DIR
   exit 1
 }
 
+# The separate-hosts tests (tests/multinode/hosts.sh) name their network namespaces frmn-<pid>-*
+# and remove them, also when killed; one still there after a stage fails it.
+check_no_namespaces() {  # check_no_namespaces STAGE
+  local left
+  for _ in 1 2 3 4 5; do
+    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep '^frmn-' || true)
+    [ -z "$left" ] && return 0
+    sleep 1
+  done
+  echo "tools/test.sh: stage $1 left these network namespaces (tests/multinode):" $left >&2
+  for ns in $left; do ip netns del "$ns"; done
+  exit 1
+}
+
 for stage in $stages; do
   before=$(shm_entries)
   export FASTRUN_RUNTIME_DIR=$suite_dir/$stage
@@ -137,5 +151,6 @@ for stage in $stages; do
     *) echo "tools/test.sh: unknown stage '$stage' (accepted: main asan tsan)" >&2; exit 2 ;;
   esac
   check_no_leftovers "$stage" "$before" "$FASTRUN_RUNTIME_DIR"
+  check_no_namespaces "$stage"
 done
 echo "== test: all stages passed ($stages)"

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# One fastrun per host, on separate hosts made of network namespaces (hosts.sh): each host has
+# its own address, host name and /dev/shm, so nothing passes between the nodes that real
+# machines would not share (the TCP store, gloo, failure propagation all go over the bridge).
+#   netns_test.sh CASE FASTRUN SPARRING_PARTNER HELLO
+# CASE is one of the functions named case_* below; CTest runs each as its own test.
+# Prints FASTRUN-SKIPPED (CTest: Skipped) when not root.
+set -uo pipefail
+here=$(dirname "$(readlink -f "$0")")
+# shellcheck source=tests/multinode/hosts.sh
+source "$here/hosts.sh"
+# shellcheck source=tests/multinode/checks.sh
+source "$here/checks.sh"
+
+case_name=$1 fastrun=$2 partner=$3 hello=$4
+hosts_skip_unless_able
+hosts=(n0 n1)
+[[ $case_name == gloo_allreduce ]] && hosts=(n0 n1 n2)
+hosts_up "${hosts[@]}" || exit 1
+master=$(host_addr n0)
+port=29400  # each run has its own switch and addresses: a fixed port collides with nothing
+work=$HOSTS_DIR/work
+mkdir -p "$work"
+export FASTRUN_STORE_TOKEN=netns-test-secret FASTRUN_TIMEOUT=20
+unset FASTRUN_GLOO_HOST FASTRUN_BACKEND FASTRUN_GLOBAL_SEED
+
+
+# Starts node $1's launcher on host n$1 in the background with the rest as its arguments;
+# its stdout/stderr go to $work/out-$1 / err-$1, its pid into launcher[$1].
+declare -a launcher=()
+start_node() {
+  local k=$1
+  shift
+  start_on_host "n$k" "$fastrun" --nnodes "${#hosts[@]}" --node-rank "$k" --master-addr "$master" --master-port "$port" "$@" \
+    >"$work/out-$k" 2>"$work/err-$k" &
+  launcher[k]=$!
+}
+
+# Waits for node $1's launcher (at most $2 s); sets code[$1] and took[$1] (seconds since $3).
+declare -a code=() took=()
+finish_node() {
+  local k=$1 limit=$2 since=$3
+  wait_exit "${launcher[k]}" "$limit" "code[$k]"
+  took[k]=$(elapsed "$since")
+}
+
+nothing_left() {
+  local name left
+  for name in "${hosts[@]}"; do
+    left=$(host_leftovers "$name")
+    [[ -z $left ]] || fail "left behind: $left"
+  done
+}
+
+case_layout() {
+  # What each rank sees, written where the test can read it (a shared filesystem, as on a
+  # cluster), then a barrier through the job's store across the hosts (hello).
+  local rank_says='printf "%s %s %s %s %s %s %s %s\n" "$FASTRUN_RANK" "$(hostname)" "$FASTRUN_LOCAL_RANK" \
+    "$FASTRUN_LOCAL_WORLD_SIZE" "$FASTRUN_NODE_RANK" "$FASTRUN_WORLD_SIZE" "$FASTRUN_GLOO_HOST" "$MASTER_ADDR" \
+    >"$1/rank-$FASTRUN_RANK" && exec "$2"'
+  local t0
+  t0=$(now)
+  start_node 1 --nproc 3 sh -c "$rank_says" rank "$work" "$hello"
+  start_node 0 --nproc 2 sh -c "$rank_says" rank "$work" "$hello"
+  finish_node 0 30 "$t0"
+  finish_node 1 30 "$t0"
+  expect_eq "${code[0]}" 0 "node 0's exit code (stderr: $(cat "$work/err-0"))"
+  expect_eq "${code[1]}" 0 "node 1's exit code (stderr: $(cat "$work/err-1"))"
+  local g host=(n0 n0 n1 n1 n1) local_rank=(0 1 0 1 2) local_size=(2 2 3 3 3) node_rank=(0 0 1 1 1)
+  local want
+  for g in 0 1 2 3 4; do
+    want="$g ${host[g]} ${local_rank[g]} ${local_size[g]} ${node_rank[g]} 5 $(host_addr "${host[g]}") $master"
+    expect_eq "$(cat "$work/rank-$g" 2>/dev/null)" "$want" "rank $g: rank host local_rank local_size node world gloo_host master_addr"
+  done
+  expect_eq "$(grep -c 'passed the barrier' "$work/out-0" "$work/out-1" | awk -F: '{s += $2} END {print s}')" 5 \
+    "ranks through the store barrier across hosts"
+  echo "layout: both launchers done in ${took[1]} s"
+  nothing_left
+}
+
+case_gloo_allreduce() {
+  # Three hosts with 1, 2 and 1 ranks. `auto` must pick gloo: shm would need a /dev/shm the
+  # hosts do not share.
+  local t0 k
+  t0=$(now)
+  FASTRUN_BACKEND=auto start_node 2 --nproc 1 "$partner" --allreduce
+  FASTRUN_BACKEND=auto start_node 1 --nproc 2 "$partner" --allreduce
+  FASTRUN_BACKEND=auto start_node 0 --nproc 1 "$partner" --allreduce
+  for k in 0 1 2; do
+    finish_node "$k" 30 "$t0"
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+  done
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 10 gloo')" 4 \
+    "ranks whose sum of rank+1 over 4 ranks on 3 hosts is 10, over gloo (out: $(cat "$work"/out-*))"
+  echo "gloo all-reduce across 3 hosts: done in ${took[2]} s"
+  nothing_left
+}
+
+case_shm_refused_across_hosts() {
+  # Asked for by name, shm across hosts is a clear error in the ranks, not a hang; the first
+  # rank to say so fails the job on both nodes.
+  local t0 k
+  t0=$(now)
+  FASTRUN_BACKEND=shm start_node 1 --nproc 1 "$partner" --allreduce
+  FASTRUN_BACKEND=shm start_node 0 --nproc 1 "$partner" --allreduce
+  finish_node 0 30 "$t0"
+  finish_node 1 30 "$t0"
+  expect_ne "${code[0]}" 0 "node 0's exit code"
+  expect_eq "${code[1]}" "${code[0]}" "node 1's exit code (the job's first failure, as node 0's)"
+  expect_contains <(cat "$work"/err-*) "shm works on one node only" "the launchers relay why"
+  expect_below "${took[1]}" 10 "seconds until both launchers exited"
+  nothing_left
+}
+
+case_rank_fails_on_node1() {
+  local t0 k
+  t0=$(now)
+  start_node 1 --nproc 2 "$partner" --pidfile "$work/pid-%r" --on 3 --sleep 0.5 --on 3 --exit 3 --sleep 60
+  start_node 0 --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  finish_node 0 20 "$t0"
+  finish_node 1 20 "$t0"
+  for k in 0 1; do
+    expect_eq "${code[k]}" 3 "node $k's exit code"
+    expect_contains "$work/err-$k" "rank 3 (pid" "node $k names the failed rank"
+    expect_contains "$work/err-$k" "on node 1 (host n1)" "node $k names the failed rank's node and host"
+  done
+  expect_below "${took[0]}" 8 "seconds until both launchers stopped (the other ranks sleep 60 s)"
+  echo "rank failing on node 1: both launchers out in ${took[0]} s / ${took[1]} s"
+  nothing_left
+}
+
+case_node_never_starts() {
+  local t0
+  t0=$(now)
+  FASTRUN_TIMEOUT=2 start_node 0 --nproc 1 "$partner" --exit 0
+  finish_node 0 15 "$t0"
+  expect_eq "${code[0]}" 1 "node 0's exit code"
+  expect_contains "$work/err-0" "1 of 2 nodes never arrived" "node 0 says a node is missing"
+  expect_contains "$work/err-0" "node [1]" "node 0 names the missing node"
+  expect_below "${took[0]}" 8 "seconds until node 0 gave up (join timeout 2 s)"
+  # And the other way round: node 1 waiting for a master that never comes.
+  t0=$(now)
+  FASTRUN_TIMEOUT=2 start_node 1 --nproc 1 "$partner" --exit 0
+  finish_node 1 15 "$t0"
+  expect_ne "${code[1]}" 0 "node 1's exit code without a node 0"
+  expect_contains "$work/err-1" "$master:$port" "node 1 names the master it could not reach"
+  expect_below "${took[1]}" 8 "seconds until node 1 gave up (join timeout 2 s)"
+  echo "node never starts: node 0 out in ${took[0]} s, node 1 in ${took[1]} s"
+  nothing_left
+}
+
+case_master_sigkilled() {
+  local t0 pids
+  start_node 1 --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  start_node 0 --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  pids=$(wait_for_pidfiles "$work" 4 20) || fail "ranks never all started (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  kill -KILL "${launcher[0]}"
+  finish_node 1 20 "$t0"
+  finish_node 0 5 "$t0"
+  expect_ne "${code[1]}" 0 "node 1's exit code after node 0's launcher died"
+  expect_contains "$work/err-1" "node 0" "node 1 names node 0"
+  expect_below "${took[1]}" 5 "seconds from SIGKILL of node 0's launcher until node 1's launcher exited"
+  wait_gone "$pids" 5 || fail "ranks still running 5 s after node 1's launcher exited: $pids"
+  echo "master SIGKILLed: node 1's launcher out in ${took[1]} s"
+  nothing_left
+}
+
+case_partition() {
+  # Node 0's host unplugged: no FIN or RST reaches node 1, whose store requests go unanswered.
+  # Node 0 stops at node 1's missing heartbeats (1.5 s, then up to 2 s for an ack that cannot
+  # come); node 1 at the watch's 5 s store reply timeout, not at the job's (FASTRUN_TIMEOUT).
+  local t0 pids
+  export FASTRUN_TIMEOUT=60
+  start_node 1 --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  start_node 0 --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  pids=$(wait_for_pidfiles "$work" 4 20) || fail "ranks never all started (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug n0
+  finish_node 0 30 "$t0"
+  finish_node 1 30 "$t0"
+  expect_eq "${code[0]}" 1 "node 0's exit code"
+  expect_eq "${code[1]}" 1 "node 1's exit code"
+  expect_contains "$work/err-0" "node 1 (host n1): its launcher stopped answering" "node 0 names node 1"
+  expect_contains "$work/err-1" "node 0 (host n0): lost the job's store" "node 1 names node 0"
+  expect_below "${took[0]}" 6 "seconds from the cut until node 0's launcher exited"
+  expect_below "${took[1]}" 9 "seconds from the cut until node 1's launcher exited"
+  wait_gone "$pids" 5 || fail "ranks still running 5 s after the launchers exited: $pids"
+  echo "partition: node 0 out in ${took[0]} s, node 1 in ${took[1]} s"
+  nothing_left
+}
+
+declare -F "case_$case_name" >/dev/null || { echo "no case '$case_name'" >&2; exit 2; }
+"case_$case_name"
+report "$work"/err-*
