@@ -15,6 +15,8 @@
 //   --pidfile FILE      write the pid ("%r" = rank)
 //   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
+//   --join              fastrun::join() and drop the context (the README's shape: join, then
+//                       leave); on an error print it to stderr and exit 67
 //   --shm-leftover      create /dev/shm/fastrun-<run-id>-leftover-<rank> and leave it
 //   --rest              stop reading flags (the remaining arguments are only data)
 #include <fcntl.h>
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "fastrun/launcher/self_launch.h"
+#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
 
@@ -193,6 +196,14 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());
         return 66;
+      }
+    } else if (a == "--join") {
+      if (!active) continue;
+      try {
+        fastrun::join();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sparring_partner: join: %s\n", e.what());
+        return 67;
       }
     } else if (a == "--shm-leftover") {
       if (active) {

@@ -106,7 +106,8 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
   if (spec.size > 1) {
     ignore_sigpipe_once();
     // Numbered steps: 1. device on the configured host; 2. context with the set-up timeout;
-    // 3. full mesh through the prefixed store; 4. per-op timeouts are set on each op.
+    // 3. full mesh through the prefixed store; 4. a barrier: every mesh connected (below);
+    // 5. per-op timeouts are set on each op.
     ::gloo::transport::tcp::attr attr;
     attr.hostname = env::get_string(env::kGlooHost);
     std::shared_ptr<::gloo::transport::Device> device;
@@ -128,6 +129,10 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
     } catch (const std::exception& e) {
       throw BackendError(fmt::format("{}: connecting the full mesh failed: {}", s.label, e.what()));
     }
+    // A rank may leave right after set-up (join() can end a program); closing its sockets while
+    // a slower peer is still connecting to it fails that peer's set-up. So nobody returns until
+    // every rank's mesh is connected; after that a closed socket matters only to an op.
+    store_barrier(*spec.store, "gloo/connected", spec.size, spec.timeout);
     s.context = context;
     thread_ = std::make_unique<CommThread>(fmt::format("gloo-{}", spec.name));
   }
