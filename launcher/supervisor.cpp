@@ -19,6 +19,7 @@
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/unique_fd.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
@@ -225,6 +226,8 @@ class Loop {
       first_failure_ = 0;
       set_failure_key(fmt::format("rank 0: {}", describe_status(self.status)));
       begin_stop(SIGTERM);
+    } else if (!stopping_) {
+      check_joined(0, W_EXITCODE(code, 0));
     }
   }
 
@@ -259,13 +262,33 @@ class Loop {
       const std::string why = fmt::format("rank {}: {}", r, describe_status(status));
       set_failure_key(why);
       begin_stop(SIGTERM);
+    } else if (!stopping_) {
+      check_joined(r, status);
     }
   }
 
+  // A rank that ended cleanly without having joined would leave the others waiting in join()
+  // for the whole FASTRUN_TIMEOUT: record it under the failure key, which join() watches, so
+  // they fail at once naming it. (join() publishes peer_key before anything else, so a rank
+  // that joined and then left is never taken for one that did not. Ranks that never join do
+  // not read the key.)
+  void check_joined(int r, int status) {
+    if (!o_.failure_store) return;
+    try {
+      if (o_.failure_store->check({peer_key(r)})) return;
+    } catch (const std::exception& e) {
+      log::warn("could not read {} in the job's store: {}", peer_key(r), e.what());
+      return;
+    }
+    left_unjoined_.push_back(r);
+    set_failure_key(fmt::format("rank {}: {} before it joined", r, describe_status(status)));
+  }
+
+  // The first failure recorded wins (a rank's own report_failure() may have come first).
   void set_failure_key(const std::string& why) {
     if (!o_.failure_store) return;
     try {
-      o_.failure_store->set(kFailureKey, to_bytes(why));
+      o_.failure_store->compare_set(kFailureKey, {}, to_bytes(why));
     } catch (const std::exception& e) {
       log::warn("could not set {} in the job's store: {}", kFailureKey, e.what());
     }
@@ -340,6 +363,10 @@ class Loop {
       result.exit_code = 1;
       text += "fastrun: " + spawn_error_ + "\n";
     }
+    if (first_failure_) {
+      for (int r : left_unjoined_)
+        text += fmt::format("fastrun: rank {} had ended cleanly before it joined, so the ranks joining failed\n", r);
+    }
     if (!killed.empty() && !text.empty()) {
       std::string list;
       for (int r : killed) list += (list.empty() ? "" : ", ") + std::to_string(r);
@@ -358,6 +385,7 @@ class Loop {
   bool self_open_ = false;  // rank 0's own pipes are still being relayed
   bool stopping_ = false;
   std::optional<int> first_failure_;
+  std::vector<int> left_unjoined_;  // ranks that exited 0 without having joined
   int launcher_signal_ = 0;
   std::string spawn_error_;
   std::optional<Clock::time_point> kill_deadline_;

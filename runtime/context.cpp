@@ -90,7 +90,7 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   c.device_identity_ = probe_device_identity();
   c.device_ = c.device_identity_ == "cpu" ? DeviceKind::cpu : DeviceKind::cuda;
   const PeerInfo self = local_peer_info(c.rank_, c.device_identity_);
-  const auto peers = join_detail::exchange_peer_infos(*c.store_, self, c.world_size_, c.generation_, c.timeout_);
+  const auto peers = join_detail::exchange_peer_infos(c.store_, self, c.world_size_, c.generation_, c.timeout_);
   join_detail::check_distinct_devices(peers);
   for (const auto& p : peers) c.hosts_.push_back(p.host);
 
