@@ -30,10 +30,6 @@ std::mutex g_current_mutex;
 std::weak_ptr<Context> g_current;
 std::atomic<int> g_generation{0};
 
-Duration seconds_to_duration(double s) {
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-}
-
 // "cpu", or the PCI bus id of CUDA device 0 (the launcher pins one device per rank).
 std::string probe_device_identity() {
 #ifdef FASTRUN_HAVE_NCCL
@@ -62,8 +58,8 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   c.world_size_ = layout.world_size;
   c.source_ = layout.source;
   c.run_id_ = layout.run_id;
-  c.timeout_ = options.timeout > Duration::zero() ? options.timeout : seconds_to_duration(env::get_seconds(env::kTimeout));
-  c.op_timeout_ = seconds_to_duration(env::get_seconds(env::kOpTimeout));
+  c.timeout_ = options.timeout > Duration::zero() ? options.timeout : env::get_timeout(env::kTimeout);
+  c.op_timeout_ = env::get_timeout(env::kOpTimeout);
   c.backend_request_ = options.backend.empty() ? env::get_string(env::kBackend) : options.backend;
   c.generation_ = g_generation.fetch_add(1);
   log::set_rank(c.rank_);

@@ -161,7 +161,7 @@ std::exception_ptr translate(Shared& s, const std::string& what, const std::exce
     if (auto failure = s.watch->poll(/*force=*/true)) {
       error = std::make_exception_ptr(
           PeerFailure(fmt::format("{}: {} failed because a peer failed: {} (gloo: {})", s.label, what, *failure, text)));
-    } else if (std::vector<int> dead = dead_local_peers(s.peers, timed_out ? Duration(0) : std::chrono::seconds(1));
+    } else if (std::vector<int> dead = dead_local_peers(s.peers, timed_out ? Duration() : Duration(std::chrono::seconds(1)));
                !dead.empty()) {
       s.watch->publish(fmt::format("rank {}: process gone (connection closed during {})", dead.front(), what));
       error = std::make_exception_ptr(PeerFailure(fmt::format("{}: {} failed: rank {} died (its connection closed; "
