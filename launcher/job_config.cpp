@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/launcher/child_env.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 
@@ -104,6 +105,11 @@ JobConfig prepare_job(const JobOptions& options) {
   } else {
     job.seed = std::to_string(random_u64() >> 33);  // 31 bits: fits every seed type users have
   }
+  // 4. Every other FASTRUN_* variable the ranks will read: a bad one is refused now, not by
+  //    each rank after it started (those the launcher sets for the ranks are not the user's).
+  std::vector<std::string> overwritten;
+  for (const auto& [name, value] : rank_variables(job, 0)) overwritten.push_back(name);
+  env::check_environment(overwritten);
   return job;
 }
 

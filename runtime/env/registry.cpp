@@ -1,5 +1,6 @@
 #include "fastrun/runtime/env/registry.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -126,6 +127,20 @@ double get_seconds(const Variable& v) {
 }
 
 Duration get_timeout(const Variable& v) { return std::chrono::duration<double>(get_seconds(v)); }
+
+void check_environment(const std::vector<std::string>& skip) {
+  for (const Variable* v : all()) {
+    if (std::find(skip.begin(), skip.end(), v->name) != skip.end()) continue;
+    const auto value = raw(*v);
+    if (!value) continue;
+    switch (v->type) {
+      case Type::string: break;
+      case Type::integer: parse_int(*v, *value); break;
+      case Type::seconds: parse_seconds(*v, *value); break;
+      case Type::choice: parse_choice(*v, *value); break;
+    }
+  }
+}
 
 std::string help_text() {
   std::string out = "fastrun environment variables (type, default):\n";

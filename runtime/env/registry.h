@@ -59,6 +59,12 @@ std::int64_t parse_int(const Variable& v, std::string_view value);
 double parse_seconds(const Variable& v, std::string_view value);
 std::string parse_choice(const Variable& v, std::string_view value);
 
+// Checks every declared variable that is set in the environment with its type's parser, except
+// those `skip` names (a launcher skips what it overwrites for its ranks). ConfigError naming the
+// first malformed one: how a launcher refuses, before anything starts, a value its ranks would
+// refuse only after they started.
+void check_environment(const std::vector<std::string>& skip = {});
+
 // The table `fastrun --help-env` prints: name, type, default, help.
 std::string help_text();
 
