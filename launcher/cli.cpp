@@ -194,7 +194,7 @@ int cli_main(int argc, char** argv) {
     if (nodes.multi_node()) {
       log::set_tag("launcher");
       rendezvous = std::make_unique<NodeRendezvous>(
-          nodes, std::chrono::duration_cast<Duration>(std::chrono::duration<double>(env::get_seconds(env::kTimeout))));
+          nodes, env::get_timeout(env::kTimeout));
       rendezvous->agree(job, args.job);
     }
     // Watching the other nodes starts at once: node 0 counts this node's heartbeats from here.

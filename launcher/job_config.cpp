@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/launcher/free_port.h"
+#include "fastrun/launcher/child_env.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 
@@ -109,6 +110,11 @@ JobConfig prepare_job(const JobOptions& options) {
   // 4. A port for the ranks' own c10d-style rendezvous (MASTER_PORT); node 0 of a multi-node
   //    job picks it on the master host instead.
   job.rank_master_port = pick_free_port(job.rank_master_addr);
+  // 5. Every other FASTRUN_* variable the ranks will read: a bad one is refused now, not by
+  //    each rank after it started (those the launcher sets for the ranks are not the user's).
+  std::vector<std::string> overwritten;
+  for (const auto& [name, value] : rank_variables(job, 0)) overwritten.push_back(name);
+  env::check_environment(overwritten);
   return job;
 }
 

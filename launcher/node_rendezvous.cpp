@@ -88,7 +88,7 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
     // In slices of a second, so that Ctrl-C is noticed while node 0 is not up yet.
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      const auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+      const auto left = Duration(deadline - std::chrono::steady_clock::now());
       so.timeout = std::clamp<Duration>(left, std::chrono::milliseconds(1), std::chrono::seconds(1));
       try {
         client_ = connect_store(address_, so);

@@ -21,6 +21,7 @@
 #include "fastrun/launcher/supervisor.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/env_sources.h"
 
 namespace fastrun {
 namespace {
@@ -152,8 +153,11 @@ void supervise(SelfJob* j, launcher::SupervisorOptions options) {
 }  // namespace
 
 int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
-  // A child (or a rank under the CLI): nothing to start.
-  if (auto rank = env::find_int(env::kRank)) return static_cast<int>(*rank);
+  // Already a rank of a world: a child of ours, a rank under the CLI, torchrun, srun or mpirun
+  // (every source join() reads). Starting ranks here would split the job into private worlds;
+  // start nothing, and join() joins that world.
+  const join_detail::Layout world = join_detail::detect_layout();
+  if (world.source != "none") return world.rank;
   if (g_job) throw ConfigError("fastrun::launch_self was called twice in one process; call it once, first in main");
 
   // 1. Check everything before anything starts.

@@ -19,8 +19,10 @@
 // options (ConfigError on bad input, nothing started), sets the environment contract and its own
 // CUDA_VISIBLE_DEVICES with setenv, creates the job's shm store, starts ranks 1..N-1 by
 // re-executing /proc/self/exe with the same argv, starts a supervisor thread and returns 0.
-// With FASTRUN_RANK set (a spawned child, or a rank under the `fastrun` CLI) it returns that
-// rank at once and starts nothing.
+// When the environment already describes a world (FASTRUN_RANK: a spawned child or a rank under
+// the `fastrun` CLI; RANK: torchrun; SLURM_PROCID: srun; OMPI_COMM_WORLD_RANK: mpirun — the
+// sources join() reads, docs/runtime.md) it returns that rank at once and starts nothing: the
+// options are ignored and join() joins that world. A malformed value there is a ConfigError.
 //
 // Supervision in rank 0 follows the CLI's rules: when a child exits non-zero or by a signal,
 // the others get SIGTERM (SIGKILL after kill_timeout), a summary goes to stderr, the store is

@@ -22,6 +22,7 @@
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/unique_fd.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
@@ -239,6 +240,8 @@ class Loop {
       first_failure_ = 0;
       set_failure_key(fmt::format("rank 0: {}", describe_status(self.status)));
       begin_stop(SIGTERM);
+    } else if (!stopping_) {
+      check_joined(0, W_EXITCODE(code, 0));
     }
   }
 
@@ -275,13 +278,33 @@ class Loop {
       publish_to_nodes(status_exit_code(status),
                        fmt::format("rank {} (pid {}){} {}", global(r), rk.pid, where(), describe_status(status)));
       begin_stop(SIGTERM);
+    } else if (!stopping_) {
+      check_joined(r, status);
     }
   }
 
+  // A rank that ended cleanly without having joined would leave the others waiting in join()
+  // for the whole FASTRUN_TIMEOUT: record it under the failure key, which join() watches, so
+  // they fail at once naming it. (join() publishes peer_key before anything else, so a rank
+  // that joined and then left is never taken for one that did not. Ranks that never join do
+  // not read the key.)
+  void check_joined(int r, int status) {
+    if (!o_.failure_store) return;
+    try {
+      if (o_.failure_store->check({peer_key(r)})) return;
+    } catch (const std::exception& e) {
+      log::warn("could not read {} in the job's store: {}", peer_key(r), e.what());
+      return;
+    }
+    left_unjoined_.push_back(r);
+    set_failure_key(fmt::format("rank {}: {} before it joined", r, describe_status(status)));
+  }
+
+  // The first failure recorded wins (a rank's own report_failure() may have come first).
   void set_failure_key(const std::string& why) {
     if (!o_.failure_store) return;
     try {
-      o_.failure_store->set(kFailureKey, to_bytes(why));
+      o_.failure_store->compare_set(kFailureKey, {}, to_bytes(why));
     } catch (const std::exception& e) {
       log::warn("could not set {} in the job's store: {}", kFailureKey, e.what());
     }
@@ -433,6 +456,10 @@ class Loop {
                          remote_->why, world - o_.first_rank, world - o_.first_rank == 1 ? "" : "s") +
              text;
     }
+    if (first_failure_) {
+      for (int r : left_unjoined_)
+        text += fmt::format("fastrun: rank {} had ended cleanly before it joined, so the ranks joining failed\n", r);
+    }
     if (!killed.empty() && !text.empty()) {
       std::string list;
       for (int r : killed) list += (list.empty() ? "" : ", ") + std::to_string(global(r));
@@ -460,6 +487,7 @@ class Loop {
   bool stopping_ = false;
   std::optional<int> first_failure_;
   std::optional<NodeFailure> remote_;
+  std::vector<int> left_unjoined_;  // ranks that exited 0 without having joined
   int launcher_signal_ = 0;
   int second_signal_ = 0;            // a stop request while already stopping: SIGKILL without the grace
   bool adopting_ = false;            // this process is a child subreaper (CLI)

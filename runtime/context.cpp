@@ -28,10 +28,6 @@ std::mutex g_current_mutex;
 std::weak_ptr<Context> g_current;
 std::atomic<int> g_generation{0};
 
-Duration seconds_to_duration(double s) {
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-}
-
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -51,8 +47,8 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   c.world_size_ = layout.world_size;
   c.source_ = layout.source;
   c.run_id_ = layout.run_id;
-  c.timeout_ = options.timeout > Duration::zero() ? options.timeout : seconds_to_duration(env::get_seconds(env::kTimeout));
-  c.op_timeout_ = seconds_to_duration(env::get_seconds(env::kOpTimeout));
+  c.timeout_ = options.timeout > Duration::zero() ? options.timeout : env::get_timeout(env::kTimeout);
+  c.op_timeout_ = env::get_timeout(env::kOpTimeout);
   c.backend_request_ = options.backend.empty() ? env::get_string(env::kBackend) : options.backend;
   c.generation_ = g_generation.fetch_add(1);
   log::set_rank(c.rank_);
@@ -80,7 +76,7 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   c.device_ = c.device_identity_ == "cpu" ? DeviceKind::cpu : DeviceKind::cuda;
   PeerInfo self = local_peer_info(c.rank_, c.device_identity_);
   self.node = layout.node_rank.value_or(-1);
-  const auto peers = join_detail::exchange_peer_infos(*c.store_, self, c.world_size_, c.generation_, c.timeout_);
+  const auto peers = join_detail::exchange_peer_infos(c.store_, self, c.world_size_, c.generation_, c.timeout_);
   join_detail::check_distinct_devices(peers);
   for (const auto& p : peers) {
     c.hosts_.push_back(p.host);

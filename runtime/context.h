@@ -22,7 +22,7 @@ class HostedStore;
 
 struct JoinOptions {
   std::string backend = "";  // "" = FASTRUN_BACKEND (auto|shm|gloo|nccl)
-  Duration timeout{0};       // 0 = FASTRUN_TIMEOUT
+  Duration timeout{};        // zero = FASTRUN_TIMEOUT; any unit: std::chrono::seconds(30), 500ms
 };
 
 class Context : public std::enable_shared_from_this<Context> {

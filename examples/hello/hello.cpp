@@ -25,8 +25,15 @@ int main() {
               env_or("FASTRUN_GLOBAL_SEED", "?"));
   std::fflush(stdout);
   if (const char* address = std::getenv("FASTRUN_STORE")) {
-    auto store = fastrun::connect_store(address);
-    fastrun::store_barrier(*store, "hello", std::atoi(env_or("FASTRUN_WORLD_SIZE", "1")), std::chrono::seconds(60));
+    // fastrun's errors are exceptions whose message says what went wrong and what to change:
+    // print it and fail, rather than let an uncaught exception abort the rank.
+    try {
+      auto store = fastrun::connect_store(address);  // waits up to FASTRUN_TIMEOUT for the store
+      fastrun::store_barrier(*store, "hello", std::atoi(env_or("FASTRUN_WORLD_SIZE", "1")), std::chrono::seconds(60));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hello: rank %s: %s\n", rank, e.what());
+      return 1;
+    }
     std::printf("rank %s passed the barrier\n", rank);
   }
   return 0;

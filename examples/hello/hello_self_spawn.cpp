@@ -30,8 +30,13 @@ int main(int argc, char** argv) {
   std::printf("hello from rank %d of %s, device %s, run %s\n", rank, std::getenv("FASTRUN_WORLD_SIZE"),
               devices ? devices : "<all>", std::getenv("FASTRUN_RUN_ID"));
   std::fflush(stdout);
-  auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
-  fastrun::store_barrier(*store, "hello", std::atoi(std::getenv("FASTRUN_WORLD_SIZE")), std::chrono::seconds(60));
+  try {
+    auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
+    fastrun::store_barrier(*store, "hello", std::atoi(std::getenv("FASTRUN_WORLD_SIZE")), std::chrono::seconds(60));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hello_self_spawn: rank %d: %s\n", rank, e.what());
+    return 1;
+  }
   std::printf("rank %d passed the barrier\n", rank);
   return 0;  // rank 0 waits here (at exit) for the other ranks
 }

@@ -1,5 +1,6 @@
 #include "fastrun/runtime/env/registry.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -28,7 +29,7 @@ std::string accepted_form(const Variable& v) {
       if (v.min != INT64_MIN && v.max != INT64_MAX) return fmt::format("an integer from {} to {}", v.min, v.max);
       if (v.min != INT64_MIN) return fmt::format("an integer >= {}", v.min);
       return "an integer";
-    case Type::seconds: return "a number of seconds > 0 (e.g. 30 or 0.5)";
+    case Type::seconds: return fmt::format("a number of seconds > 0 and <= {} (e.g. 30 or 0.5)", kMaxSeconds);
     case Type::choice: return fmt::format("one of {}", v.choices);
   }
   return "?";
@@ -74,7 +75,9 @@ double parse_seconds(const Variable& v, std::string_view value) {
   errno = 0;
   char* end = nullptr;
   double parsed = std::strtod(s.c_str(), &end);
-  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(parsed) || parsed <= 0) reject(v, value);
+  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(parsed) || parsed <= 0 ||
+      parsed > kMaxSeconds)
+    reject(v, value);
   return parsed;
 }
 
@@ -121,6 +124,22 @@ double get_seconds(const Variable& v) {
   auto value = value_or_default(v, r);
   if (!value) throw ConfigError(fmt::format("{} is not set: expected {}", v.name, accepted_form(v)));
   return parse_seconds(v, *value);
+}
+
+Duration get_timeout(const Variable& v) { return std::chrono::duration<double>(get_seconds(v)); }
+
+void check_environment(const std::vector<std::string>& skip) {
+  for (const Variable* v : all()) {
+    if (std::find(skip.begin(), skip.end(), v->name) != skip.end()) continue;
+    const auto value = raw(*v);
+    if (!value) continue;
+    switch (v->type) {
+      case Type::string: break;
+      case Type::integer: parse_int(*v, *value); break;
+      case Type::seconds: parse_seconds(*v, *value); break;
+      case Type::choice: parse_choice(*v, *value); break;
+    }
+  }
 }
 
 std::string help_text() {

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fastrun/runtime/duration.h"
+
 namespace fastrun::env {
 
 enum class Type { string, integer, seconds, choice };
@@ -23,6 +25,10 @@ struct Variable {
   std::int64_t min = INT64_MIN;    // Type::integer bounds, inclusive
   std::int64_t max = INT64_MAX;
 };
+
+// Type::seconds values: more than 0, at most a day (as --kill-timeout). A timeout longer than
+// that is a typo or an attempt at "never", which hides a hang for days.
+inline constexpr double kMaxSeconds = 86400;
 
 // --- the declarations (definitions and help in variables.cpp) ---
 extern const Variable kRank, kWorldSize, kLocalRank, kLocalWorldSize, kNodeRank, kNnodes;
@@ -46,11 +52,19 @@ std::optional<std::string> find_string(const Variable& v);
 std::int64_t get_int(const Variable& v);
 std::optional<std::int64_t> find_int(const Variable& v);
 double get_seconds(const Variable& v);
+// A Type::seconds variable as a timeout (whole milliseconds, rounded up).
+Duration get_timeout(const Variable& v);
 
 // Validation without the environment (used by the getters and by tests).
 std::int64_t parse_int(const Variable& v, std::string_view value);
 double parse_seconds(const Variable& v, std::string_view value);
 std::string parse_choice(const Variable& v, std::string_view value);
+
+// Checks every declared variable that is set in the environment with its type's parser, except
+// those `skip` names (a launcher skips what it overwrites for its ranks). ConfigError naming the
+// first malformed one: how a launcher refuses, before anything starts, a value its ranks would
+// refuse only after they started.
+void check_environment(const std::vector<std::string>& skip = {});
 
 // The table `fastrun --help-env` prints: name, type, default, help.
 std::string help_text();

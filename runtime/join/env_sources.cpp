@@ -57,7 +57,15 @@ constexpr ForeignSource kForeignSources[] = {
      "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},  // mpirun
 };
 
-// The store for sources other than fastrun's own: FASTRUN_STORE, else MASTER_ADDR/PORT.
+// torchrun's agent already serves its own (c10d) store on MASTER_PORT and says so with
+// TORCHELASTIC_USE_AGENT_STORE=True: the port is taken, and we cannot speak that protocol.
+bool torchrun_agent_holds_master_port(const Layout& l) {
+  return l.source == "torchrun" && getenv_opt("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+}
+
+// The store: FASTRUN_STORE when given (hosted by whoever set it: the fastrun launcher, a test).
+// Else rank 0 hosts one: under a real torchrun on one node an shm store named after torchrun's
+// port and restart count, else tcp://MASTER_ADDR:MASTER_PORT.
 void pick_store(Layout& l) {
   if (auto s = env::find_string(env::kStore); s && !s->empty()) {
     l.store_address = *s;
@@ -65,6 +73,18 @@ void pick_store(Layout& l) {
   }
   auto addr = getenv_opt("MASTER_ADDR");
   auto port = foreign_int("MASTER_PORT", 1);
+  if (port && torchrun_agent_holds_master_port(l)) {
+    if (l.world_size > 1 && l.local_world_size != l.world_size)
+      throw ConfigError(fmt::format(
+          "rank {} of {} (torchrun environment): torchrun's agent holds MASTER_PORT={} for its own store and this "
+          "job spans nodes (LOCAL_WORLD_SIZE={}), where fastrun has no store to use: start one `fastrun` per "
+          "node instead (--nnodes, --node-rank, --master-addr), or set FASTRUN_STORE to a store you host",
+          l.rank, l.world_size, *port, l.local_world_size ? std::to_string(*l.local_world_size) : "unset"));
+    l.store_address = fmt::format("shm://torchrun-{}-{}", *port,
+                                  foreign_int("TORCHELASTIC_RESTART_COUNT", 0).value_or(0));
+    l.host_store = l.rank == 0;
+    return;
+  }
   if (addr && port) {
     l.store_address = fmt::format("tcp://{}:{}", *addr, *port);
     l.host_store = l.rank == 0;

@@ -6,7 +6,8 @@
 //   openmpi   OMPI_COMM_WORLD_RANK + OMPI_COMM_WORLD_SIZE (+ _LOCAL_RANK, _LOCAL_SIZE)
 //   none      a world of one with an in-process store
 // The store: FASTRUN_STORE when set; else, with MASTER_ADDR and MASTER_PORT, rank 0 hosts a
-// tcp store there and the others connect; else (world > 1) a ConfigError saying what to set.
+// tcp store there and the others connect (under a real torchrun, whose agent holds MASTER_PORT,
+// an shm store on one node instead); else (world > 1) a ConfigError saying what to set.
 #include <optional>
 #include <string>
 

@@ -9,11 +9,15 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/failure_watch.h"
+#include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::join_detail {
 
-std::vector<PeerInfo> exchange_peer_infos(Store& store, const PeerInfo& self, int world_size, int generation,
-                                          Duration timeout) {
+std::vector<PeerInfo> exchange_peer_infos(const std::shared_ptr<Store>& job_store, const PeerInfo& self,
+                                          int world_size, int generation, Duration timeout) {
+  Store& store = *job_store;
+  FailureWatch failure(job_store);
   auto arrival_key = [&](int r) { return fmt::format("fastrun/join/{}/{}", generation, r); };
   store.set(peer_key(self.rank), to_bytes(self.encode()));
   store.set(arrival_key(self.rank), to_bytes(self.encode()));
@@ -29,6 +33,13 @@ std::vector<PeerInfo> exchange_peer_infos(Store& store, const PeerInfo& self, in
   while (!missing.empty()) {
     std::erase_if(missing, [&](int r) { return store.check({arrival_key(r)}); });
     if (missing.empty()) break;
+    // A rank that ended before joining (its launcher records it), or failed: fail now, not at
+    // the deadline.
+    if (auto why = failure.poll()) {
+      throw PeerFailure(fmt::format("rank {}: joining failed: the job recorded a failure ('{}' = \"{}\"); {} of {} "
+                                    "ranks had not arrived: [{}]",
+                                    self.rank, kFailureKey, *why, missing.size(), world_size, fmt::join(missing, ", ")));
+    }
     if (clock::now() >= deadline) {
       throw TimeoutError(fmt::format(
           "rank {}: joining timed out after {:.3g} s: {} of {} ranks never arrived: [{}] (store {}; raise "

@@ -55,7 +55,7 @@ void AsyncWork::wait(Duration timeout) {
       if (on_abort_) on_abort_(reason);
       throw TimeoutError(reason);
     }
-    cv_.wait_for(lock, std::min<Duration>(slice, std::chrono::duration_cast<Duration>(deadline - now)));
+    cv_.wait_for(lock, std::min<Duration>(slice, Duration(deadline - now)));
     if (done_ || !watch_) continue;
     lock.unlock();
     auto failure = watch_->poll();

@@ -60,6 +60,7 @@ StoreAddress parse_tcp(std::string_view address, std::string_view rest) {
 StoreOptions resolve(const StoreOptions& given) {
   StoreOptions o = given;
   if (o.token.empty()) o.token = env::find_string(env::kStoreToken).value_or("");
+  if (o.timeout <= Duration::zero()) o.timeout = env::get_timeout(env::kTimeout);
   if (o.shm_bytes == 0) o.shm_bytes = static_cast<std::size_t>(env::get_int(env::kShmStoreBytes));
   return o;
 }

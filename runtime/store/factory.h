@@ -29,7 +29,7 @@ struct StoreAddress {
 StoreAddress parse_store_address(std::string_view address);
 
 struct StoreOptions {
-  Duration timeout = Store::kDefaultTimeout;  // default for blocking calls and for connecting
+  Duration timeout{};           // default for blocking calls and for connecting; zero = FASTRUN_TIMEOUT
   std::string token;            // secret every TCP client must present; "" = FASTRUN_STORE_TOKEN
   std::size_t shm_bytes = 0;    // shm segment size; 0 = FASTRUN_SHM_STORE_BYTES
   std::size_t shm_min_keys = 0; // shm host: keys to make room for (the launcher: from the world size)

@@ -12,10 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "fastrun/runtime/duration.h"
+
 namespace fastrun {
 
 using Bytes = std::vector<std::uint8_t>;
-using Duration = std::chrono::milliseconds;
 
 inline Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
 inline std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }

@@ -287,3 +287,36 @@ TEST_CASE("SIGKILL of the launcher leaves no rank running", "[launcher][signals]
   CHECK(shm_entries("fastrun-" + id).empty());
   for (const auto& e : shm_entries("fastrun-" + id)) ::unlink(("/dev/shm/" + e).c_str());
 }
+
+TEST_CASE("every FASTRUN_* variable the ranks read is checked before anything starts", "[launcher][env]") {
+  // Once each rank refused these only after it started; now the CLI exits 2 and launch_self
+  // throws (the partner exits 2), and no rank runs.
+  struct Bad {
+    const char* name;
+    const char* value;
+    const char* accepted;
+  };
+  for (const Bad& b : {Bad{"FASTRUN_BACKEND", "bogus", "one of auto|shm|gloo|nccl"},
+                       Bad{"FASTRUN_TIMEOUT", "abc", "seconds > 0 and <= 86400"},
+                       Bad{"FASTRUN_OP_TIMEOUT", "1e10", "seconds > 0 and <= 86400"},
+                       Bad{"FASTRUN_NO_SYNC", "7", "an integer from 0 to 2"},
+                       Bad{"FASTRUN_LOG_LEVEL", "loud", "one of error|warn|info|debug"},
+                       Bad{"FASTRUN_SHM_STORE_BYTES", "12", "an integer >= 65536"}}) {
+    for (const bool self : {false, true}) {
+      TempDir dir;
+      const std::string pids = dir.str() + "/pid-%r";
+      const auto argv = self ? std::vector<std::string>{kPartner, "--self", "2", "--pidfile", pids}
+                             : cmd({"--nproc", "2"}, {"--pidfile", pids});
+      const auto r = run(argv, {{"FASTRUN_RANK", std::nullopt}, {b.name, b.value}});
+      INFO((self ? "launch_self " : "fastrun ") << b.name << "=" << b.value << ": " << r.err);
+      CHECK(r.exit_code == 2);
+      CHECK(contains(r.err, std::string(b.name) + "='" + b.value + "'"));
+      CHECK(contains(r.err, b.accepted));
+      CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-0"));
+      CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-1"));
+    }
+  }
+  // What the launcher sets for its ranks is not the user's to get right.
+  const auto r = run(cmd({"--nproc", "2"}, {}), {{"FASTRUN_WORLD_SIZE", "abc"}, {"FASTRUN_STORE", "nonsense"}});
+  CHECK(r.exit_code == 0);
+}

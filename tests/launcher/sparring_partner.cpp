@@ -21,6 +21,10 @@
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
 //   --allreduce         join the job, all-reduce (rank + 1) over the world group, print
 //                       "allreduce <sum> <backend>" (exit 8 when the sum is wrong)
+//   --join              fastrun::join(), print "joined rank R of W from SOURCE" to stdout; on an
+//                       error print it to stderr and exit 67. The context lives until main
+//                       returns (the README's shape: join, then leave)
+//   --world-barrier     a barrier on the joined world (after --join; exit 67 on an error)
 //   --shm-leftover      create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it
 //   --rest              stop reading flags (the remaining arguments are only data)
 #include <fcntl.h>
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
     }
   }
   int only_on = -1;
+  std::shared_ptr<fastrun::Context> ctx;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -254,6 +259,20 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "sparring_partner: --allreduce: %s\n", e.what());
         return 66;
+      }
+    } else if (a == "--join" || a == "--world-barrier") {
+      if (!active) continue;
+      try {
+        if (a == "--join") {
+          ctx = fastrun::join();
+          std::printf("joined rank %d of %d from %s\n", ctx->rank(), ctx->world_size(), ctx->source().c_str());
+          std::fflush(stdout);
+        } else {
+          ctx->world().barrier()->wait();
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());
+        return 67;
       }
     } else if (a == "--shm-leftover") {
       if (active) {

@@ -57,6 +57,24 @@ TEST_CASE("choices and seconds are validated", "[env]") {
   CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "10s"), ConfigError);
 }
 
+TEST_CASE("seconds are capped at a day, and a timeout converts without overflow", "[env]") {
+  // 1e10 once failed the join at once ("timed out after -9.22e+15 s"), 1e300 timed out after 0 s.
+  CHECK(env::parse_seconds(env::kTimeout, "86400") == 86400);
+  for (const char* huge : {"86400.5", "1e10", "1e300"}) {
+    CHECK_THROWS_WITH(env::parse_seconds(env::kTimeout, huge),
+                      Catch::Contains(std::string("FASTRUN_TIMEOUT='") + huge + "'") && Catch::Contains("<= 86400"));
+    CHECK_THROWS_WITH(env::parse_seconds(env::kOpTimeout, huge), Catch::Contains("FASTRUN_OP_TIMEOUT"));
+  }
+  {
+    test::ScopedEnv t("FASTRUN_TIMEOUT", "86400");
+    CHECK(env::get_timeout(env::kTimeout) == std::chrono::hours(24));
+  }
+  {
+    test::ScopedEnv t("FASTRUN_OP_TIMEOUT", "1e-300");  // rounds up: never a zero timeout
+    CHECK(env::get_timeout(env::kOpTimeout) == std::chrono::milliseconds(1));
+  }
+}
+
 TEST_CASE("help text lists every variable with its default", "[env]") {
   std::string text = env::help_text();
   for (const env::Variable* v : env::all()) CHECK(text.find(std::string(v->name)) != std::string::npos);

@@ -116,3 +116,20 @@ TEST_CASE("environment sources: Open MPI and Slurm layouts", "[join]") {
     CHECK(l.rank == 1);
   }
 }
+
+TEST_CASE("environment sources: under a real torchrun the agent holds MASTER_PORT", "[join]") {
+  NoLauncherEnv clean;
+  test::ScopedEnv r("RANK", "0"), w("WORLD_SIZE", "4"), a("MASTER_ADDR", "127.0.0.1"), p("MASTER_PORT", "29500"),
+      agent("TORCHELASTIC_USE_AGENT_STORE", "True"), restart("TORCHELASTIC_RESTART_COUNT", "2");
+  {  // one node: rank 0 hosts an shm store named after the port and the restart
+    test::ScopedEnv lw("LOCAL_WORLD_SIZE", "4");
+    const auto l = join_detail::detect_layout();
+    CHECK(l.store_address == "shm://torchrun-29500-2");
+    CHECK(l.host_store);
+  }
+  {  // across nodes there is no store to use: say so, and what works
+    test::ScopedEnv lw("LOCAL_WORLD_SIZE", "2");
+    CHECK_THROWS_WITH(join_detail::detect_layout(),
+                      Catch::Contains("MASTER_PORT=29500") && Catch::Contains("spans nodes") && Catch::Contains("--nnodes"));
+  }
+}

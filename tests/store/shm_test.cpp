@@ -202,3 +202,14 @@ TEST_CASE("shm store: a /dev/shm too small is a clear error at the set that need
   CHECK(WEXITSTATUS(status) == 0);  // 1: 8 MiB stored; 2: message; 3: state changed; 4/5: store broken
   CHECK(test::leftovers().empty());
 }
+
+TEST_CASE("connect_store waits FASTRUN_TIMEOUT for a store that is not there", "[store][shm]") {
+  // It once waited a built-in 300 s whatever FASTRUN_TIMEOUT said, while its error said to raise it.
+  test::ScopedEnv t("FASTRUN_TIMEOUT", "0.2");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(connect_store("shm://" + test::unique_test_name("absent")),
+                    Catch::Contains("within 0.2 s") && Catch::Contains("FASTRUN_TIMEOUT"));
+  CHECK(std::chrono::steady_clock::now() - start < 30s);
+  test::ScopedEnv bad("FASTRUN_TIMEOUT", "abc");
+  CHECK_THROWS_WITH(connect_store("shm://" + test::unique_test_name("absent")), Catch::Contains("FASTRUN_TIMEOUT='abc'"));
+}

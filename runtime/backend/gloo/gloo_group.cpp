@@ -107,7 +107,8 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
   if (spec.size > 1) {
     ignore_sigpipe_once();
     // Numbered steps: 1. device on the configured host; 2. context with the set-up timeout;
-    // 3. full mesh through the prefixed store; 4. per-op timeouts are set on each op.
+    // 3. full mesh through the prefixed store; 4. a barrier: every mesh connected (below);
+    // 5. per-op timeouts are set on each op.
     ::gloo::transport::tcp::attr attr;
     attr.hostname = resolve_gloo_host(env::get_string(env::kGlooHost));  // ConfigError before gloo sees a bad one
     std::shared_ptr<::gloo::transport::Device> device;
@@ -129,6 +130,10 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
     } catch (const std::exception& e) {
       throw BackendError(fmt::format("{}: connecting the full mesh failed: {}", s.label, e.what()));
     }
+    // A rank may leave right after set-up (join() can end a program); closing its sockets while
+    // a slower peer is still connecting to it fails that peer's set-up. So nobody returns until
+    // every rank's mesh is connected; after that a closed socket matters only to an op.
+    store_barrier(*spec.store, "gloo/connected", spec.size, spec.timeout);
     s.context = context;
     thread_ = std::make_unique<CommThread>(fmt::format("gloo-{}", spec.name));
   }
@@ -157,7 +162,7 @@ std::exception_ptr translate(Shared& s, const std::string& what, const std::exce
     if (auto failure = s.watch->poll(/*force=*/true)) {
       error = std::make_exception_ptr(
           PeerFailure(fmt::format("{}: {} failed because a peer failed: {} (gloo: {})", s.label, what, *failure, text)));
-    } else if (std::vector<int> dead = dead_local_peers(s.peers, timed_out ? Duration(0) : std::chrono::seconds(1));
+    } else if (std::vector<int> dead = dead_local_peers(s.peers, timed_out ? Duration() : Duration(std::chrono::seconds(1)));
                !dead.empty()) {
       s.watch->publish(fmt::format("rank {}: process gone (connection closed during {})", dead.front(), what));
       error = std::make_exception_ptr(PeerFailure(fmt::format("{}: {} failed: rank {} died (its connection closed; "

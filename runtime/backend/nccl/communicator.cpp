@@ -42,10 +42,10 @@ ncclUniqueId exchange_unique_id(const GroupSpec& spec, const std::string& label,
     }
     return id;
   }
-  const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
+  const Duration left = deadline - Clock::now();
   Bytes bytes;
   try {
-    bytes = spec.store->get(kUidKey, std::max(left, Duration(1)));
+    bytes = spec.store->get(kUidKey, std::max(left, Duration(std::chrono::milliseconds(1))));
   } catch (const TimeoutError& e) {
     throw TimeoutError(fmt::format("{}: rank 0 (global rank {}) did not publish the NCCL unique id within "
                                    "the join timeout (FASTRUN_TIMEOUT): {}",

@@ -47,7 +47,7 @@ void check_operations(GroupState& state) {
     } else if (now >= w->deadline) {
       const std::string reason = fmt::format(
           "{}: {} did not complete within {:.3g} s (FASTRUN_OP_TIMEOUT); the communicator was aborted", state.label,
-          w->op, seconds(std::chrono::duration_cast<Duration>(w->deadline - w->start)));
+          w->op, seconds(Duration(w->deadline - w->start)));
       state.fail(std::make_exception_ptr(TimeoutError(reason)), reason, GroupState::Origin::self);
       return;
     }

@@ -57,7 +57,7 @@ Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_p
       layout_(layout),
       info_(std::move(info)),
       watch_(std::move(watch)),
-      pidfds_(static_cast<std::size_t>(info_.size), -1) {
+      pidfds_(static_cast<std::size_t>(info_.size), kNoPidfd) {
   // With a core per rank a peer is usually microseconds away: spin long enough to catch it.
   // With more ranks than cores, spinning steals the core the peer needs: yield and sleep soon.
   if (info_.size <= info_.cpus) {
@@ -85,8 +85,13 @@ void Channel::watch_peers() {
       pidfds_[static_cast<std::size_t>(p)] = static_cast<int>(fd);
       continue;
     }
-    if (errno == ESRCH)
-      throw PeerFailure(fmt::format("{}: {} (pid {}) exited during set-up", where(), who(p), pid));
+    // Already gone: it mapped the segment and passed the barrier, so it may have joined and
+    // left cleanly (join() is allowed to end a program). That is a failure only if we ever wait
+    // for a step it never published, which check_health decides.
+    if (errno == ESRCH) {
+      pidfds_[static_cast<std::size_t>(p)] = kGone;
+      continue;
+    }
 #endif
     // No pidfds (old kernel): check_health falls back to kill(pid, 0).
   }
@@ -172,6 +177,10 @@ void Channel::check_health(int peer, std::uint32_t k) {
     if (fd >= 0) {
       fds.push_back(pollfd{fd, POLLIN, 0});
       ranks.push_back(p);
+    } else if (fd == kGone) {
+      if (!reached(p, k))
+        throw PeerFailure(fmt::format("{}: {} (pid {}) exited before reaching step {}", where(), who(p),
+                                      control(p).pid, k));
     } else if (p != info_.rank) {
       const pid_t pid = control(p).pid;
       if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH && !reached(p, k))

@@ -94,7 +94,10 @@ class Channel {
   Layout layout_;
   ChannelInfo info_;
   std::shared_ptr<FailureWatch> watch_;
-  std::vector<int> pidfds_;  // per rank; -1 for self or when pidfd_open is unavailable
+  // Per rank: a pidfd; kNoPidfd for self or when pidfd_open is unavailable; kGone for a peer
+  // that had already exited when watch_peers() ran.
+  static constexpr int kNoPidfd = -1, kGone = -2;
+  std::vector<int> pidfds_;
   std::uint32_t step_ = 0;
   std::uint32_t all_reached_ = 0;
   const char* op_ = "set-up";

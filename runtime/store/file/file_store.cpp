@@ -96,7 +96,7 @@ class FileStore::Lock {
     struct flock fl {};
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
-    const auto deadline = Clock::now() + std::max(s.timeout(), Duration(1000));
+    const auto deadline = Clock::now() + std::max(s.timeout(), Duration(std::chrono::seconds(1)));
     auto delay = std::chrono::microseconds(20);
     while (::fcntl(s.lock_fd_, F_OFD_SETLK, &fl) != 0) {
       if (errno != EAGAIN && errno != EACCES && errno != EINTR)

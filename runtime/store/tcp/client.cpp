@@ -143,7 +143,7 @@ Bytes Client::get(const std::string& key, Duration timeout) {
     if (reply.status == Status::value) return std::move(reply.value);
     if (reply.status != Status::not_found) unexpected(Op::get, reply);
     // Absent: park a wait on the server, then read it (a delete in between loops again).
-    const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
+    const Duration left = deadline - Clock::now();
     try {
       if (deadline == Clock::time_point::max()) wait({key}, Duration::max());
       else if (left.count() <= 0) throw_wait_timeout(*this, {key}, 1, timeout);

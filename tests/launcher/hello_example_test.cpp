@@ -1,0 +1,36 @@
+// examples/hello, the first program a user runs: it meets the other ranks through the job's
+// store and reports a store error as a message and a non-zero exit, never an abort.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "process_runner.h"
+
+using namespace fastrun::test;
+using namespace std::chrono_literals;
+
+#ifdef HELLO_BIN  // built with the examples
+
+namespace {
+const std::string kHello = HELLO_BIN;
+}  // namespace
+
+TEST_CASE("hello passes its barrier under the CLI", "[launcher][examples]") {
+  const auto h = run({kFastrun, "--nproc", "2", kHello}, {{"FASTRUN_RANK", std::nullopt}});
+  CHECK(h.exit_code == 0);
+  CHECK(contains(h.out, "rank 0 passed the barrier\n"));
+  CHECK(contains(h.out, "rank 1 passed the barrier\n"));
+}
+
+TEST_CASE("hello without its store: a message within FASTRUN_TIMEOUT, exit 1, no abort", "[launcher][examples]") {
+  // It once waited a built-in 300 s and then died of an uncaught exception (SIGABRT).
+  const auto r = run({kHello}, {{"FASTRUN_RANK", "0"}, {"FASTRUN_WORLD_SIZE", "2"},
+                                {"FASTRUN_STORE", "shm://hello-absent-" + std::to_string(::getpid())},
+                                {"FASTRUN_TIMEOUT", "0.2"}},
+                     30s);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.err, "hello: rank 0: "));
+  CHECK(contains(r.err, "within 0.2 s"));
+}
+
+#endif  // HELLO_BIN
