@@ -76,6 +76,7 @@ std::string usage_text() {
       "  --node-rank K          this node's index, 0..N-1; node 0 hosts the job's store\n"
       "  --master-addr HOST     node 0's address, reachable from every node\n"
       "  --master-port PORT     the port node 0 hosts the job's store on\n"
+      "                         (under srun or mpirun all four come from the engine; docs/multinode.md)\n"
       "  --cleanup              remove /dev/shm segments of jobs whose launcher died, and exit\n"
       "  --help, --version      this text; fastrun's version\n"
       "  --help-env             the environment variables fastrun reads and sets\n\n"

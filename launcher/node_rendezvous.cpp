@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/launcher/free_port.h"
-#include "fastrun/launcher/local_address.h"
+#include "fastrun/runtime/cluster/local_address.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
@@ -183,7 +183,7 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   job.node.host = self_host;
   job.node.store_token = token_;
   // The address gloo binds on this node: the one that routes to node 0, unless the user chose.
-  if (!env::raw(env::kGlooHost)) job.node.gloo_host = local_address_towards(plan_.master_addr, plan_.master_port);
+  if (!env::raw(env::kGlooHost)) job.node.gloo_host = cluster::local_address_towards(plan_.master_addr, plan_.master_port);
   log::info("node {} of {} ({}): ranks {}..{} of {}, store {}, run {}", me, plan_.nnodes, self_host, offset,
             offset + job.world_size - 1, world, address_, run_id);
 }

@@ -2,7 +2,8 @@
 # Installs what fastrun needs on Debian 12 (run as root). Idempotent; quiet unless it fails.
 # CUDA/NCCL are optional and never installed here: the build uses them when it finds them.
 set -euo pipefail
-pkgs=(g++ cmake ninja-build pkg-config libboost-dev libboost-filesystem-dev libfmt-dev catch2 libgloo-dev)
+# openmpi-bin: mpirun for the tests of jobs under Open MPI (tests/launcher/cluster_engine_test.cpp).
+pkgs=(g++ cmake ninja-build pkg-config libboost-dev libboost-filesystem-dev libfmt-dev catch2 libgloo-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

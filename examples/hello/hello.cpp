@@ -1,12 +1,15 @@
-// hello: what a rank sees. Run it under the launcher:
+// hello: what a rank sees. Run it under the launcher, or under the cluster's own engine:
 //   fastrun --nproc 4 ./hello
 //   fastrun --devices 0,1 ./hello        # CUDA_VISIBLE_DEVICES is one device per rank
-// Each rank prints its rank, its device and the environment contract, then passes a barrier
-// through the job's store (FASTRUN_STORE) so that the ranks really meet.
+//   mpirun -np 4 ./hello                 # or srun -n 4 ./hello: no MASTER_ADDR/PORT needed
+// Each rank joins the job (fastrun::join reads whichever environment started it), prints its
+// rank, its device and the environment contract, then all-reduces rank+1 over host memory so
+// that the ranks really meet: every rank prints the same sum, 1+2+...+N.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
-#include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/context.h"
 
 namespace {
 const char* env_or(const char* name, const char* fallback) {
@@ -16,18 +19,18 @@ const char* env_or(const char* name, const char* fallback) {
 }  // namespace
 
 int main() {
-  const char* rank = env_or("FASTRUN_RANK", "?");
-  std::printf("hello from rank %s of %s (local %s/%s) device CUDA_VISIBLE_DEVICES=%s (user's: %s) run %s store %s "
-              "seed %s\n",
-              rank, env_or("FASTRUN_WORLD_SIZE", "?"), env_or("FASTRUN_LOCAL_RANK", "?"),
-              env_or("FASTRUN_LOCAL_WORLD_SIZE", "?"), env_or("CUDA_VISIBLE_DEVICES", "<all>"),
-              env_or("USER_CUDA_VISIBLE_DEVICES", "-"), env_or("FASTRUN_RUN_ID", "?"), env_or("FASTRUN_STORE", "?"),
-              env_or("FASTRUN_GLOBAL_SEED", "?"));
+  auto ctx = fastrun::join();
+  std::printf("hello from rank %d of %d (local %d/%d, node %d, from %s) device CUDA_VISIBLE_DEVICES=%s (user's: %s) "
+              "run %s store %s seed %s\n",
+              ctx->rank(), ctx->world_size(), ctx->local_rank(), ctx->local_world_size(), ctx->node_rank(),
+              ctx->source().c_str(), env_or("CUDA_VISIBLE_DEVICES", "<all>"), env_or("USER_CUDA_VISIBLE_DEVICES", "-"),
+              env_or("FASTRUN_RUN_ID", "?"), ctx->store().describe().c_str(), env_or("FASTRUN_GLOBAL_SEED", "?"));
   std::fflush(stdout);
-  if (const char* address = std::getenv("FASTRUN_STORE")) {
-    auto store = fastrun::connect_store(address);
-    fastrun::store_barrier(*store, "hello", std::atoi(env_or("FASTRUN_WORLD_SIZE", "1")), std::chrono::seconds(60));
-    std::printf("rank %s passed the barrier\n", rank);
-  }
+  std::int64_t sum = ctx->rank() + 1;
+  auto& host_group = ctx->world().cpu_group();
+  host_group.all_reduce(fastrun::view_of(&sum, 1))->wait();
+  std::printf("rank %d: all-reduce of 1..%d = %lld over %s\n", ctx->rank(), ctx->world_size(),
+              static_cast<long long>(sum), host_group.backend_name().c_str());
+  host_group.barrier()->wait();  // rank 0 may host the store: nobody leaves before the others are done
   return 0;
 }
