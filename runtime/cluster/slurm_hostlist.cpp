@@ -32,18 +32,15 @@ class Parser {
   }
 
   std::vector<std::string> expand() {
-    if (list_.empty()) fail(0, "it is empty");
     std::vector<std::string> hosts;
     std::size_t pos = 0;
-    while (true) {
+    while (pos < list_.size()) {
       const std::size_t start = pos;
       Item item = parse_item(pos);
-      if (pos == start) fail(pos, "an empty host name");
-      append_product(item, hosts, start);
-      if (pos == list_.size()) break;
-      ++pos;  // the separator
-      if (pos == list_.size()) fail(pos - 1, "a trailing separator");
+      if (pos > start) append_product(item, hosts, start);  // empty items are skipped, as Slurm does
+      if (pos < list_.size()) ++pos;                        // the separator
     }
+    if (hosts.empty()) fail(0, "it names no host");
     return hosts;
   }
 
