@@ -81,6 +81,7 @@ NodePlan plan_nodes(const NodeOptions& flags) {
   auto addr = either(flags.master_addr, env::kMasterAddr, read_string, addr_from, "--master-addr");
   auto port = either(flags.master_port, env::kMasterPort, read_int, port_from, "--master-port");
 
+  const bool addr_given = addr.has_value(), port_given = port.has_value();
   const auto engine = engine_nodes(nnodes, nnodes_from, node_rank, rank_from);
   if (engine) {
     if (!addr) {
@@ -131,6 +132,7 @@ NodePlan plan_nodes(const NodeOptions& flags) {
     throw ConfigError(fmt::format("{} {}: give a port from {} to 65535{}", port_from, p, min_port,
                                   plan.nnodes > 1 ? " that every node can reach on the master" : ""));
   plan.master_port = static_cast<std::uint16_t>(p);
+  if (engine && (!addr_given || !port_given)) plan.master_from = engine->master_from;
   return plan;
 }
 

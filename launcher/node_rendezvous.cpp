@@ -44,6 +44,12 @@ NodeEntry parse_entry(int k, const std::string& text) {
   return e;
 }
 
+// " (from ...)" when srun or mpirun gave the address, so the user knows what to override.
+std::string derived_from(const NodePlan& plan) {
+  return plan.master_from.empty() ? "" : fmt::format(" (from {}; give --master-addr/--master-port to choose)",
+                                                     plan.master_from);
+}
+
 }  // namespace
 
 int pending_stop_signal() {
@@ -79,8 +85,8 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
     try {
       hosted_ = host_store(address_, so);
     } catch (const Error& e) {
-      throw StoreError(fmt::format("node 0: cannot host the job's store on --master-addr {} --master-port {}: {}",
-                                   plan.master_addr, plan.master_port, e.what()));
+      throw StoreError(fmt::format("node 0: cannot host the job's store on --master-addr {} --master-port {}{}: {}",
+                                   plan.master_addr, plan.master_port, derived_from(plan), e.what()));
     }
     address_ = hosted_->address();  // the port actually bound (--nnodes 1 may ask for 0)
     client_ = hosted_->connect();
@@ -97,10 +103,10 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
         if (const int sig = pending_stop_signal()) throw Interrupted(sig);
         if (std::chrono::steady_clock::now() < deadline && std::string(e.what()).find("authentication") == std::string::npos)
           continue;
-        throw StoreError(fmt::format("node {}: cannot reach node 0's store at {} within {:.3g} s (--master-addr, "
+        throw StoreError(fmt::format("node {}: cannot reach node 0's store at {}{} within {:.3g} s (--master-addr, "
                                      "--master-port, FASTRUN_TIMEOUT): {}",
-                                     plan.node_rank, address_, std::chrono::duration<double>(timeout).count(),
-                                     e.what()));
+                                     plan.node_rank, address_, derived_from(plan),
+                                     std::chrono::duration<double>(timeout).count(), e.what()));
       }
     }
   }

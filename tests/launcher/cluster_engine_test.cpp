@@ -129,6 +129,30 @@ TEST_CASE("srun fastrun with two tasks per node is a usage error before anything
   CHECK(contains(r.err, "srun --ntasks-per-node=1 fastrun"));
 }
 
+TEST_CASE("srun fastrun: a derived port already taken is named with where it came from",
+          "[launcher][cluster][slurm]") {
+  SlurmStep step;
+  step.job_id = free_job_id(0);
+  step.tasks_per_node = {1, 1};
+  const auto port = fastrun::cluster::derived_port(static_cast<std::uint64_t>(step.job_id), 0);
+  // Another job's listener on the port this step derives.
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  Env env = task_env(step, 0);
+  env["FASTRUN_STORE_TOKEN"] = "cluster-test-secret";
+  const RunResult r = run(cmd({"--nproc", "1"}, {"--exit", "0"}), env);
+  ::close(fd);
+  CHECK(r.exit_code != 0);
+  CHECK(contains(r.err, fmt::format("--master-port {} (from the first host of SLURM_STEP_NODELIST and a port derived "
+                                    "from SLURM_JOB_ID and SLURM_STEP_ID; give --master-addr/--master-port to choose)",
+                                    port)));
+}
+
 #ifdef FASTRUN_MPIRUN
 namespace {
 
