@@ -78,11 +78,16 @@ void pick_store(Layout& l) {
     l.master_port = *port;
     return;
   }
+  // SLURM_PROCID and SLURM_NTASKS are in an sbatch script's environment too: say so.
+  const bool batch_script = l.source == "slurm" && !cluster::first_set({"SLURM_STEP_ID", "SLURM_STEPID"});
   if (l.world_size > 1)
     throw ConfigError(fmt::format("rank {} of {} ({} environment): no rendezvous store: set FASTRUN_STORE "
                                   "(file://PATH on a shared filesystem or tcp://HOST:PORT) or MASTER_ADDR and "
-                                  "MASTER_PORT (rank 0 then hosts a tcp store there)",
-                                  l.rank, l.world_size, l.source));
+                                  "MASTER_PORT (rank 0 then hosts a tcp store there){}",
+                                  l.rank, l.world_size, l.source,
+                                  batch_script ? "; SLURM_PROCID without SLURM_STEP_ID is the batch script itself, "
+                                                 "not a task of an srun step: start the ranks with srun ./train"
+                                               : ""));
 }
 
 }  // namespace

@@ -90,6 +90,10 @@ TEST_CASE("not a step: an sbatch script or an salloc shell is no srun step", "[c
   vars.erase("SLURM_STEPID");
   EngineEnv env(vars);
   CHECK_FALSE(cluster::slurm_step());
+  // ./train run by the batch script itself (SLURM_NTASKS=4 there too): told to use srun.
+  CHECK_THROWS_WITH(join_detail::detect_layout(),
+                    Catch::Contains("SLURM_PROCID without SLURM_STEP_ID is the batch script itself") &&
+                        Catch::Contains("srun ./train"));
 }
 
 TEST_CASE("malformed or inconsistent Slurm variables are errors naming them", "[cluster][slurm]") {
