@@ -38,14 +38,13 @@ bool plausible_host(const std::string& h) {
 // node each. Fills --nnodes and --node-rank from it, refusing flags that contradict it; nullopt
 // when there is no engine or it started one launcher (a job on this node only).
 std::optional<cluster::EngineJob> engine_nodes(std::optional<int>& nnodes, std::string& nnodes_from,
-                                        std::optional<int>& node_rank, std::string& rank_from) {
+                                               std::optional<int>& node_rank, std::string& rank_from) {
   auto job = cluster::engine_job();
   if (!job || job->ntasks == 1) return std::nullopt;
-  // Slurm: one launcher per node, its node id. Open MPI exports no node id: each launcher is a
-  // node of its own (two on one host count as two nodes, as with --nnodes by hand).
+  // Open MPI exports no node id: each launcher is a node of its own (two on one host count as
+  // two nodes, as with --nnodes by hand). Slurm: one launcher per node, its node id.
   int engine_nnodes = job->ntasks, engine_rank = job->task;
-  std::string engine_nnodes_from = job->ntasks_from, engine_rank_from = job->engine == "slurm" ? "SLURM_PROCID"
-                                                                                                : "OMPI_COMM_WORLD_RANK";
+  std::string engine_nnodes_from = job->ntasks_from, engine_rank_from = "OMPI_COMM_WORLD_RANK";
   if (job->engine == "slurm") {
     if (job->ntasks != job->nnodes)
       throw ConfigError(fmt::format(
@@ -58,11 +57,11 @@ std::optional<cluster::EngineJob> engine_nodes(std::optional<int>& nnodes, std::
     engine_rank_from = job->node_from;
   }
   if (nnodes && *nnodes != engine_nnodes)
-    throw ConfigError(fmt::format("{} {} contradicts {}={} of the {} job this launcher runs in; leave it out", nnodes_from,
-                                  *nnodes, engine_nnodes_from, engine_nnodes, job->engine));
+    throw ConfigError(fmt::format("{} {} contradicts {}={} of the {} job this launcher runs in; leave it out",
+                                  nnodes_from, *nnodes, engine_nnodes_from, engine_nnodes, job->engine));
   if (node_rank && *node_rank != engine_rank)
-    throw ConfigError(fmt::format("{} {} contradicts {}={} of the {} job this launcher runs in; leave it out", rank_from,
-                                  *node_rank, engine_rank_from, engine_rank, job->engine));
+    throw ConfigError(fmt::format("{} {} contradicts {}={} of the {} job this launcher runs in; leave it out",
+                                  rank_from, *node_rank, engine_rank_from, engine_rank, job->engine));
   nnodes = engine_nnodes;
   nnodes_from = engine_nnodes_from;
   node_rank = engine_rank;
