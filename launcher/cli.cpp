@@ -77,6 +77,7 @@ std::string usage_text() {
       "  --node-rank K          this node's index, 0..N-1; node 0 hosts the job's store\n"
       "  --master-addr HOST     node 0's address, reachable from every node\n"
       "  --master-port PORT     the port node 0 hosts the job's store on\n"
+      "                         (under srun or mpirun all four come from the engine; docs/multinode.md)\n"
       "  --keep-background      leave running what ranks started in the background; by default\n"
       "                         it is stopped when the job ends (SIGTERM, then SIGKILL)\n"
       "  --cleanup              remove /dev/shm segments of jobs whose launcher died, and exit\n"

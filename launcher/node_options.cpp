@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/cluster/engine_job.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 
@@ -33,16 +34,64 @@ bool plausible_host(const std::string& h) {
   return true;
 }
 
+// Under srun or mpirun (cluster/engine_job.h), each launcher is one of the engine's tasks: one
+// node each. Fills --nnodes and --node-rank from it, refusing flags that contradict it; nullopt
+// when there is no engine or it started one launcher (a job on this node only).
+std::optional<cluster::EngineJob> engine_nodes(std::optional<int>& nnodes, std::string& nnodes_from,
+                                               std::optional<int>& node_rank, std::string& rank_from) {
+  auto job = cluster::engine_job();
+  if (!job || job->ntasks == 1) return std::nullopt;
+  // Open MPI exports no node id: each launcher is a node of its own (two on one host count as
+  // two nodes, as with --nnodes by hand). Slurm: one launcher per node, its node id.
+  int engine_nnodes = job->ntasks, engine_rank = job->task;
+  std::string engine_nnodes_from = job->ntasks_from, engine_rank_from = "OMPI_COMM_WORLD_RANK";
+  if (job->engine == "slurm") {
+    if (job->ntasks != job->nnodes)
+      throw ConfigError(fmt::format(
+          "srun started {} tasks on {} nodes ({}={}, {}={}), but fastrun runs one launcher per node: use srun "
+          "--ntasks-per-node=1 fastrun ..., or start the ranks without fastrun: srun ./train (one task per rank)",
+          job->ntasks, job->nnodes, job->ntasks_from, job->ntasks, job->nnodes_from, job->nnodes));
+    engine_nnodes = job->nnodes;
+    engine_rank = job->node.value_or(0);
+    engine_nnodes_from = job->nnodes_from;
+    engine_rank_from = job->node_from;
+  }
+  if (nnodes && *nnodes != engine_nnodes)
+    throw ConfigError(fmt::format("{} {} contradicts {}={} of the {} job this launcher runs in; leave it out",
+                                  nnodes_from, *nnodes, engine_nnodes_from, engine_nnodes, job->engine));
+  if (node_rank && *node_rank != engine_rank)
+    throw ConfigError(fmt::format("{} {} contradicts {}={} of the {} job this launcher runs in; leave it out",
+                                  rank_from, *node_rank, engine_rank_from, engine_rank, job->engine));
+  nnodes = engine_nnodes;
+  nnodes_from = engine_nnodes_from;
+  node_rank = engine_rank;
+  rank_from = engine_rank_from;
+  return job;
+}
+
 }  // namespace
 
 NodePlan plan_nodes(const NodeOptions& flags) {
   std::string nnodes_from, rank_from, addr_from, port_from;
   const auto read_int = [](const env::Variable& v) { return static_cast<int>(env::get_int(v)); };
   const auto read_string = [](const env::Variable& v) { return env::get_string(v); };
-  const auto nnodes = either(flags.nnodes, env::kNnodes, read_int, nnodes_from, "--nnodes");
-  const auto node_rank = either(flags.node_rank, env::kNodeRank, read_int, rank_from, "--node-rank");
-  const auto addr = either(flags.master_addr, env::kMasterAddr, read_string, addr_from, "--master-addr");
-  const auto port = either(flags.master_port, env::kMasterPort, read_int, port_from, "--master-port");
+  auto nnodes = either(flags.nnodes, env::kNnodes, read_int, nnodes_from, "--nnodes");
+  auto node_rank = either(flags.node_rank, env::kNodeRank, read_int, rank_from, "--node-rank");
+  auto addr = either(flags.master_addr, env::kMasterAddr, read_string, addr_from, "--master-addr");
+  auto port = either(flags.master_port, env::kMasterPort, read_int, port_from, "--master-port");
+
+  const bool addr_given = addr.has_value(), port_given = port.has_value();
+  const auto engine = engine_nodes(nnodes, nnodes_from, node_rank, rank_from);
+  if (engine) {
+    if (!addr) {
+      addr = engine->master_host;
+      addr_from = engine->master_from;
+    }
+    if (!port) {
+      port = engine->master_port;
+      port_from = engine->master_from;
+    }
+  }
 
   NodePlan plan;
   if (nnodes && (*nnodes < 1 || *nnodes > kMaxNodes))
@@ -86,6 +135,7 @@ NodePlan plan_nodes(const NodeOptions& flags) {
     throw ConfigError(fmt::format("{} {}: give a port from {} to 65535{}", port_from, p, min_port,
                                   plan.nnodes > 1 ? " that every node can reach on the master" : ""));
   plan.master_port = static_cast<std::uint16_t>(p);
+  if (engine && (!addr_given || !port_given)) plan.master_from = engine->master_from;
   return plan;
 }
 

@@ -22,6 +22,7 @@ struct NodePlan {
   int node_rank = 0;
   std::string master_addr;         // host of node 0 (multi_node only)
   std::uint16_t master_port = 0;   // port of the job's store there (0: one node, pick one)
+  std::string master_from;         // where srun/mpirun's variables gave them ("" = flags or FASTRUN_*)
   bool multi_node() const { return !master_addr.empty(); }
 };
 

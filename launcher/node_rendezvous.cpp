@@ -11,7 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/launcher/free_port.h"
-#include "fastrun/launcher/local_address.h"
+#include "fastrun/runtime/cluster/local_address.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
@@ -42,6 +42,12 @@ NodeEntry parse_entry(int k, const std::string& text) {
   e.host = text.substr(a + 1, b - a - 1);
   e.pid = text.substr(b + 1);
   return e;
+}
+
+// " (from ...)" when srun or mpirun gave the address, so the user knows what to override.
+std::string derived_from(const NodePlan& plan) {
+  return plan.master_from.empty() ? "" : fmt::format(" (from {}; give --master-addr/--master-port to choose)",
+                                                     plan.master_from);
 }
 
 }  // namespace
@@ -79,8 +85,8 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
     try {
       hosted_ = host_store(address_, so);
     } catch (const Error& e) {
-      throw StoreError(fmt::format("node 0: cannot host the job's store on --master-addr {} --master-port {}: {}",
-                                   plan.master_addr, plan.master_port, e.what()));
+      throw StoreError(fmt::format("node 0: cannot host the job's store on --master-addr {} --master-port {}{}: {}",
+                                   plan.master_addr, plan.master_port, derived_from(plan), e.what()));
     }
     address_ = hosted_->address();  // the port actually bound (--nnodes 1 may ask for 0)
     client_ = hosted_->connect();
@@ -97,10 +103,10 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
         if (const int sig = pending_stop_signal()) throw Interrupted(sig);
         if (std::chrono::steady_clock::now() < deadline && std::string(e.what()).find("authentication") == std::string::npos)
           continue;
-        throw StoreError(fmt::format("node {}: cannot reach node 0's store at {} within {:.3g} s (--master-addr, "
+        throw StoreError(fmt::format("node {}: cannot reach node 0's store at {}{} within {:.3g} s (--master-addr, "
                                      "--master-port, FASTRUN_TIMEOUT): {}",
-                                     plan.node_rank, address_, std::chrono::duration<double>(timeout).count(),
-                                     e.what()));
+                                     plan.node_rank, address_, derived_from(plan),
+                                     std::chrono::duration<double>(timeout).count(), e.what()));
       }
     }
   }
@@ -183,7 +189,7 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   job.node.host = self_host;
   job.node.store_token = token_;
   // The address gloo binds on this node: the one that routes to node 0, unless the user chose.
-  if (!env::raw(env::kGlooHost)) job.node.gloo_host = local_address_towards(plan_.master_addr, plan_.master_port);
+  if (!env::raw(env::kGlooHost)) job.node.gloo_host = cluster::local_address_towards(plan_.master_addr, plan_.master_port);
   log::info("node {} of {} ({}): ranks {}..{} of {}, store {}, run {}", me, plan_.nnodes, self_host, offset,
             offset + job.world_size - 1, world, address_, run_id);
 }

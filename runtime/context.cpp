@@ -11,6 +11,7 @@
 
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/device_probe.h"
+#include "fastrun/runtime/cluster/local_address.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
@@ -61,15 +62,25 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   StoreOptions so;
   so.timeout = c.timeout_;
   so.token = layout.store_token;
-  if (layout.store_address.empty()) {
-    c.store_ = std::make_shared<MemoryStore>();
-  } else if (layout.host_store) {
-    c.hosted_ = host_store(layout.store_address, so);
-    c.store_ = c.hosted_->connect();
-  } else {
-    c.store_ = connect_store(layout.store_address, so);
+  try {
+    if (layout.store_address.empty()) {
+      c.store_ = std::make_shared<MemoryStore>();
+    } else if (layout.host_store) {
+      c.hosted_ = host_store(layout.store_address, so);
+      c.store_ = c.hosted_->connect();
+    } else {
+      c.store_ = connect_store(layout.store_address, so);
+    }
+  } catch (const StoreError& e) {
+    // An address fastrun derived (srun, mpirun) must say where it came from and how to override it.
+    if (layout.store_origin.empty()) throw;
+    throw StoreError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
   }
   c.store_->set_timeout(c.timeout_);
+  // Across hosts gloo must not advertise 127.0.0.1: unless FASTRUN_GLOO_HOST says otherwise,
+  // bind the interface that routes to the store's host (as the launcher does for its ranks).
+  if (!layout.master_host.empty() && !env::raw(env::kGlooHost))
+    c.gloo_host_ = cluster::local_address_towards(layout.master_host, static_cast<std::uint16_t>(layout.master_port));
 
   // 3. Exchange host, pid and device identity; refuse two ranks on one GPU.
   c.device_identity_ = probe_device_identity();
@@ -155,6 +166,7 @@ std::shared_ptr<Group> Context::make_group(const std::vector<int>& ranks, const 
   spec.timeout = timeout_;
   spec.op_timeout = op_timeout_;
   spec.failure_store = store_;
+  spec.gloo_host = gloo_host_;
   spec.store = std::make_shared<PrefixStore>(fmt::format("fastrun/pg/{}/{}/{}", generation_, name, backend_name),
                                              store_->clone());
   std::shared_ptr<ProcessGroup> pg = backend::find(backend_name)(spec);

@@ -73,6 +73,7 @@ class Context : public std::enable_shared_from_this<Context> {
   DeviceKind device_ = DeviceKind::cpu;
   std::string device_identity_ = "cpu";
   std::string source_, run_id_, backend_request_;
+  std::string gloo_host_;  // gloo's address when join chose it ("" = FASTRUN_GLOO_HOST or its default)
   Duration timeout_{}, op_timeout_{};
   std::vector<std::string> hosts_;  // host of each global rank
   std::vector<std::string> places_;  // "host#node" of each global rank: shm only within one

@@ -22,7 +22,7 @@ const Variable kOpTimeout      {"FASTRUN_OP_TIMEOUT", Type::seconds, "600", "Sec
 const Variable kLogLevel       {"FASTRUN_LOG_LEVEL", Type::choice, "warn", "Verbosity of fastrun's own log lines.", "error|warn|info|debug"};
 const Variable kNoSync         {"FASTRUN_NO_SYNC", Type::integer, "0", "0: normal; 1: barriers are no-ops; 2: every collective is local.", {}, 0, 2};
 const Variable kBackend        {"FASTRUN_BACKEND", Type::choice, "auto", "Collective backend of the default process group.", "auto|shm|gloo|nccl"};
-const Variable kGlooHost       {"FASTRUN_GLOO_HOST", Type::string, "127.0.0.1", "Interface name, address or host name of this machine that Gloo binds and advertises (multi-node: the launcher sets the address that routes to node 0)."};
+const Variable kGlooHost       {"FASTRUN_GLOO_HOST", Type::string, "127.0.0.1", "Interface name, address or host name of this machine that Gloo binds and advertises (multi-node, or a tcp store at MASTER_ADDR or from srun/mpirun: default is the address that routes to the store's host)."};
 const Variable kShmStoreBytes  {"FASTRUN_SHM_STORE_BYTES", Type::integer, "67108864", "Size of a shm:// store segment in bytes.", {}, 65536, INT64_MAX};
 const Variable kRuntimeDir     {"FASTRUN_RUNTIME_DIR", Type::string, "", "Private (0700) directory for file stores and markers; default $XDG_RUNTIME_DIR or /tmp/fastrun-<uid>."};
 const Variable kNcclOnError    {"FASTRUN_NCCL_ON_ERROR", Type::choice, "exit", "After an NCCL error or op timeout (failure published, communicator aborted): exit ends the rank 5 s later unless it ended itself; raise only fails the waits.", "exit|raise"};

@@ -1,33 +1,17 @@
 #include "fastrun/runtime/join/env_sources.h"
 
-#include <cerrno>
-#include <cstdlib>
-
 #include <fmt/format.h>
 
+#include "fastrun/runtime/cluster/engine_job.h"
+#include "fastrun/runtime/cluster/foreign_env.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 
 namespace fastrun::join_detail {
 namespace {
 
-std::optional<std::string> getenv_opt(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) return std::nullopt;
-  return std::string(v);
-}
-
-// A foreign launcher's integer variable (not in fastrun's registry): validated the same way.
-std::optional<int> foreign_int(const char* name, int min) {
-  auto v = getenv_opt(name);
-  if (!v) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const long long parsed = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || errno != 0 || end != v->c_str() + v->size() || parsed < min || parsed > INT32_MAX)
-    throw ConfigError(fmt::format("{}='{}' is not valid: expected an integer >= {}", name, *v, min));
-  return static_cast<int>(parsed);
-}
+using cluster::foreign_int;
+using cluster::getenv_opt;
 
 std::optional<int> fastrun_int(const env::Variable& v) {
   if (!env::raw(v)) return std::nullopt;
@@ -63,16 +47,25 @@ bool torchrun_agent_holds_master_port(const Layout& l) {
   return l.source == "torchrun" && getenv_opt("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
 }
 
+// The engine behind a foreign source, when it is one (srun, mpirun).
+std::optional<cluster::EngineJob> engine_of(const std::string& source) {
+  if (source == "slurm") return cluster::slurm_step();
+  if (source == "openmpi") return cluster::openmpi_job();
+  return std::nullopt;
+}
+
 // The store: FASTRUN_STORE when given (hosted by whoever set it: the fastrun launcher, a test).
 // Else rank 0 hosts one: under a real torchrun on one node an shm store named after torchrun's
-// port and restart count, else tcp://MASTER_ADDR:MASTER_PORT.
+// port and restart count; else tcp://MASTER_ADDR:MASTER_PORT, where under srun or mpirun the
+// engine says where task 0 runs (cluster/engine_job.h) and each of MASTER_ADDR and MASTER_PORT
+// wins over the engine's value when set.
 void pick_store(Layout& l) {
   if (auto s = env::find_string(env::kStore); s && !s->empty()) {
     l.store_address = *s;
     return;
   }
   auto addr = getenv_opt("MASTER_ADDR");
-  auto port = foreign_int("MASTER_PORT", 1);
+  auto port = foreign_int("MASTER_PORT", 1, 65535);
   if (port && torchrun_agent_holds_master_port(l)) {
     if (l.world_size > 1 && l.local_world_size != l.world_size)
       throw ConfigError(fmt::format(
@@ -85,19 +78,36 @@ void pick_store(Layout& l) {
     l.host_store = l.rank == 0;
     return;
   }
+  const auto engine = addr && port ? std::nullopt : engine_of(l.source);  // only when needed
+  if (engine) {
+    if (!addr && l.rank == 0 && engine->node && *engine->node != 0)
+      throw ConfigError(fmt::format("rank 0 runs on node {} of the srun step, not on its first node {}, where the "
+                                    "others look for the store: set MASTER_ADDR to rank 0's host",
+                                    *engine->node, engine->master_host));
+    l.store_origin = fmt::format("from {}; set MASTER_ADDR and MASTER_PORT to choose another", engine->master_from);
+    if (!addr) addr = engine->master_host;
+    if (!port) port = engine->master_port;
+  }
   if (addr && port) {
     l.store_address = fmt::format("tcp://{}:{}", *addr, *port);
     l.host_store = l.rank == 0;
     // Every rank must present the same secret and none can learn rank 0's random one: derive
     // it from the shared address unless FASTRUN_STORE_TOKEN gives one (documented).
     if (!env::find_string(env::kStoreToken)) l.store_token = address_token(*addr, *port);
+    l.master_host = *addr;
+    l.master_port = *port;
     return;
   }
+  // SLURM_PROCID and SLURM_NTASKS are in an sbatch script's environment too: say so.
+  const bool batch_script = l.source == "slurm" && !cluster::first_set({"SLURM_STEP_ID", "SLURM_STEPID"});
   if (l.world_size > 1)
     throw ConfigError(fmt::format("rank {} of {} ({} environment): no rendezvous store: set MASTER_ADDR and "
                                   "MASTER_PORT, the same on every rank (rank 0 then hosts a tcp store there), or "
-                                  "FASTRUN_STORE to a store that something else already hosts",
-                                  l.rank, l.world_size, l.source));
+                                  "FASTRUN_STORE to a store that something else already hosts{}",
+                                  l.rank, l.world_size, l.source,
+                                  batch_script ? "; SLURM_PROCID without SLURM_STEP_ID is the batch script itself, "
+                                                 "not a task of an srun step: start the ranks with srun ./train"
+                                               : ""));
 }
 
 }  // namespace
@@ -134,6 +144,8 @@ Layout detect_layout() {
     if (f.local_rank) l.local_rank = foreign_int(f.local_rank, 0);
     if (f.local_world_size) l.local_world_size = foreign_int(f.local_world_size, 1);
     if (f.node_rank) l.node_rank = foreign_int(f.node_rank, 0);
+    if (l.source == "slurm")
+      if (const auto step = cluster::slurm_step()) l.local_world_size = step->local_tasks;  // no count of its own
     pick_store(l);
     return l;
   }

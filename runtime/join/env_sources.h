@@ -2,12 +2,13 @@
 // Where a rank learns who it is (docs/runtime.md, "Joining"). Sources, first match wins:
 //   fastrun   FASTRUN_RANK + FASTRUN_WORLD_SIZE (+ LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, STORE)
 //   torchrun  RANK + WORLD_SIZE (+ LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR/PORT)
-//   slurm     SLURM_PROCID + SLURM_NTASKS (+ SLURM_LOCALID, SLURM_NODEID)
+//   slurm     SLURM_PROCID + SLURM_NTASKS (+ SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE, SLURM_NODEID)
 //   openmpi   OMPI_COMM_WORLD_RANK + OMPI_COMM_WORLD_SIZE (+ _LOCAL_RANK, _LOCAL_SIZE)
 //   none      a world of one with an in-process store
 // The store: FASTRUN_STORE when set; else, with MASTER_ADDR and MASTER_PORT, rank 0 hosts a
 // tcp store there and the others connect (under a real torchrun, whose agent holds MASTER_PORT,
-// an shm store on one node instead); else (world > 1) a ConfigError saying what to set.
+// an shm store on one node instead); else, under srun or mpirun, the same at the host and port
+// the engine's variables give (cluster/engine_job.h); else (world > 1) a ConfigError.
 #include <optional>
 #include <string>
 
@@ -24,6 +25,9 @@ struct Layout {
   bool host_store = false;              // this rank hosts store_address (torchrun-style rank 0)
   std::string store_token;              // token for a self-hosted tcp store ("" = FASTRUN_STORE_TOKEN)
   std::string run_id;
+  std::string store_origin;             // where a derived store address came from ("" = given)
+  std::string master_host;              // host:port of a tcp store from MASTER_ADDR/PORT or the engine
+  int master_port = 0;                  //   (join binds gloo towards it), else ""
 };
 
 // The token of a store whose users share no secret (documented as no protection): derived from

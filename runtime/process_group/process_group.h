@@ -66,6 +66,7 @@ struct GroupSpec {
   // Global-store key the launcher or a failing rank sets ("rank N: why") when a peer fails;
   // every backend's wait watches it so no survivor hangs on a dead peer.
   std::shared_ptr<Store> failure_store;  // unprefixed; may be null in a world of one
+  std::string gloo_host;  // the address gloo binds; "" = FASTRUN_GLOO_HOST (or its default)
 };
 
 // The key (in the job's unprefixed store) that marks a failed rank. Value: "rank N: reason".

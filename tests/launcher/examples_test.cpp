@@ -1,6 +1,6 @@
 // The examples of docs/launching.md run as documented: examples/hello under the fastrun CLI and
 // examples/hello_self_spawn starting its own ranks. Each rank must print its place in the job
-// and pass a barrier through the job's store, so a rank that never started fails the case.
+// all-reduce and pass a barrier with the others, so a rank that never started fails the case.
 #ifdef HELLO_BIN
 #include <unistd.h>
 
@@ -19,7 +19,8 @@ TEST_CASE("examples: hello under the fastrun CLI, 4 ranks", "[launcher][examples
   CHECK(r.exit_code == 0);
   for (int rank = 0; rank < 4; ++rank) {
     CAPTURE(rank);
-    CHECK(contains(r.out, fmt::format("hello from rank {} of 4 (local {}/4)", rank, rank)));
+    CHECK(contains(r.out, fmt::format("hello from rank {} of 4 (local {}/4, node 0, from fastrun)", rank, rank)));
+    CHECK(contains(r.out, fmt::format("rank {}: all-reduce of 1..4 = 10 over shm\n", rank)));
     CHECK(contains(r.out, fmt::format("run {} store shm://{}", id, id)));
     CHECK(contains(r.out, fmt::format("rank {} passed the barrier\n", rank)));
   }

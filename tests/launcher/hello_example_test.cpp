@@ -1,5 +1,5 @@
-// examples/hello, the first program a user runs: it meets the other ranks through the job's
-// store and reports a store error as a message and a non-zero exit, never an abort.
+// examples/hello, the first program a user runs, reports a store error as a message and a
+// non-zero exit, never an abort (its normal run: examples_test.cpp).
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -14,13 +14,6 @@ using namespace std::chrono_literals;
 namespace {
 const std::string kHello = HELLO_BIN;
 }  // namespace
-
-TEST_CASE("hello passes its barrier under the CLI", "[launcher][examples]") {
-  const auto h = run({kFastrun, "--nproc", "2", kHello}, {{"FASTRUN_RANK", std::nullopt}});
-  CHECK(h.exit_code == 0);
-  CHECK(contains(h.out, "rank 0 passed the barrier\n"));
-  CHECK(contains(h.out, "rank 1 passed the barrier\n"));
-}
 
 TEST_CASE("hello without its store: a message within FASTRUN_TIMEOUT, exit 1, no abort", "[launcher][examples]") {
   // It once waited a built-in 300 s and then died of an uncaught exception (SIGABRT).

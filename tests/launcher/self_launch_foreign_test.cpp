@@ -93,6 +93,8 @@ TEST_CASE("launch_self under srun joins Slurm's world", "[launcher][self]") {
     // srun's per-task variables; MASTER_ADDR/PORT come from the batch script, as usual.
     return {{"SLURM_PROCID", rs}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", rs}, {"SLURM_NODEID", "0"},
             {"SLURM_NNODES", "1"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NPROCS", "2"},
+            {"SLURM_STEP_NODELIST", "localhost"}, {"SLURM_JOB_NODELIST", "localhost"}, {"SLURM_STEP_NUM_NODES", "1"},
+            {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_TASKS_PER_NODE", "2"},
             {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
   });
 }

@@ -20,7 +20,8 @@
 //   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
 //   --allreduce         join the job, all-reduce (rank + 1) over the world group, print
-//                       "allreduce <sum> <backend>" (exit 8 when the sum is wrong)
+//                       "allreduce <sum> <backend>" and "layout rank R of N local L of M node K from
+//                       SOURCE" (exit 8 when the sum is wrong)
 //   --join              fastrun::join(), print "joined rank R of W from SOURCE" to stdout; on an
 //                       error print it to stderr and exit 67. The context lives until main
 //                       returns (the README's shape: join, then leave)
@@ -42,6 +43,7 @@
 
 #include "fastrun/launcher/self_launch.h"
 #include "fastrun/runtime/context.h"
+#include "fastrun/runtime/driver/driver.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
 
@@ -74,9 +76,11 @@ void put(std::FILE* f, const char* s) {
   std::fputc('\n', f);
 }
 
+// fastrun's rank, else an external launcher's (srun, mpirun: the runtime's own reading); -1 alone.
 int env_rank() {
-  const char* r = std::getenv("FASTRUN_RANK");
-  return r ? std::atoi(r) : -1;
+  for (const char* name : {"FASTRUN_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+    if (std::getenv(name)) return fastrun::global_rank();
+  return -1;
 }
 
 }  // namespace
@@ -253,7 +257,9 @@ int main(int argc, char** argv) {
         double v = ctx->rank() + 1;
         ctx->world().all_reduce(fastrun::view_of(&v, 1))->wait();
         const int n = ctx->world_size();
-        std::printf("allreduce %g %s\n", v, ctx->world().backend_name().c_str());
+        std::printf("allreduce %g %s\nlayout rank %d of %d local %d of %d node %d from %s\n", v,
+                    ctx->world().backend_name().c_str(), ctx->rank(), n, ctx->local_rank(), ctx->local_world_size(),
+                    ctx->node_rank(), ctx->source().c_str());
         std::fflush(stdout);
         if (v != n * (n + 1) / 2.0) return 8;
       } catch (const std::exception& e) {

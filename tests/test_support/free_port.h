@@ -22,4 +22,16 @@ inline std::uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
+// Whether `port` can be bound on 127.0.0.1 right now (the same caveat as above).
+inline bool port_is_free(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
 }  // namespace fastrun::test

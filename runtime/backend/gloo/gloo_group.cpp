@@ -110,7 +110,8 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
     // 3. full mesh through the prefixed store; 4. a barrier: every mesh connected (below);
     // 5. per-op timeouts are set on each op.
     ::gloo::transport::tcp::attr attr;
-    attr.hostname = resolve_gloo_host(env::get_string(env::kGlooHost));  // ConfigError before gloo sees a bad one
+    // ConfigError before gloo sees a bad one.
+    attr.hostname = resolve_gloo_host(spec.gloo_host.empty() ? env::get_string(env::kGlooHost) : spec.gloo_host);
     std::shared_ptr<::gloo::transport::Device> device;
     try {
       device = ::gloo::transport::tcp::CreateDevice(attr);
