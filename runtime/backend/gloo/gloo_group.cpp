@@ -209,9 +209,20 @@ WorkHandle GlooGroup::submit(const char* op, std::function<void(std::uint32_t, D
   return work;
 }
 
-// Up to here an all-reduce is one all-gather of the whole buffers and a local reduction (one
-// exchange instead of two: on a busy host each exchange costs a scheduling round trip).
-constexpr std::size_t kGatherAllReduceBytes = 64 * 1024;
+// Up to here an all-reduce is one all-gather of the whole buffers and a local reduction: fewer
+// exchanges than the block path, each of which costs a scheduling round trip on a busy host.
+// Measured on the 2-core machine (3 ranks, against Gloo's ring): equal at 1 MiB, twice slower
+// at 4 MiB (more traffic), where the block path is level with the ring.
+constexpr std::size_t kGatherAllReduceBytes = 1024 * 1024;
+
+// Receive space for the current op. Each group's ops run on its one comm thread, so a buffer
+// per thread is never shared, and a training loop does not fault in fresh pages on every call;
+// it keeps the largest size used (about one buffer's bytes, n times that up to 1 MiB).
+std::uint8_t* scratch(std::size_t bytes) {
+  thread_local std::vector<std::uint8_t> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
 
 // Element counts of the n blocks a buffer of `count` splits into (the first count % n one longer).
 std::vector<std::size_t> split(std::size_t count, std::size_t n) {
@@ -224,40 +235,38 @@ std::vector<std::size_t> split(std::size_t count, std::size_t n) {
 // n copies of its own block it received, with the shared kernel in rank order, into `output`.
 // Gloo's ring allreduce would sum each segment starting at a different rank and round 16-bit
 // floats after every pair, so its bits would differ from shm's; this gives shm's bits
-// (reduce_kernels.h). The receive buffer is kept per thread (each group's ops run on its one
-// comm thread), so a training loop does not fault in fresh pages on every call.
+// (reduce_kernels.h).
 void reduce_blocks(const std::shared_ptr<::gloo::Context>& ctx, const void* input, const std::vector<std::size_t>& blocks,
                    void* output, DType dtype, ReduceOp op, std::uint32_t tag, Duration timeout) {
   const std::size_t n = blocks.size(), esize = dtype_size(dtype);
   const std::size_t mine = blocks[static_cast<std::size_t>(ctx->rank)];
-  thread_local std::vector<std::uint8_t> received;
-  if (received.size() < n * mine * esize) received.resize(n * mine * esize);
+  std::uint8_t* received = scratch(n * mine * esize);
   std::vector<std::int64_t> send_bytes(n), recv_bytes(n, static_cast<std::int64_t>(mine * esize));
   for (std::size_t p = 0; p < n; ++p) send_bytes[p] = static_cast<std::int64_t>(blocks[p] * esize);
   ::gloo::AlltoallvOptions o(ctx);
   // Gloo only reads the input; its API takes a non-const pointer.
   o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(const_cast<void*>(input)), send_bytes);
-  o.setOutput<std::uint8_t>(received.data(), recv_bytes);
+  o.setOutput<std::uint8_t>(received, recv_bytes);
   o.setTag(tag);
   o.setTimeout(timeout);
   ::gloo::alltoallv(o);
   std::vector<const void*> srcs(n);
-  for (std::size_t p = 0; p < n; ++p) srcs[p] = received.data() + p * mine * esize;
+  for (std::size_t p = 0; p < n; ++p) srcs[p] = received + p * mine * esize;
   kernels::reduce(dtype, op, output, nullptr, srcs.data(), ctx->size, mine);
 }
 
 void allreduce_by_gather(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, ReduceOp op, std::uint32_t tag,
                          Duration timeout) {
   const auto n = static_cast<std::size_t>(ctx->size);
-  std::vector<std::uint8_t> gathered(n * b.bytes());
+  std::uint8_t* gathered = scratch(n * b.bytes());
   ::gloo::AllgatherOptions o(ctx);
   o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(b.data), b.bytes());
-  o.setOutput<std::uint8_t>(gathered.data(), gathered.size());
+  o.setOutput<std::uint8_t>(gathered, n * b.bytes());
   o.setTag(tag);
   o.setTimeout(timeout);
   ::gloo::allgather(o);
   std::vector<const void*> srcs(n);
-  for (std::size_t p = 0; p < n; ++p) srcs[p] = gathered.data() + p * b.bytes();
+  for (std::size_t p = 0; p < n; ++p) srcs[p] = gathered + p * b.bytes();
   kernels::reduce(b.dtype, op, b.data, nullptr, srcs.data(), ctx->size, b.count);
 }
 
