@@ -105,8 +105,8 @@ void same_bits_on_gloo_and_shm(int rank) {
   for (int r = 0; r < n; ++r) everyone.push_back(r);
   auto shm = ctx->new_group(everyone, "shm");
   RANK_REQUIRE(gloo.backend_name() == "gloo" && shm->backend_name() == "shm");
-  // 1001: shm's one-step path and gloo's all-gather path; 600007 (over 1 MiB even in 16 bits):
-  // shm's pipelined path and gloo's block path, split unevenly over 2 and 3 ranks.
+  // 1001: shm's one-step path and gloo's all-gather path; 600007: shm's pipelined path and
+  // (but for 16 bits on 2 ranks) gloo's block path, split unevenly over 2 and 3 ranks.
   for (std::size_t count : {std::size_t{1001}, std::size_t{600007}}) {
     for (DType t : kDtypes) {
       for (ReduceOp op : kOps) {

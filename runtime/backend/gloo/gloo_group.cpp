@@ -209,15 +209,16 @@ WorkHandle GlooGroup::submit(const char* op, std::function<void(std::uint32_t, D
   return work;
 }
 
-// Up to here an all-reduce is one all-gather of the whole buffers and a local reduction: fewer
-// exchanges than the block path, each of which costs a scheduling round trip on a busy host.
-// Measured on the 2-core machine (3 ranks): the block path was twice slower than Gloo's ring
-// at 256 KiB-1 MiB and this one level; at 4 MiB this one is twice slower (n-fold traffic).
-constexpr std::size_t kGatherAllReduceBytes = 1024 * 1024;
+// While the bytes it moves (the buffer from each of the n - 1 peers) stay under this, an
+// all-reduce is one all-gather of the whole buffers and a local reduction: fewer exchanges than
+// the block path, each of which costs a scheduling round trip on a busy host. Measured on the
+// 2-core machine (3 ranks): the block path was twice slower than Gloo's ring at 256 KiB-1 MiB
+// and this one level; at 4 MiB (8 MiB moved) this one is twice slower.
+constexpr std::size_t kGatherAllReduceTraffic = 2 * 1024 * 1024;
 
 // Receive space for the current op. Each group's ops run on its one comm thread, so a buffer
 // per thread is never shared, and a training loop does not fault in fresh pages on every call;
-// it keeps the largest size used (about one buffer's bytes, n times that up to 1 MiB).
+// it keeps the largest size used (about one buffer's bytes, or n of them up to the 2 MiB above).
 std::uint8_t* scratch(std::size_t bytes) {
   thread_local std::vector<std::uint8_t> buffer;
   if (buffer.size() < bytes) buffer.resize(bytes);
@@ -274,8 +275,8 @@ void allreduce_by_gather(const std::shared_ptr<::gloo::Context>& ctx, BufferView
 // all-gather of the blocks (the traffic of a ring all-reduce).
 void run_allreduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, ReduceOp op, std::uint32_t tag,
                    Duration timeout) {
-  if (b.bytes() <= kGatherAllReduceBytes) return allreduce_by_gather(ctx, b, op, tag, timeout);
   const auto n = static_cast<std::size_t>(ctx->size);
+  if (b.bytes() * (n - 1) <= kGatherAllReduceTraffic) return allreduce_by_gather(ctx, b, op, tag, timeout);
   const std::size_t esize = dtype_size(b.dtype);
   const std::vector<std::size_t> blocks = split(b.count, n);
   std::size_t own = 0;
