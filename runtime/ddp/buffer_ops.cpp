@@ -1,7 +1,5 @@
 #include "fastrun/runtime/ddp/buffer_ops.h"
 
-#include <bit>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/half_float.h"
 
 namespace fastrun::ddp {
 namespace {
@@ -46,49 +45,11 @@ void scale_16(void* dst, const void* src, std::size_t count, double scale) {
 
 }  // namespace
 
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1fu;
-  const std::uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    const float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  }
-  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
-  return std::bit_cast<float>(sign | ((exp - 15 + 127) << 23) | (mant << 13));
-}
-
-std::uint16_t float_to_half(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t sign = (x >> 16) & 0x8000u;
-  std::uint32_t mant = x & 0x7fffffu;
-  const int exp = static_cast<int>((x >> 23) & 0xffu);
-  if (exp == 0xff) return static_cast<std::uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
-  const int e = exp - 127 + 15;
-  if (e >= 0x1f) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  if (e <= 0) {  // subnormal half (or zero)
-    if (e < -10) return static_cast<std::uint16_t>(sign);
-    mant |= 0x800000u;
-    const int shift = 14 - e;
-    std::uint32_t h = mant >> shift;
-    const std::uint32_t rem = mant & ((1u << shift) - 1u);
-    const std::uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return static_cast<std::uint16_t>(sign | h);
-  }
-  std::uint32_t h = (static_cast<std::uint32_t>(e) << 10) | (mant >> 13);
-  const std::uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-float bf16_to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
-
-std::uint16_t float_to_bf16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // NaN
-  return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
+// The public names forward to the runtime's one converter (process_group/half_float.h).
+float half_to_float(std::uint16_t h) { return half::half_to_float(h); }
+std::uint16_t float_to_half(float f) { return half::float_to_half(f); }
+float bf16_to_float(std::uint16_t b) { return half::bf16_to_float(b); }
+std::uint16_t float_to_bf16(float f) { return half::float_to_bf16(f); }
 
 void copy_scaled(void* dst, const void* src, std::size_t count, DType dtype, DeviceKind device,
                  double scale) {
@@ -106,8 +67,8 @@ void copy_scaled(void* dst, const void* src, std::size_t count, DType dtype, Dev
   switch (dtype) {
     case DType::float32: return scale_plain<float>(dst, src, count, scale);
     case DType::float64: return scale_plain<double>(dst, src, count, scale);
-    case DType::float16: return scale_16<half_to_float, float_to_half>(dst, src, count, scale);
-    case DType::bfloat16: return scale_16<bf16_to_float, float_to_bf16>(dst, src, count, scale);
+    case DType::float16: return scale_16<half::half_to_float, half::float_to_half>(dst, src, count, scale);
+    case DType::bfloat16: return scale_16<half::bf16_to_float, half::float_to_bf16>(dst, src, count, scale);
     case DType::int32:
     case DType::int64: break;
   }

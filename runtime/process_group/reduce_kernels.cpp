@@ -1,9 +1,8 @@
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
-#include <algorithm>
 #include <cstdint>
-
-#include <fmt/format.h>
+#include <cstring>
+#include <type_traits>
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/half_float.h"
@@ -11,82 +10,126 @@
 namespace fastrun::kernels {
 namespace {
 
-struct Sum { template <class T> static T apply(T a, T b) { return a + b; } };
-struct Prod { template <class T> static T apply(T a, T b) { return a * b; } };
-struct Min { template <class T> static T apply(T a, T b) { return std::min(a, b); } };
-struct Max { template <class T> static T apply(T a, T b) { return std::max(a, b); } };
+// Work goes in blocks of a compile-time size so the inner loops have a constant trip count and
+// vectorise even under -O2's "very cheap" cost model; the accumulator lives on the stack (a
+// local array no source can alias), which is also what makes dst == source safe.
+constexpr std::size_t kBlock = 1024;
 
-template <class T, class Op>
-void plain(void* out, const void* a, const void* b, std::size_t n) {
-  auto* o = static_cast<T*>(out);
-  auto* x = static_cast<const T*>(a);
-  auto* y = static_cast<const T*>(b);
-  for (std::size_t i = 0; i < n; ++i) o[i] = Op::apply(x[i], y[i]);
-}
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
 
-// 16-bit floats: widen, reduce in float, round back.
-template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float), class Op>
-void widened(void* out, const void* a, const void* b, std::size_t n) {
-  auto* o = static_cast<std::uint16_t*>(out);
-  auto* x = static_cast<const std::uint16_t*>(a);
-  auto* y = static_cast<const std::uint16_t*>(b);
-  for (std::size_t i = 0; i < n; ++i) o[i] = FromFloat(Op::apply(ToFloat(x[i]), ToFloat(y[i])));
-}
+// Storage type T -> accumulation type.
+template <typename T> struct Traits {
+  using Acc = T;
+  static Acc load(T v) { return v; }
+  static T store(Acc v) { return v; }
+};
+template <> struct Traits<Half> {
+  using Acc = float;
+  static Acc load(Half v) { return half::half_to_float(v.bits); }
+  static Half store(Acc v) { return Half{half::float_to_half(v)}; }
+};
+template <> struct Traits<BFloat16> {
+  using Acc = float;
+  static Acc load(BFloat16 v) { return half::bf16_to_float(v.bits); }
+  static BFloat16 store(Acc v) { return BFloat16{half::float_to_bf16(v)}; }
+};
 
-template <class Op>
-ReduceFn for_op(DType dtype) {
-  switch (dtype) {
-    case DType::float32: return &plain<float, Op>;
-    case DType::float64: return &plain<double, Op>;
-    case DType::int32: return &plain<std::int32_t, Op>;
-    case DType::int64: return &plain<std::int64_t, Op>;
-    case DType::float16: return &widened<half::half_to_float, half::float_to_half, Op>;
-    case DType::bfloat16: return &widened<half::bf16_to_float, half::float_to_bf16, Op>;
+template <typename A> A add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
   }
-  return nullptr;
+}
+template <typename A> A mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
 }
 
-template <class T>
-void divide(T* p, std::size_t n, int d) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(d));
+struct SumOp {
+  template <typename A> static A apply(A a, A b) { return add(a, b); }
+};
+struct ProdOp {
+  template <typename A> static A apply(A a, A b) { return mul(a, b); }
+};
+struct MinOp {
+  template <typename A> static A apply(A a, A b) { return b < a ? b : a; }
+};
+struct MaxOp {
+  template <typename A> static A apply(A a, A b) { return a < b ? b : a; }
+};
+
+// One block of m <= kBlock elements. M is the compile-time trip count (kBlock) or 0 for the tail.
+template <typename T, typename Op, bool Avg, std::size_t M>
+void block(T* dst, T* dst2, const void* const* srcs, int nsrc, std::size_t offset, std::size_t m_runtime) {
+  using Tr = Traits<T>;
+  using A = typename Tr::Acc;
+  const std::size_t m = M ? M : m_runtime;
+  A acc[kBlock];
+  const T* s0 = static_cast<const T*>(srcs[0]) + offset;
+  if (nsrc >= 2) {
+    const T* s1 = static_cast<const T*>(srcs[1]) + offset;
+    for (std::size_t i = 0; i < m; ++i) acc[i] = Op::apply(Tr::load(s0[i]), Tr::load(s1[i]));
+  } else {
+    for (std::size_t i = 0; i < m; ++i) acc[i] = Tr::load(s0[i]);
+  }
+  for (int k = 2; k < nsrc; ++k) {
+    const T* s = static_cast<const T*>(srcs[k]) + offset;
+    for (std::size_t i = 0; i < m; ++i) acc[i] = Op::apply(acc[i], Tr::load(s[i]));
+  }
+  if constexpr (Avg) {
+    const A n = static_cast<A>(nsrc);
+    for (std::size_t i = 0; i < m; ++i) acc[i] = acc[i] / n;
+  }
+  T* d = dst + offset;
+  for (std::size_t i = 0; i < m; ++i) d[i] = Tr::store(acc[i]);
+  if (dst2) std::memcpy(dst2 + offset, d, m * sizeof(T));
+}
+
+template <typename T, typename Op, bool Avg>
+void run(void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count) {
+  T* d = static_cast<T*>(dst);
+  T* d2 = static_cast<T*>(dst2);
+  std::size_t off = 0;
+  for (; off + kBlock <= count; off += kBlock) block<T, Op, Avg, kBlock>(d, d2, srcs, nsrc, off, kBlock);
+  if (off < count) block<T, Op, Avg, 0>(d, d2, srcs, nsrc, off, count - off);
+}
+
+template <typename T>
+void dispatch_op(ReduceOp op, void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count) {
+  switch (op) {
+    case ReduceOp::sum: return run<T, SumOp, false>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::avg: return run<T, SumOp, true>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::min: return run<T, MinOp, false>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::max: return run<T, MaxOp, false>(dst, dst2, srcs, nsrc, count);
+    case ReduceOp::product: return run<T, ProdOp, false>(dst, dst2, srcs, nsrc, count);
+  }
+  throw BackendError("reduce kernel: unknown reduce op");
 }
 
 }  // namespace
 
-ReduceFn reduce_fn(DType dtype, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return for_op<Sum>(dtype);
-    case ReduceOp::product: return for_op<Prod>(dtype);
-    case ReduceOp::min: return for_op<Min>(dtype);
-    case ReduceOp::max: return for_op<Max>(dtype);
-    case ReduceOp::avg: break;
-  }
-  throw BackendError(fmt::format("reduce kernel: op '{}' has no element-wise kernel (avg is sum, then divide)",
-                                 reduce_op_name(op)));
-}
-
-void reduce(DType dtype, ReduceOp op, void* out, const void* a, const void* b, std::size_t count) {
-  reduce_fn(dtype, op)(out, a, b, count);
-}
-
-void divide_in_place(DType dtype, void* buffer, std::size_t count, int divisor) {
-  if (divisor == 1) return;
+void reduce(DType dtype, ReduceOp op, void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count) {
+  if (count == 0) return;
   switch (dtype) {
-    case DType::float32: divide(static_cast<float*>(buffer), count, divisor); return;
-    case DType::float64: divide(static_cast<double*>(buffer), count, divisor); return;
-    case DType::int32: divide(static_cast<std::int32_t*>(buffer), count, divisor); return;
-    case DType::int64: divide(static_cast<std::int64_t*>(buffer), count, divisor); return;
-    case DType::float16: {
-      auto* p = static_cast<std::uint16_t*>(buffer);
-      for (std::size_t i = 0; i < count; ++i) p[i] = half::float_to_half(half::half_to_float(p[i]) / divisor);
-      return;
-    }
-    case DType::bfloat16: {
-      auto* p = static_cast<std::uint16_t*>(buffer);
-      for (std::size_t i = 0; i < count; ++i) p[i] = half::float_to_bf16(half::bf16_to_float(p[i]) / divisor);
-      return;
-    }
+    case DType::float32: return dispatch_op<float>(op, dst, dst2, srcs, nsrc, count);
+    case DType::float64: return dispatch_op<double>(op, dst, dst2, srcs, nsrc, count);
+    case DType::int32: return dispatch_op<std::int32_t>(op, dst, dst2, srcs, nsrc, count);
+    case DType::int64: return dispatch_op<std::int64_t>(op, dst, dst2, srcs, nsrc, count);
+    case DType::float16: return dispatch_op<Half>(op, dst, dst2, srcs, nsrc, count);
+    case DType::bfloat16: return dispatch_op<BFloat16>(op, dst, dst2, srcs, nsrc, count);
   }
+  throw BackendError("reduce kernel: unknown dtype");
 }
 
 }  // namespace fastrun::kernels

@@ -1,22 +1,30 @@
 #pragma once
-// Element-wise reductions on host memory, for every DType x ReduceOp, shared by the CPU
-// backends. 16-bit floats are widened to float, reduced, and rounded back once per call.
-// `avg` is not a kernel: backends reduce with sum, then call divide_in_place (integers use
-// integer division, truncating toward zero, as documented in docs/runtime.md).
+// The one set of element-wise reductions on host memory, every DType x ReduceOp, used by every
+// CPU path (the shm backend, the gloo backend, reduce_scatter), so that the bits of a result do
+// not depend on which backend `auto` picked:
+//
+//   dst[i] = srcs[0][i] OP srcs[1][i] OP ... OP srcs[n-1][i]   (avg: that sum divided by n)
+//
+// Semantics (docs/runtime.md, "Semantics shared by the CPU backends"):
+// - Sources are combined left to right in the order given; a backend passes them in group rank
+//   order, so the result is one fixed function of the ranks' inputs.
+// - float16 and bfloat16 are widened to float, accumulated over all n sources in float (and for
+//   avg divided by n in float), and rounded to nearest even once, at the end.
+// - Integers wrap on overflow (two's complement, computed in unsigned arithmetic, so there is
+//   no undefined behaviour); avg on integers divides the wrapped sum, truncating toward zero.
+// - min/max keep the earlier source on ties and when a NaN is compared (`b < a ? b : a`).
+//
+// `dst` may be the same pointer as one of the sources (an in-place all-reduce reduces the
+// rank's own input into itself); `dst2`, when not null, receives a second copy of the result
+// (the slot peers gather from) and must not overlap anything. Work goes in blocks of 1024
+// elements accumulated on the stack, which is what makes dst == source safe and what lets the
+// inner loops vectorise.
 #include <cstddef>
 
 #include "fastrun/runtime/process_group/types.h"
 
 namespace fastrun::kernels {
 
-// out[i] = a[i] OP b[i] for i < count; out may alias a or b. `op` must not be avg (use sum).
-void reduce(DType dtype, ReduceOp op, void* out, const void* a, const void* b, std::size_t count);
-
-// Signature Gloo's setReduceFunction wants (out, in1, in2, n), for a fixed dtype and op.
-using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
-ReduceFn reduce_fn(DType dtype, ReduceOp op);
-
-// buffer[i] /= divisor (integer division for int32/int64).
-void divide_in_place(DType dtype, void* buffer, std::size_t count, int divisor);
+void reduce(DType dtype, ReduceOp op, void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count);
 
 }  // namespace fastrun::kernels

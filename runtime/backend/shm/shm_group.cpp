@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/reduce.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::shm {
 namespace {
@@ -107,7 +107,7 @@ void ShmGroup::all_reduce_small(const BufferView& b, ReduceOp op) {
     s = many.data();
   }
   for (int p = 0; p < size_; ++p) s[p] = ch.region(p, k);
-  reduce(b.dtype, op, b.data, nullptr, s, size_, b.count);
+  kernels::reduce(b.dtype, op, b.data, nullptr, s, size_, b.count);
 }
 
 // Reduce-scatter then all-gather through the segment, pipelined over chunks of one region.
@@ -156,7 +156,7 @@ void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
         for (std::size_t p = 0; p < n; ++p)
           srcs[p] = p == r ? static_cast<const void*>(own) : ch.region(static_cast<int>(p), k - lag) + lo * esize;
         // The second copy for the peers is written block by block while the block is in L1.
-        reduce(b.dtype, op, own, ch.region(rank_, k) + lo * esize, srcs.data(), size_, hi - lo);
+        kernels::reduce(b.dtype, op, own, ch.region(rank_, k) + lo * esize, srcs.data(), size_, hi - lo);
       }
     }
     if (s <= nchunks) {  // copy in the slices of chunk s-1 that peers reduce
@@ -287,7 +287,7 @@ void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out
     for (std::size_t p = 0; p < n; ++p)
       srcs[p] = p == r ? static_cast<const void*>(src + (r * count + j * chunk) * esize)
                        : ch.region(static_cast<int>(p), from_step) + r * chunk * esize;
-    reduce(in.dtype, op, dst + j * chunk * esize, nullptr, srcs.data(), size_, len(j));
+    kernels::reduce(in.dtype, op, dst + j * chunk * esize, nullptr, srcs.data(), size_, len(j));
   };
   std::uint32_t k = 0;
   for (std::size_t s = 1; s <= nchunks; ++s) {
