@@ -13,6 +13,8 @@
 // tensor its own gradient allocation, so DDP copies through its flat buckets (the general case);
 // the default, contiguous, lets DDP reduce the buckets in place. Memory per rank: 8 bytes per
 // parameter (values, gradients), plus 8 more with --layout separate (gradients, buckets).
+// --mode overlap compares DDP with compute alone and compute + a blocking all-reduce instead
+// (ddp_overlap.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,24 +25,15 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "ddp_bench.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
 
-namespace {
+namespace fastrun::bench::ddp {
 
 using Clock = std::chrono::steady_clock;
-
-struct Args {
-  std::size_t params = 100'000'000;
-  std::size_t layers = 50;
-  int iters = 3;
-  double bucket_mb = 25, first_bucket_mb = 1;
-  double compute_us = 0;
-  std::string backend = "gloo";
-  bool separate = false;
-  bool ddp_avg = false;   // --reduce avg: DDP lets the backend average instead of pre-dividing  // --layout separate: one allocation per tensor (DDP copies through buckets)
-};
+namespace {
 
 std::size_t parse_count(const std::string& flag, const std::string& v) {
   std::size_t used = 0;
@@ -71,6 +64,16 @@ Args parse(int argc, char** argv) {
     else if (flag == "--first-bucket-mb") a.first_bucket_mb = std::stod(v);
     else if (flag == "--compute-us") a.compute_us = std::stod(v);
     else if (flag == "--backend") a.backend = v;
+    else if (flag == "--mode") {
+      if (v != "fused" && v != "overlap")
+        throw fastrun::ConfigError(fmt::format("--mode '{}': accepted fused, overlap", v));
+      a.overlap = v == "overlap";
+    } else if (flag == "--backends") a.backends = v;
+    else if (flag == "--compute-ratio") a.compute_ratio = std::stod(v);
+    else if (flag == "--compute") {
+      if (v != "busy" && v != "sleep") throw fastrun::ConfigError(fmt::format("--compute '{}': accepted busy, sleep", v));
+      a.sleep = v == "sleep";
+    }
     else if (flag == "--layout" || flag == "--reduce") {
       const bool layout = flag == "--layout";
       if (layout ? (v != "contiguous" && v != "separate") : (v != "sum" && v != "avg"))
@@ -79,7 +82,8 @@ Args parse(int argc, char** argv) {
     }
     else
       throw fastrun::ConfigError(fmt::format("unknown flag '{}': accepted --params N --layers L --iters K --bucket-mb M "
-                                             "--first-bucket-mb M --compute-us U --backend gloo|shm|auto --layout contiguous|separate --reduce sum|avg",
+                                             "--first-bucket-mb M --compute-us U --backend gloo|shm|auto --layout contiguous|separate --reduce sum|avg "
+                                             "--mode fused|overlap --backends LIST --compute busy|sleep --compute-ratio R",
                                              flag));
   }
   return a;
@@ -92,6 +96,8 @@ void spin_for(double us) {
   }
 }
 
+}  // namespace
+
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 double median(std::vector<double> v) {
@@ -99,17 +105,19 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int run_ddp_bench(int argc, char** argv) {
-  const Args a = parse(argc, argv);
-  fastrun::JoinOptions jo;
-  jo.backend = a.backend;
-  auto ctx = fastrun::join(jo);
-  auto& world = ctx->world();
-  const bool lead = ctx->rank() == 0;
+DdpOptions ddp_options(const Args& a) {
+  DdpOptions options;
+  options.bucket_bytes = static_cast<std::size_t>(a.bucket_mb * (1 << 20));
+  options.first_bucket_bytes = static_cast<std::size_t>(a.first_bucket_mb * (1 << 20));
+  if (a.ddp_avg) options.reduce = ReduceOp::avg;
+  return options;
+}
 
+Model make_model(const Args& a) {
+  Model m;
   // The model: `layers` (weight, bias) pairs over one contiguous gradient buffer.
   const std::size_t bias = a.params / a.layers > 4096 ? 1024 : 0;
-  std::vector<std::size_t> sizes;
+  auto& sizes = m.sizes;
   std::size_t left = a.params;
   for (std::size_t l = 0; l < a.layers && left > 0; ++l) {
     std::size_t w = l + 1 == a.layers ? left - std::min(left, bias) : std::min(left, a.params / a.layers - bias);
@@ -121,9 +129,13 @@ int run_ddp_bench(int argc, char** argv) {
   // Contiguous: every gradient is a slice of `grads` (one arena, as frameworks often allocate),
   // and the fused all-reduce runs on it. Separate: one allocation per tensor; `grads` is then
   // only the fused baseline's buffer.
-  std::vector<float> values(a.params, 1.0f), grads(a.params);
-  std::vector<std::vector<float>> own_grads;
-  std::vector<fastrun::DdpParameter> params;
+  auto& values = m.values;
+  auto& grads = m.grads;
+  auto& own_grads = m.own_grads;
+  auto& params = m.params;
+  values.assign(a.params, 1.0f);
+  grads.assign(a.params, 0.0f);
+  own_grads.reserve(sizes.size());
   std::size_t off = 0;
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     float* g = grads.data() + off;
@@ -131,15 +143,32 @@ int run_ddp_bench(int argc, char** argv) {
     params.push_back({fmt::format("p{}", k), fastrun::view_of(values.data() + off, sizes[k]), fastrun::view_of(g, sizes[k])});
     off += sizes[k];
   }
-  fastrun::DdpOptions options;
-  options.bucket_bytes = static_cast<std::size_t>(a.bucket_mb * (1 << 20));
-  options.first_bucket_bytes = static_cast<std::size_t>(a.first_bucket_mb * (1 << 20));
-  if (a.ddp_avg) options.reduce = fastrun::ReduceOp::avg;
+  return m;
+}
+
+void Model::fill(float v) {
+  std::fill(grads.begin(), grads.end(), v);
+  for (auto& g : own_grads) std::fill(g.begin(), g.end(), v);
+}
+
+namespace {
+
+int run_ddp_bench(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  fastrun::JoinOptions jo;
+  jo.backend = a.backend;
+  auto ctx = fastrun::join(jo);
+  auto& world = ctx->world();
+  const bool lead = ctx->rank() == 0;
+
+  if (a.overlap) return run_overlap(*ctx, a);
+  Model m = make_model(a);
+  auto& sizes = m.sizes;
+  auto& grads = m.grads;
+  auto& params = m.params;
+  fastrun::DdpOptions options = ddp_options(a);
   fastrun::DistributedDataParallel ddp(world, params, options);
-  auto fill = [&] {
-    std::fill(grads.begin(), grads.end(), static_cast<float>(ctx->rank() + 1));
-    for (auto& g : own_grads) std::fill(g.begin(), g.end(), static_cast<float>(ctx->rank() + 1));
-  };
+  auto fill = [&] { m.fill(static_cast<float>(ctx->rank() + 1)); };
 
   if (lead)
     std::printf("ddp bench: %d ranks, backend %s, %zu float parameters (%.1f MB) in %zu %s tensors, %zu buckets "
@@ -204,7 +233,7 @@ int run_ddp_bench(int argc, char** argv) {
   return 0;
 }
 
-const fastrun::bench::Registration reg{
+const Registration reg{
     "ddp", "DDP bucketed gradient sync vs one fused all-reduce", &run_ddp_bench,
     "  --params N                 float32 parameters in all, K/M/G suffix allowed (default 100M)\n"
     "  --layers L                 (weight, bias) pairs they are split into (default 50)\n"
@@ -214,6 +243,13 @@ const fastrun::bench::Registration reg{
     "  --compute-us U             simulated backward time per layer (default 0)\n"
     "  --backend gloo|shm|auto    (default gloo)\n"
     "  --layout contiguous|separate  one gradient arena, or one allocation per tensor (default contiguous)\n"
-    "  --reduce sum|avg           pre-divide and sum, or let the backend average (default sum)\n"};
+    "  --reduce sum|avg           pre-divide and sum, or let the backend average (default sum)\n"
+    "  --mode fused|overlap       DDP vs one fused all-reduce (default), or vs compute alone and\n"
+    "                             compute + a blocking all-reduce (docs/ddp.md, \"Overlap\")\n"
+    "  --backends LIST            overlap mode: backends to compare, comma-separated (default shm,gloo)\n"
+    "  --compute busy|sleep       overlap mode: backward as passes over the gradients, or as a wait\n"
+    "                             that leaves the CPU idle, as a GPU backward would (default busy)\n"
+    "  --compute-ratio R          overlap mode: backward time / one blocking all-reduce (default 1)\n"};
 
 }  // namespace
+}  // namespace fastrun::bench::ddp

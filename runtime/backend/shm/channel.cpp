@@ -162,6 +162,8 @@ void Channel::wait_slow(int peer, std::uint32_t k) {
 }
 
 void Channel::check_health(int peer, std::uint32_t k) {
+  if (cancelled_.load(std::memory_order_acquire))
+    throw BackendError(fmt::format("{}: cancelled (a wait on it gave up; the group is unusable)", where()));
   // Every check re-reads the step afterwards: a peer that published and then exited or left
   // the group normally is not a failure.
   if (word(control(peer).aborted).load(std::memory_order_acquire) != 0) {

@@ -16,7 +16,10 @@
 // failure was recorded under kFailureKey, and the op deadline. Publishers call FUTEX_WAKE only
 // when a sleeper registered on their word.
 //
-// Threading: one thread drives a Channel (the group's issuing thread).
+// Threading: one thread at a time drives a Channel: the group's issuing thread, or its comm
+// thread (ShmGroup hands the channel over through the comm thread's queue). abort() and
+// cancel() may be called from any thread.
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,6 +80,9 @@ class Channel {
   void begin_op(const char* op, std::chrono::steady_clock::duration timeout);
   // Marks this rank aborted so peers waiting on it fail at once instead of timing out.
   void abort() noexcept;
+  // Makes the wait in progress (and every later one) fail at its next health check, within
+  // kSleepSlice: the caller stopped waiting for the op and the group is given up.
+  void cancel() noexcept { cancelled_.store(true, std::memory_order_release); }
 
  private:
   RankControl& control(int rank) const {
@@ -105,6 +111,7 @@ class Channel {
   std::chrono::steady_clock::duration timeout_{};
   std::chrono::nanoseconds spin_{};  // how long to spin before sleeping
   bool yield_while_spinning_ = false;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace fastrun::shm

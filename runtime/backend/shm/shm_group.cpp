@@ -47,24 +47,78 @@ ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel)
 
 ShmGroup::~ShmGroup() = default;
 
+std::string ShmGroup::broken() const {
+  std::lock_guard lock(mutex_);
+  return broken_;
+}
+
+void ShmGroup::mark_broken(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (broken_.empty()) broken_ = why;
+}
+
+std::exception_ptr ShmGroup::unusable(const char* op) const {
+  return std::make_exception_ptr(BackendError(fmt::format(
+      "shm {} on group '{}' rank {}: the group is unusable after an earlier failure: {}", op, name_, rank_, broken())));
+}
+
+void ShmGroup::run_on_channel(const char* op, const std::function<void()>& body) {
+  try {
+    chan_->begin_op(op, op_timeout_);
+    body();
+  } catch (const std::exception& e) {
+    mark_broken(e.what());
+    chan_->abort();  // peers waiting on us fail now instead of at their timeout
+    throw;
+  }
+}
+
 template <typename Body>
-WorkHandle ShmGroup::run(const char* op, Body&& body) {
-  if (!broken_.empty())
-    return std::make_shared<CompletedWork>(std::make_exception_ptr(BackendError(fmt::format(
-        "shm {} on group '{}' rank {}: the group is unusable after an earlier failure: {}", op, name_, rank_, broken_))));
+WorkHandle ShmGroup::run(const char* op, std::size_t bytes, Body body) {
+  if (!broken().empty()) return std::make_shared<CompletedWork>(unusable(op));
   if (!chan_) {  // a group of one: the body handles it locally
     body();
     return done();
   }
+  // Inline only while the comm thread holds no op: otherwise this one would overtake them.
+  if (bytes >= kAsyncOpBytes || pending_.load(std::memory_order_acquire) != 0) return post(op, std::move(body));
   try {
-    chan_->begin_op(op, op_timeout_);
-    body();
+    run_on_channel(op, body);
     return done();
-  } catch (const std::exception& e) {
-    broken_ = e.what();
-    chan_->abort();  // peers waiting on us fail now instead of at their timeout
+  } catch (const std::exception&) {
     return std::make_shared<CompletedWork>(std::current_exception());
   }
+}
+
+WorkHandle ShmGroup::post(const char* op, std::function<void()> body) {
+  if (!thread_) thread_ = std::make_unique<CommThread>(fmt::format("shm-{}", name_));
+  // The channel's deadline (which names the ranks that did not arrive) should fire first; the
+  // margin covers an op that started a little after its wait() did.
+  auto work = std::make_shared<AsyncWork>(
+      fmt::format("shm {} on group '{}' rank {}", op, name_, rank_), op_timeout_ + std::chrono::seconds(1),
+      nullptr,  // the channel watches peers and the failure key itself, and fails the op
+      [this](const std::string& reason) {
+        // Runs on a waiter's thread before the op finished, so the group (and its thread) is alive.
+        mark_broken(reason);
+        chan_->cancel();
+      });
+  pending_.fetch_add(1, std::memory_order_relaxed);
+  thread_->post([this, op, work, body = std::move(body)] {
+    std::exception_ptr error;
+    if (!broken().empty()) {
+      error = unusable(op);
+    } else {
+      try {
+        run_on_channel(op, body);
+      } catch (const std::exception&) {
+        error = std::current_exception();
+      }
+    }
+    pending_.fetch_sub(1, std::memory_order_release);  // the channel is free before the wait returns
+    if (error) work->fail(error);
+    else work->complete();
+  });
+  return work;
 }
 
 void ShmGroup::check_host(const char* op, const BufferView& b) const {
@@ -80,12 +134,12 @@ void ShmGroup::check_host(const char* op, const BufferView& b) const {
 
 WorkHandle ShmGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
   check_host("all_reduce", buffer);
-  return run("all_reduce", [&] {
+  return run("all_reduce", buffer.bytes(), [this, buffer, op = options.op] {
     if (!chan_ || buffer.count == 0) return;
     if (buffer.bytes() <= kSmallAllReduceBytes) {
-      all_reduce_small(buffer, options.op);
+      all_reduce_small(buffer, op);
     } else {
-      all_reduce_large(buffer, options.op);
+      all_reduce_large(buffer, op);
     }
   });
 }
@@ -183,8 +237,8 @@ WorkHandle ShmGroup::broadcast(BufferView buffer, const BroadcastOptions& option
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
                                   options.root, size_ - 1));
-  return run("broadcast", [&] {
-    if (chan_ && buffer.count > 0) broadcast_chunks(buffer, options.root);
+  return run("broadcast", buffer.bytes(), [this, buffer, root = options.root] {
+    if (chan_ && buffer.count > 0) broadcast_chunks(buffer, root);
   });
 }
 
@@ -219,7 +273,7 @@ WorkHandle ShmGroup::all_gather(BufferView input, BufferView output, const AllGa
   check_host("all_gather", input);
   check_host("all_gather", output);
   check_all_gather_shapes(fmt::format("shm all_gather on group '{}'", name_), input, output, size_);
-  return run("all_gather", [&] {
+  return run("all_gather", output.bytes(), [this, input, output] {
     if (input.count == 0) return;
     std::byte* own = bytes_of(output) + static_cast<std::size_t>(rank_) * input.bytes();
     if (own != input.data) std::memmove(own, input.data, input.bytes());
@@ -258,13 +312,13 @@ WorkHandle ShmGroup::reduce_scatter(BufferView input, BufferView output, const R
   check_host("reduce_scatter", input);
   check_host("reduce_scatter", output);
   check_reduce_scatter_shapes(fmt::format("shm reduce_scatter on group '{}'", name_), input, output, size_);
-  return run("reduce_scatter", [&] {
+  return run("reduce_scatter", input.bytes(), [this, input, output, op = options.op] {
     if (output.count == 0) return;
     if (!chan_) {  // one rank: every op of a single value is the value itself
       if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
       return;
     }
-    reduce_scatter_chunks(input, output, options.op);
+    reduce_scatter_chunks(input, output, op);
   });
 }
 
@@ -307,7 +361,7 @@ void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out
 // ---------------------------------------------------------------------------- barrier
 
 WorkHandle ShmGroup::barrier(const BarrierOptions&) {
-  return run("barrier", [&] {
+  return run("barrier", 0, [this] {
     if (!chan_) return;
     const std::uint32_t k = chan_->next_step();
     chan_->publish(k);

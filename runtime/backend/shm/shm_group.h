@@ -2,19 +2,32 @@
 // The shm backend's ProcessGroup: every rank of the group on one node, data moving through one
 // shared segment per group (see docs/backend-shm.md for the design and the numbers).
 //
-// Collectives run to completion on the calling thread (no comm thread: a hand-off would cost
-// more than a small all-reduce) and return an already-completed Work; an error (PeerFailure,
-// TimeoutError) is carried by that Work and rethrown by wait(). After a failure the group is
-// unusable: later ops fail with BackendError naming the first error. Bad arguments (wrong
-// counts, device memory, a root out of range) throw ConfigError at once.
+// Where an op runs: one of kAsyncOpBytes or more (and any op issued while such an op is still
+// queued or running, so that the issue order is kept) goes to the group's communication thread
+// (process_group/comm_thread.h, started on the first such op) and returns an AsyncWork at once:
+// the caller computes while it runs (DDP's buckets overlap the backward pass). A smaller op runs
+// to completion on the calling thread and returns an already-completed Work, because the
+// hand-off costs more than it does (figures at kAsyncOpBytes). Either way an error
+// (PeerFailure, TimeoutError) is carried by the Work and rethrown by wait(); the channel's own
+// waits (peer pidfds, the job's failure key, the op deadline) bound how long a queued op can
+// block. After a failure the group is unusable: later ops fail with BackendError naming the
+// first error. Bad arguments (wrong counts, device memory, a root out of range) throw
+// ConfigError at once. A wait() that gives up early (a timeout shorter than the op's) makes the
+// group unusable too, and cancels the op in flight so the thread returns within a wait slice.
 //
 // Threading: one thread issues collectives on a group (process_group.h); Works may be waited
-// on from any thread.
+// on from any thread. The caller's buffers must stay alive until wait() returns. Destruction
+// runs the ops still queued (they fail fast once peers are gone) and joins the thread.
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "fastrun/runtime/backend/shm/channel.h"
+#include "fastrun/runtime/process_group/comm_thread.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::shm {
@@ -29,6 +42,11 @@ inline constexpr std::size_t kOversubscribedRegionBytes = 128 * 1024;
 inline constexpr std::size_t kOversubscribedRingBytesPerRank = 512 * 1024;
 inline constexpr std::size_t kMaxSegmentBytes = 256u << 20;   // the ring shrinks for many ranks
 inline constexpr std::size_t kSmallAllReduceBytes = 64 * 1024;  // one-step all-reduce up to here
+// Ops of this many bytes or more run on the communication thread. On the 2-core VM a hand-off
+// (post, run, complete, the waiter wakes) takes 3 us at best and 4-15 us typically, while a
+// 2-rank all-reduce takes 18 us at 64 KiB, 43 us at 256 KiB and 300 us at 1 MiB at best: from
+// here on the hop is around a tenth of the op or less (docs/backend-shm.md, "Which thread").
+inline constexpr std::size_t kAsyncOpBytes = 256 * 1024;
 
 // The segment layout rank 0 chooses for a group of `nranks` on a machine with `cpus` usable
 // CPUs (the others read it from the segment header).
@@ -51,7 +69,14 @@ class ShmGroup final : public ProcessGroup {
   WorkHandle barrier(const BarrierOptions& options = {}) override;
 
  private:
-  template <typename Body> WorkHandle run(const char* op, Body&& body);
+  // Runs `body` (which captures its arguments by value) inline or on the comm thread.
+  template <typename Body> WorkHandle run(const char* op, std::size_t bytes, Body body);
+  // Runs one op on the channel; a failure marks the group unusable and tells the peers.
+  void run_on_channel(const char* op, const std::function<void()>& body);
+  WorkHandle post(const char* op, std::function<void()> body);
+  std::string broken() const;
+  void mark_broken(const std::string& why);
+  std::exception_ptr unusable(const char* op) const;  // the BackendError of an op after a failure
   void check_host(const char* op, const BufferView& b) const;
 
   void all_reduce_small(const BufferView& b, ReduceOp op);
@@ -65,7 +90,12 @@ class ShmGroup final : public ProcessGroup {
   std::string name_;
   Duration op_timeout_;
   std::unique_ptr<Channel> chan_;
-  std::string broken_;  // the first error; non-empty = unusable
+  mutable std::mutex mutex_;  // guards broken_ (written by the comm thread and by waiters)
+  std::string broken_;        // the first error; non-empty = unusable
+  // Ops posted and not yet finished. The comm thread's release decrement pairs with the issuing
+  // thread's acquire load: at 0 the channel is back in the issuing thread's hands.
+  std::atomic<int> pending_{0};
+  std::unique_ptr<CommThread> thread_;  // declared last: joined before the channel goes away
 };
 
 // The backend factory (registered as "shm"): builds the segment through spec.store.
