@@ -161,15 +161,24 @@ std::exception_ptr translate(Shared& s, const std::string& what, const std::exce
     const bool timed_out = text.find("imed out") != std::string::npos || text.find("imeout") != std::string::npos;
     // Root cause first: a failure already recorded (by the launcher, or by the survivor that saw
     // the death first and then exited, closing *its* sockets too) names the right rank.
-    if (auto failure = s.watch->poll(/*force=*/true)) {
-      error = std::make_exception_ptr(
-          PeerFailure(fmt::format("{}: {} failed because a peer failed: {} (gloo: {})", s.label, what, *failure, text)));
+    const auto recorded_failure = [&]() -> std::exception_ptr {
+      if (auto failure = s.watch->poll(/*force=*/true))
+        return std::make_exception_ptr(PeerFailure(
+            fmt::format("{}: {} failed because a peer failed: {} (gloo: {})", s.label, what, *failure, text)));
+      return nullptr;
+    };
+    if ((error = recorded_failure())) {
     } else if (std::vector<int> dead = dead_local_peers(s.peers, timed_out ? Duration() : Duration(std::chrono::seconds(1)));
                !dead.empty()) {
-      s.watch->publish(fmt::format("rank {}: process gone (connection closed during {})", dead.front(), what));
-      error = std::make_exception_ptr(PeerFailure(fmt::format("{}: {} failed: rank {} died (its connection closed; "
-                                                              "gloo: {})",
-                                                              s.label, what, fmt::join(dead, ", "), text)));
+      // Read the record again: a survivor that saw the death first recorded it before it exited,
+      // possibly while we waited for the dead to show, and it names the root cause where `dead`
+      // would also list that survivor.
+      if (!(error = recorded_failure())) {
+        s.watch->publish(fmt::format("rank {}: process gone (connection closed during {})", dead.front(), what));
+        error = std::make_exception_ptr(PeerFailure(fmt::format("{}: {} failed: rank {} died (its connection closed; "
+                                                                "gloo: {})",
+                                                                s.label, what, fmt::join(dead, ", "), text)));
+      }
     } else if (timed_out) {
       error = std::make_exception_ptr(TimeoutError(fmt::format(
           "{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT): {}", s.label, what,
