@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The nccl backend's GPU checks, for a machine with at least one CUDA GPU (a few minutes):
 #   1. configure with CUDA on (must report "NCCL ON") and build the check program, the Catch2
-#      backend tests and the launcher CLI;
+#      backend and DDP tests and the launcher CLI;
 #   2. world of one through the launcher: `fastrun --devices 0 fastrun-nccl-checks` joins on the
 #      nccl backend and runs every collective, dtype and op on device buffers, values checked
 #      (without a launcher binary: the program alone with FASTRUN_RANK=0 FASTRUN_WORLD_SIZE=1);
@@ -10,7 +10,8 @@
 #      timeout is 1 s, its stream stalled by a sleeping host function), a peer failure marked
 #      under the failure key, and an init whose second rank never joins (aborted at the deadline);
 #   4. the exit policy: after an op timeout the watchdog must end the rank with exit 70;
-#   5. the Catch2 cases tagged [nccl] (they skip without a GPU; here they must run);
+#   5. the Catch2 cases tagged [nccl], and DDP on CUDA buffers (test_ddp "[cuda]"): they skip
+#      without a GPU; here they must run;
 #   6. the CUDA example trainer: `fastrun --devices 0 train_mlp_cuda` (and --accum 2, and with
 #      two GPUs --devices 0,1) must end with the CPU trainer's single-rank weights on the same
 #      seed, within 1e-4 relative (train_mlp_compare prints PASS/FAIL).
@@ -53,7 +54,7 @@ else
   echo "(no launcher binary: step 2 runs the check program directly)"
 fi
 have_tests=0
-if timeout 900 cmake --build "$build_dir" -j"$jobs" --target test_backend; then have_tests=1; else fail "build test_backend"; fi
+if timeout 900 cmake --build "$build_dir" -j"$jobs" --target test_backend test_ddp; then have_tests=1; else fail "build test_backend test_ddp"; fi
 pass "build"
 
 step "2. world of one: init and every collective"
@@ -85,14 +86,22 @@ rc=$?
 took=$(( $(date +%s) - start ))
 if [ "$rc" = 70 ] && [ "$took" -le 20 ]; then pass "exit policy (exit 70 after ${took} s)"; else fail "exit policy (exit $rc after ${took} s, want 70 within 20 s)"; fi
 
-step "5. Catch2 [nccl] cases"
-if [ "$have_tests" = 1 ]; then
-  out=$(timeout 300 "$build_dir/tests/backend/test_backend" "[nccl]" 2>&1)
+step "5. Catch2 [nccl] cases and DDP on CUDA buffers"
+# run_catch BINARY FILTER SKIP_TEXT: the cases must pass, and none may skip for want of a GPU
+# (other skips are allowed: test_backend's no-GPU error case skips where a GPU is visible).
+run_catch() {
+  local name
+  name="$(basename "$1") $2"
+  out=$(timeout 300 "$build_dir/tests/$1" "$2" 2>&1)
   rc=$?
   echo "$out" | tail -20
-  if [ "$rc" != 0 ]; then fail "test_backend [nccl] (exit $rc)"
-  elif echo "$out" | grep -q "skipped: no GPU visible"; then fail "test_backend [nccl] skipped although a GPU should be visible"
-  else pass "test_backend [nccl]"; fi
+  if [ "$rc" != 0 ]; then fail "$name (exit $rc)"
+  elif echo "$out" | grep -q "FASTRUN-SKIPPED: $3"; then fail "$name skipped although a GPU should be visible"
+  else pass "$name"; fi
+}
+if [ "$have_tests" = 1 ]; then
+  run_catch backend/test_backend "[nccl]" "no GPU visible"
+  run_catch ddp/test_ddp "[cuda]" "no CUDA device visible"
 fi
 
 step "6. train_mlp_cuda against the CPU trainer (same seed, same samples)"
