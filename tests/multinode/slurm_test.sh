@@ -140,12 +140,7 @@ case_srun_hello() {
   # derives the layout, the store on n0 and the port; the ranks all-reduce over gloo across hosts.
   run_srun hello -N2 --ntasks-per-node=2 sh -c 'hostname >"$1/host-$SLURM_PROCID" && exec "$2"' hello "$work" "$hello"
   expect_eq "$srun_code" 0 "srun's exit code (stderr: $(cat "$work/hello.err"))"
-  local g hosts=(n0 n0 n1 n1) want=("0/2, node 0" "1/2, node 0" "0/2, node 1" "1/2, node 1")
-  for g in 0 1 2 3; do
-    expect_eq "$(cat "$work/host-$g" 2>/dev/null)" "${hosts[g]}" "the host of Slurm task $g"
-    expect_contains "$work/hello.out" "hello from rank $g of 4 (local ${want[g]}, from slurm)" "rank $g's layout"
-    expect_contains "$work/hello.out" "rank $g: all-reduce of 1..4 = 10 over gloo" "rank $g's all-reduce across hosts"
-  done
+  expect_hello_on_two_hosts "$work" "$work/hello.out" slurm
 }
 
 case_fastrun_per_node() {
