@@ -14,6 +14,7 @@
 #   host_addr NAME                  its address
 #   host_unplug NAME                its switch port down: the network to it is cut
 #   host_leftovers NAME             pids on that host other than its holder, and its /dev/shm entries
+#   hosts_rsh_agent                 prints the path of an rsh agent for mpirun (--mca plm_rsh_agent)
 #   hosts_down                      stop everything on the hosts and remove them (also on EXIT/INT/TERM)
 #   $HOSTS_DIR                      a temporary directory of the run, removed with the hosts
 #
@@ -206,4 +207,21 @@ host_leftovers() {
     echo "pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)) still runs on $name"
   done
   nsenter -t "${HOSTS_HOLDER[$name]}" -m -- find /dev/shm -mindepth 1 -maxdepth 1 -printf "/dev/shm/%f is left on $name\n"
+}
+
+# An rsh agent, as ssh is to mpirun: `AGENT HOST COMMAND...` runs COMMAND on that host through a
+# shell (Open MPI hands it one command line to interpret, as ssh would). It enters the host by
+# its holder's pid, so it works from inside any host's namespaces.
+hosts_rsh_agent() {
+  local agent="$HOSTS_DIR/rsh-agent" name
+  if [[ ! -x $agent ]]; then
+    {
+      printf '#!/bin/sh\ncase "$1" in\n'
+      for name in "${HOSTS_NAMES[@]}"; do printf '  %s) holder=%s ;;\n' "$name" "${HOSTS_HOLDER[$name]}"; done
+      printf '  *) echo "rsh-agent: no host '"'"'$1'"'"' (hosts: %s)" >&2; exit 255 ;;\nesac\n' "${HOSTS_NAMES[*]}"
+      printf 'shift\nexec nsenter -t "$holder" -n -u -m -- sh -c "$*"\n'
+    } >"$agent"
+    chmod +x "$agent"
+  fi
+  echo "$agent"
 }

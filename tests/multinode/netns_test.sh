@@ -2,9 +2,11 @@
 # One fastrun per host, on separate hosts made of network namespaces (hosts.sh): each host has
 # its own address, host name and /dev/shm, so nothing passes between the nodes that real
 # machines would not share (the TCP store, gloo, failure propagation all go over the bridge).
+# The mpirun_* cases start the job with mpirun on n0, reaching n1 through an rsh agent that
+# enters n1's namespaces (hosts_rsh_agent), as ssh would reach another machine.
 #   netns_test.sh CASE FASTRUN SPARRING_PARTNER HELLO
 # CASE is one of the functions named case_* below; CTest runs each as its own test.
-# Prints FASTRUN-SKIPPED (CTest: Skipped) when not root.
+# Prints FASTRUN-SKIPPED (CTest: Skipped) when not root (and, for mpirun_*, without Open MPI).
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source=tests/multinode/hosts.sh
@@ -187,6 +189,49 @@ case_partition() {
   expect_below "${took[1]}" 9 "seconds from the cut until node 1's launcher exited"
   wait_gone "$pids" 5 || fail "ranks still running 5 s after the launchers exited: $pids"
   echo "partition: node 0 out in ${took[0]} s, node 1 in ${took[1]} s"
+  nothing_left
+}
+
+# mpirun on n0 reaching n1 through an rsh agent that enters n1's namespaces (as ssh would reach
+# another machine); the rest as mpirun's arguments. Output in $work/out-$1 / err-$1, its exit
+# code in mpirun_code. No MASTER_* anywhere: the store is at mpirun's host (n0), as documented.
+mpirun_code=""
+run_mpirun() {
+  local name=$1
+  shift
+  if ! command -v mpirun >/dev/null; then
+    echo "FASTRUN-SKIPPED: 'mpirun' is not installed (tools/install-deps.sh installs Open MPI)"
+    exit 0
+  fi
+  start_on_host n0 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$(hosts_rsh_agent)" \
+    -x FASTRUN_STORE_TOKEN -x FASTRUN_TIMEOUT "$@" >"$work/out-$name" 2>"$work/err-$name" &
+  wait_exit $! 60 mpirun_code
+}
+
+case_mpirun_hello() {
+  # mpirun starts hello once per rank on two hosts; the runtime's Open MPI support joins them.
+  run_mpirun hello --host n0:2,n1:2 -np 4 sh -c 'hostname >"$1/host-$OMPI_COMM_WORLD_RANK" && exec "$2"' \
+    hello "$work" "$hello"
+  expect_eq "$mpirun_code" 0 "mpirun's exit code (stderr: $(cat "$work/err-hello"))"
+  expect_hello_on_two_hosts "$work" "$work/out-hello" openmpi
+  nothing_left
+}
+
+case_mpirun_fastrun() {
+  # mpirun starts one fastrun per host in the bare form: each launcher is a node, its node rank
+  # its MPI rank; then a rank failing on node 1 is mpirun's exit code.
+  local per_node=(--host "n0,n1" --map-by ppr:1:node "$fastrun" --nproc 2)
+  run_mpirun fastrun "${per_node[@]}" sh -c 'printf "%s %s %s %s\n" "$FASTRUN_RANK" "$(hostname)" \
+    "$FASTRUN_NODE_RANK" "$FASTRUN_WORLD_SIZE" >"$1/rank-$FASTRUN_RANK" && exec "$2"' rank "$work" "$hello"
+  expect_eq "$mpirun_code" 0 "mpirun's exit code (stderr: $(cat "$work/err-fastrun"))"
+  local g want=("0 n0 0 4" "1 n0 0 4" "2 n1 1 4" "3 n1 1 4")
+  for g in 0 1 2 3; do
+    expect_eq "$(cat "$work/rank-$g" 2>/dev/null)" "${want[g]}" "rank $g: rank host node world"
+  done
+  expect_eq "$(grep -c 'all-reduce of 1..4 = 10 over gloo' "$work/out-fastrun")" 4 "ranks' all-reduce across hosts"
+  run_mpirun failing "${per_node[@]}" "$partner" --on 3 --sleep 0.5 --on 3 --exit 3 --sleep 60
+  expect_eq "$mpirun_code" 3 "mpirun's exit code: the failed rank's (stderr: $(cat "$work/err-failing"))"
+  expect_contains "$work/err-failing" "on node 1 (host n1) exited with code 3" "the launchers name the failed rank's node and host"
   nothing_left
 }
 

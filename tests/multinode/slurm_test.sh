@@ -3,7 +3,9 @@
 # `ctl` (the login node, where srun runs), one slurmd on each of hosts n0 and n1, all from a
 # configuration generated in the run's temporary directory, all stopped with the hosts.
 #   slurm_test.sh FASTRUN SPARRING_PARTNER HELLO TRAIN_MLP TRAIN_MLP_COMPARE
-# Checks srun's own task layout across the two hosts, then srun starting one fastrun per node:
+# Checks srun's own task layout across the two hosts; srun starting hello once per rank (the
+# runtime's Slurm support: ranks, hosts, a gloo all-reduce across the hosts); then srun starting
+# one bare fastrun per node (no --nnodes/--node-rank/--master-* flags, no MASTER_* variables):
 # the global ranks and hosts, the example trainer (its weights against a one-host run), a
 # failing rank's exit code and name, and scancel of a running job.
 # Prints FASTRUN-SKIPPED (CTest: Skipped) when not root or Slurm/munge is not installed.
@@ -122,9 +124,9 @@ run_srun() {
 rank_says='printf "%s %s %s %s %s\n" "$FASTRUN_RANK" "$(hostname)" "$FASTRUN_NODE_RANK" "$FASTRUN_LOCAL_RANK" \
   "$FASTRUN_WORLD_SIZE" >"$1/rank-$FASTRUN_RANK" && shift && exec "$@"'
 
-# The fastrun each Slurm task runs, one per node. When fastrun reads SLURM_* itself (issue 15's
-# Slurm part), this line becomes: launcher_per_node='exec "$0" "$@"'
-launcher_per_node='exec "$0" --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --master-addr n0 --master-port 29400 "$@"'
+# srun starts one fastrun per node in the bare form: fastrun takes the node count, its node rank
+# and node 0's host from Slurm's variables and the port from the job and step ids.
+srun_fastrun=(-N2 --ntasks-per-node=1 "$fastrun")
 
 case_srun_layout() {
   run_srun layout -N2 --ntasks-per-node=2 sh -c 'echo "$SLURM_PROCID $SLURM_NODEID $SLURM_NTASKS $(hostname)"'
@@ -133,9 +135,16 @@ case_srun_layout() {
     "SLURM_PROCID SLURM_NODEID SLURM_NTASKS host of srun's 4 tasks"
 }
 
+case_srun_hello() {
+  # srun starts hello once per rank, no launcher and no MASTER_* set: the runtime's Slurm support
+  # derives the layout, the store on n0 and the port; the ranks all-reduce over gloo across hosts.
+  run_srun hello -N2 --ntasks-per-node=2 sh -c 'hostname >"$1/host-$SLURM_PROCID" && exec "$2"' hello "$work" "$hello"
+  expect_eq "$srun_code" 0 "srun's exit code (stderr: $(cat "$work/hello.err"))"
+  expect_hello_on_two_hosts "$work" "$work/hello.out" slurm
+}
+
 case_fastrun_per_node() {
-  run_srun fastrun -N2 --ntasks-per-node=1 sh -c "$launcher_per_node" "$fastrun" --nproc 2 \
-    sh -c "$rank_says" rank "$work" "$hello"
+  run_srun fastrun "${srun_fastrun[@]}" --nproc 2 sh -c "$rank_says" rank "$work" "$hello"
   expect_eq "$srun_code" 0 "srun's exit code (stderr: $(cat "$work/fastrun.err"))"
   local g want=("0 n0 0 0 4" "1 n0 0 1 4" "2 n1 1 0 4" "3 n1 1 1 4")
   for g in 0 1 2 3; do
@@ -148,8 +157,7 @@ case_trainer() {
   # The same seeded training on 2 nodes x 2 ranks under Slurm and on 4 ranks of one host must
   # end with the same weights (DDP over gloo across hosts, shm on one).
   local train=("$train_mlp" --epochs 2 --samples 512 --seed 7)
-  run_srun trainer -N2 --ntasks-per-node=1 sh -c "$launcher_per_node" "$fastrun" --nproc 2 \
-    "${train[@]}" --weights-out "$work/slurm.weights"
+  run_srun trainer "${srun_fastrun[@]}" --nproc 2 "${train[@]}" --weights-out "$work/slurm.weights"
   expect_eq "$srun_code" 0 "srun's exit code (stderr: $(cat "$work/trainer.err"))"
   expect_contains "$work/trainer.out" "4 rank(s) on gloo" "the trainer's backend across hosts"
   on_host n0 "$fastrun" --nproc 4 "${train[@]}" --weights-out "$work/one-host.weights" >"$work/one-host.out" 2>&1 ||
@@ -159,8 +167,7 @@ case_trainer() {
 }
 
 case_failing_rank() {
-  run_srun failing -N2 --ntasks-per-node=1 sh -c "$launcher_per_node" "$fastrun" --nproc 2 \
-    "$partner" --on 3 --sleep 0.5 --on 3 --exit 3 --sleep 60
+  run_srun failing "${srun_fastrun[@]}" --nproc 2 "$partner" --on 3 --sleep 0.5 --on 3 --exit 3 --sleep 60
   expect_eq "$srun_code" 3 "srun's exit code: the failed rank's (stderr: $(cat "$work/failing.err"))"
   expect_contains "$work/failing.err" "rank 3 (pid" "the launchers name the failed rank"
   expect_contains "$work/failing.err" "on node 1 (host n1) exited with code 3" "... its node, host and code"
@@ -170,8 +177,8 @@ case_failing_rank() {
 case_scancel() {
   # The job cancelled from the login node while its ranks run: every rank on both hosts stops.
   local pids job t0
-  start_on_host ctl srun --time=1 --job-name=fastrun-scancel -N2 --ntasks-per-node=1 sh -c "$launcher_per_node" \
-    "$fastrun" --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60 >"$work/scancel.out" 2>"$work/scancel.err" &
+  start_on_host ctl srun --time=1 --job-name=fastrun-scancel "${srun_fastrun[@]}" \
+    --nproc 2 "$partner" --pidfile "$work/pid-%r" --sleep 60 >"$work/scancel.out" 2>"$work/scancel.err" &
   local srun_pid=$!
   pids=$(wait_for_pidfiles "$work" 4 30) || fail "ranks never all started (stderr: $(cat "$work/scancel.err"))"
   job=$(on_host ctl squeue -h -n fastrun-scancel -o %i)
@@ -187,7 +194,7 @@ case_scancel() {
 t0=$(now)
 if start_slurm; then
   echo "slurm: daemons up, both nodes idle after $(elapsed "$t0") s"
-  for c in srun_layout fastrun_per_node trainer failing_rank scancel; do
+  for c in srun_layout srun_hello fastrun_per_node trainer failing_rank scancel; do
     t1=$(now)
     "case_$c"
     echo "slurm: $c done in $(elapsed "$t1") s"
