@@ -158,8 +158,11 @@ namespace {
 
 // mpirun on this host only: its own control traffic on the loopback interface too.
 Strings mpirun(int np, Strings program) {
+  // Open MPI's session directory is /tmp/ompi.<host>.<uid> by default: two cases at once
+  // (ctest -j) would race creating it ("mkdir ... File exists"). Each test process gets its own.
+  static const TempDir session_base;
   Strings v{FASTRUN_MPIRUN, "--allow-run-as-root", "--oversubscribe", "--mca", "oob_tcp_if_include", "lo",
-            "-np", std::to_string(np)};
+            "--mca", "orte_tmpdir_base", session_base.str(), "-np", std::to_string(np)};
   v.insert(v.end(), program.begin(), program.end());
   return v;
 }

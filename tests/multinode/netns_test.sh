@@ -203,8 +203,11 @@ run_mpirun() {
     echo "FASTRUN-SKIPPED: 'mpirun' is not installed (tools/install-deps.sh installs Open MPI)"
     exit 0
   fi
+  # Open MPI's session directory is /tmp/ompi.<host name>.<uid>: every test's hosts are named
+  # n0, n1, so two tests at once (ctest -j) would race creating it. Each run gets its own.
+  mkdir -p "$work/ompi-tmp"
   start_on_host n0 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$(hosts_rsh_agent)" \
-    -x FASTRUN_STORE_TOKEN -x FASTRUN_TIMEOUT "$@" >"$work/out-$name" 2>"$work/err-$name" &
+    --mca orte_tmpdir_base "$work/ompi-tmp" -x FASTRUN_STORE_TOKEN -x FASTRUN_TIMEOUT "$@" >"$work/out-$name" 2>"$work/err-$name" &
   wait_exit $! 60 mpirun_code
 }
 
