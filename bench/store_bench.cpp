@@ -338,7 +338,8 @@ const Registration reg{"store", "rendezvous store throughput and rendezvous time
                        "  --seconds S        seconds per throughput figure (default 1)\n"
                        "  --kinds LIST       stores to measure, from shm,file,tcp (default all three)\n"
                        "  --clients LIST     instead: one tcp store against N connections each, e.g. 1024,4096\n"
-                       "  --procs P          processes holding the --clients connections, as threads (default 8)\n"};
+                       "  --procs P          processes holding the --clients connections, as threads (default 8;\n"
+                       "                     each N is rounded down to a multiple of P)\n"};
 
 }  // namespace
 }  // namespace fastrun::bench
