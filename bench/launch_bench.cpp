@@ -7,9 +7,17 @@
 //          dynamic-loading cost, with no store, no pipes, no supervision.
 //   fail:  from a rank's failure (its last timestamp before _exit(1)) to the launcher's exit,
 //          when the other ranks honour SIGTERM.
+//   nodes: with --nodes K, one `fastrun --nnodes K --node-rank k` per node, each of --ranks
+//          ranks, against a one-node job of the same total: from the first launcher's start to
+//          the last rank through a barrier on the job's (global) store, and to the last exit.
+//          --on-node PREFIX (once per node, e.g. `nsenter -t PID -n -u -m --`) starts a node's
+//          launcher on its host (bench/multinode_launch.sh makes the hosts); without it every
+//          launcher runs here and the master is 127.0.0.1.
 // Options: --ranks 2,4,8,16,32  --reps 7  --fastrun PATH (default: next to this binary, or
 // ../tools/fastrun in a build tree). Medians are printed; nothing is asserted.
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +52,26 @@ double now_ms() {
 
 std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
+// CLOCK_MONOTONIC now, into `path`: the clock is the machine's, shared by every network namespace.
+void write_stamp(const std::string& path) {
+  const std::string t = fmt::format("{:.6f}\n", now_ms());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd >= 0) {
+    (void)!::write(fd, t.data(), t.size());
+    ::close(fd);
+  }
+}
+
+double read_stamp(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  double t = -1;
+  if (f) {
+    if (std::fscanf(f, "%lf", &t) != 1) t = -1;
+    std::fclose(f);
+  }
+  return t;
+}
+
 // The rank side: noop | barrier | fail (barrier, then rank 0 records the time and exits 1 while
 // the others sleep until stopped).
 int as_rank(const std::string& mode) {
@@ -50,14 +79,11 @@ int as_rank(const std::string& mode) {
   auto store = connect_store(std::getenv("FASTRUN_STORE"));
   const int world = std::atoi(std::getenv("FASTRUN_WORLD_SIZE"));
   store_barrier(*store, "bench/launch", world, std::chrono::seconds(60));
+  if (const char* dir = std::getenv("BENCH_LAUNCH_STAMP_DIR"))
+    write_stamp(fmt::format("{}/rank-{}", dir, std::getenv("FASTRUN_RANK")));
   if (mode == "barrier") return 0;
   if (std::atoi(std::getenv("FASTRUN_RANK")) == 0) {
-    const std::string t = fmt::format("{:.6f}\n", now_ms());
-    const int fd = ::open(std::getenv("BENCH_LAUNCH_FAIL_FILE"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-      (void)!::write(fd, t.data(), t.size());
-      ::close(fd);
-    }
+    write_stamp(std::getenv("BENCH_LAUNCH_FAIL_FILE"));
     ::_exit(1);
   }
   std::this_thread::sleep_for(std::chrono::seconds(60));
@@ -81,7 +107,7 @@ pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 1);
     if (quiet_stderr) ::dup2(null, 2);
-    ::execve(a[0], a.data(), e.data());
+    ::execvpe(a[0], a.data(), e.data());  // PATH lookup for an --on-node prefix (nsenter, ssh)
     ::_exit(127);
   }
   return pid;
@@ -117,10 +143,8 @@ double fail_ms(const std::string& fastrun, const std::string& exe, int n, const 
   const int code = reap(pid);
   const double end = now_ms();
   if (code != 1) throw Error(fmt::format("failing job of {} ranks exited {} (expected 1)", n, code));
-  std::FILE* f = std::fopen(file.c_str(), "r");
-  double t = 0;
-  if (!f || std::fscanf(f, "%lf", &t) != 1) throw Error("the failing rank left no timestamp in " + file);
-  std::fclose(f);
+  const double t = read_stamp(file);
+  if (t < 0) throw Error("the failing rank left no timestamp in " + file);
   return end - t;
 }
 
@@ -129,15 +153,124 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// A port nothing listens on now (the kernel's pick on 127.0.0.1; a fresh namespace has every
+// port free), so that each run's store binds anew.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw_errno("socket", errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw_errno("bind 127.0.0.1:0", e);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Nodes {
+  int count = 0;                                  // 0: the one-node modes only
+  std::vector<std::vector<std::string>> prefix;  // per node, the words that start a command on its host
+  std::string master = "127.0.0.1";
+};
+
+struct Rendezvous {
+  double through = 0;  // first launcher start -> last rank through the barrier
+  double exit = 0;     // first launcher start -> last launcher exit
+};
+
+// Starts one launcher per entry of `argvs` (node 0 first), each with its node's prefix, and
+// times the job as Rendezvous. Every rank stamps its time after the barrier into `dir`.
+Rendezvous time_job(const std::vector<std::vector<std::string>>& argvs, int world, const std::string& dir) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> env = {"BENCH_LAUNCH_STAMP_DIR=" + dir,
+                                        fmt::format("FASTRUN_STORE_TOKEN=bench-launch-{}", ::getpid())};
+  const double t0 = now_ms();
+  std::vector<pid_t> pids;
+  for (const auto& argv : argvs) pids.push_back(start(argv, env));
+  int failed = 0;
+  for (pid_t p : pids) failed = std::max(failed, reap(p));
+  Rendezvous r{0, now_ms() - t0};
+  if (failed != 0) throw Error(fmt::format("a launcher of the {}-rank job exited {}", world, failed));
+  for (int rank = 0; rank < world; ++rank) {
+    const double t = read_stamp(fmt::format("{}/rank-{}", dir, rank));
+    if (t < 0) throw Error(fmt::format("rank {} of {} left no stamp in {}", rank, world, dir));
+    r.through = std::max(r.through, t - t0);
+  }
+  return r;
+}
+
+std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+void nodes_table(const Nodes& nodes, const std::string& fastrun, const std::string& exe, const std::vector<int>& ranks,
+                 int reps) {
+  const std::string dir = fmt::format("/tmp/fastrun-bench-stamps-{}", ::getpid());
+  std::printf("fastrun-bench launch --nodes %d: medians of %d runs (ms) from the first launcher's start; "
+              "rdv = the last rank through a barrier on the job's store, exit = the last launcher's exit\n",
+              nodes.count, reps);
+  if (nodes.prefix.empty())
+    std::printf("note: no --on-node: every launcher runs on this host, master 127.0.0.1 (no separate hosts)\n");
+  else
+    std::printf("note: each node on its own host, master %s\n", nodes.master.c_str());
+  std::printf("%-13s %6s | %-10s %10s | %-10s %10s\n", "nodes x ranks", "total", "1 node rdv", "exit",
+              fmt::format("{} nodes rdv", nodes.count).c_str(), "exit");
+  std::fflush(stdout);  // the header now: bench/multinode_launch.sh's test waits for it
+  const auto prefix = [&](int k) { return nodes.prefix.empty() ? std::vector<std::string>{} : nodes.prefix[k]; };
+  const std::vector<std::string> rank_cmd = {exe, "launch", "--as-rank", "barrier"};
+  for (int n : ranks) {
+    const int total = n * nodes.count;
+    std::vector<double> one_rdv, one_exit, many_rdv, many_exit;
+    for (int r = 0; r < reps; ++r) {
+      const auto one =
+          time_job({joined(joined(prefix(0), {fastrun, "--nproc", std::to_string(total)}), rank_cmd)}, total, dir);
+      one_rdv.push_back(one.through);
+      one_exit.push_back(one.exit);
+      const std::string port = std::to_string(free_port());
+      std::vector<std::vector<std::string>> argvs;
+      for (int k = 0; k < nodes.count; ++k)
+        argvs.push_back(joined(joined(prefix(k), {fastrun, "--nnodes", std::to_string(nodes.count), "--node-rank",
+                                                  std::to_string(k), "--master-addr", nodes.master, "--master-port",
+                                                  port, "--nproc", std::to_string(n)}),
+                               rank_cmd));
+      const auto many = time_job(argvs, total, dir);
+      many_rdv.push_back(many.through);
+      many_exit.push_back(many.exit);
+    }
+    std::printf("%-13s %6d | %10.2f %10.2f | %10.2f %10.2f\n", fmt::format("{} x {}", nodes.count, n).c_str(), total,
+                median(one_rdv), median(one_exit), median(many_rdv), median(many_exit));
+    std::fflush(stdout);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 int run_launch(int argc, char** argv) {
   std::vector<int> ranks = {2, 4, 8, 16, 32};
   int reps = 7;
   std::string fastrun;
+  Nodes nodes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--as-rank" && i + 1 < argc) return as_rank(argv[i + 1]);
     if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--nodes" && i + 1 < argc) {
+      nodes.count = std::atoi(argv[++i]);
+      if (nodes.count < 2 || nodes.count > 64)
+        throw ConfigError(fmt::format("launch --nodes '{}': accepted 2 to 64", argv[i]));
+    } else if (a == "--on-node" && i + 1 < argc) {
+      std::istringstream words(argv[++i]);
+      nodes.prefix.emplace_back();
+      for (std::string w; words >> w;) nodes.prefix.back().push_back(w);
+    } else if (a == "--master-addr" && i + 1 < argc) {
+      nodes.master = argv[++i];
     } else if (a == "--fastrun" && i + 1 < argc) {
       fastrun = argv[++i];
     } else if (a == "--ranks" && i + 1 < argc) {
@@ -149,7 +282,7 @@ int run_launch(int argc, char** argv) {
         ++p;
       }
     } else {
-      throw ConfigError(fmt::format("launch: unknown option '{}'; accepted: --ranks 2,4,8 --reps N --fastrun PATH", a));
+      throw ConfigError(fmt::format("launch: unknown option '{}'; accepted: --ranks 2,4,8 --reps N --fastrun PATH --nodes K --on-node PREFIX --master-addr HOST", a));
     }
   }
   const std::string exe = self_exe();
@@ -163,6 +296,15 @@ int run_launch(int argc, char** argv) {
     }
   }
   if (fastrun.empty()) throw ConfigError("launch: cannot find the fastrun binary; pass --fastrun PATH");
+  if (!nodes.prefix.empty() && static_cast<int>(nodes.prefix.size()) != nodes.count)
+    throw ConfigError(fmt::format("launch: {} --on-node prefixes for --nodes {}; accepted: none, or one per node",
+                                  nodes.prefix.size(), nodes.count));
+  if (nodes.count > 0) {
+    for (int n : ranks)
+      if (n < 1) throw ConfigError(fmt::format("launch --ranks: {} ranks per node; accepted: 1 or more", n));
+    nodes_table(nodes, fastrun, exe, ranks, reps);
+    return 0;
+  }
   const std::string fail_file = fmt::format("/tmp/fastrun-bench-fail-{}", ::getpid());
 
   std::printf("fastrun-bench launch: medians of %d runs (ms); floor = fork+exec+reap of N bare copies of the rank "
@@ -190,7 +332,11 @@ int run_launch(int argc, char** argv) {
 Registration reg{"launch", "job start-up vs fork/exec floor, and failure-to-exit time", &run_launch,
                  "  --ranks LIST     rank counts to time, comma-separated (default 2,4,8,16,32)\n"
                  "  --reps N         repetitions per rank count; the median is shown (default 7)\n"
-                 "  --fastrun PATH   the launcher to time (default: the fastrun next to this binary)\n"};
+                 "  --fastrun PATH   the launcher to time (default: the fastrun next to this binary)\n"
+                 "  --nodes K        instead: K launchers (--nnodes K) of --ranks ranks each, against one node\n"
+                 "  --on-node PREFIX the words that start a command on node k's host, once per node in order\n"
+                 "                   (bench/multinode_launch.sh); default: every launcher on this host\n"
+                 "  --master-addr H  node 0's address as the other nodes reach it (default 127.0.0.1)\n"};
 
 }  // namespace
 }  // namespace fastrun::bench

@@ -5,7 +5,11 @@
 //   rdv N       N pre-connected processes, released at once: each sets its key and waits for
 //               all N keys; time from release to the last one done (spawn+connect in brackets)
 // tcp:// is included when host_store("tcp://127.0.0.1:0") works in this build.
+// --clients 1024,4096 measures one TCP store at scale instead: N connections, held by --procs
+// processes of N/procs threads (one connection each), doing the same set-then-wait-all
+// rendezvous and then set+get for --seconds.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,6 +26,7 @@
 #include "bench_registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/tcp/server.h"
 
 namespace fastrun::bench {
 namespace {
@@ -104,41 +110,79 @@ StoreOptions client_options(const HostedStore& h) {
   return o;
 }
 
-// Operations per second summed over `procs` processes, each running `op` for `seconds`.
+// Client c of `clients` (c = process * threads + thread) runs body(c) in each of `threads`
+// threads of each of `procs` forked processes; a process reports the sum (or, for times, the
+// max) over its threads, or -1 when any of them failed.
+Children clients_in(int procs, int threads, bool sum, const std::function<double(int)>& body) {
+  return Children(procs, [&, threads, sum](int p) {
+    if (threads == 1) return body(p);
+    std::vector<double> out(static_cast<std::size_t>(threads), -1);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        try {
+          out[static_cast<std::size_t>(t)] = body(p * threads + t);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "bench client %d: %s\n", p * threads + t, e.what());
+        }
+      });
+    for (auto& th : pool) th.join();
+    double r = 0;
+    for (double x : out) {
+      if (x < 0) return -1.0;
+      r = sum ? r + x : std::max(r, x);
+    }
+    return r;
+  });
+}
+
+// Operations per second summed over procs x threads clients, each running `op` for `seconds`.
 double rate(HostedStore& hosted, int procs, double seconds, const std::string& round,
-            const std::function<void(Store&, int, std::uint64_t)>& op) {
+            const std::function<void(Store&, int, std::uint64_t)>& op, int threads = 1) {
   auto control = hosted.connect();
   const std::string go = round + "/go";
-  Children kids(procs, [&](int i) {
+  const int clients = procs * threads;
+  Children kids = clients_in(procs, threads, /*sum=*/true, [&](int i) {
     auto s = connect_store(hosted.address(), client_options(hosted));
-    if (s->add(round + "/ready", 1) == procs) s->set(round + "/all-ready", {});
-    s->wait({go});
+    if (s->add(round + "/ready", 1) == clients) s->set(round + "/all-ready", {});
+    s->wait({go}, 120s);
+    // Clock reads every 16 ops when each client has a core to itself; with thousands of clients
+    // a round of 16 can outlast the whole window, so they read it after every op, and each
+    // divides by the time it actually ran.
+    const int batch = threads == 1 ? 16 : 1;
     std::uint64_t n = 0;
-    const double end = now_s() + seconds;
-    while (now_s() < end)
-      for (int k = 0; k < 16; ++k) op(*s, i, n++);
-    return static_cast<double>(n) / seconds;
+    const double start = now_s(), end = start + seconds;
+    double t = start;
+    while (t < end) {
+      for (int k = 0; k < batch; ++k) op(*s, i, n++);
+      t = now_s();
+    }
+    return static_cast<double>(n) / (t - start);
   });
-  control->wait({round + "/all-ready"}, 60s);
+  control->wait({round + "/all-ready"}, 120s);
   control->set(go, {});
   const auto results = kids.collect(std::chrono::seconds(static_cast<long>(seconds) + 60));
   double total = 0;
-  for (double r : results) total += r > 0 ? r : 0;
+  for (double r : results) {
+    if (r < 0) return -1;  // a client failed: no figure rather than a low one
+    total += r;
+  }
   return total;
 }
 
 // The release happens once every child is connected and waiting on "go" (not timed); then
 // each sets its key and waits for all. Returns {seconds from release to the last done,
 // seconds from the first fork to the last done}.
-std::pair<double, double> rendezvous(HostedStore& hosted, int procs, const std::string& round) {
+std::pair<double, double> rendezvous(HostedStore& hosted, int procs, const std::string& round, int threads = 1) {
   auto control = hosted.connect();
   const double t_spawn = now_s();
+  const int clients = procs * threads;
   std::vector<std::string> keys;
-  for (int r = 0; r < procs; ++r) keys.push_back(fmt::format("{}/rank/{}", round, r));
+  for (int r = 0; r < clients; ++r) keys.push_back(fmt::format("{}/rank/{}", round, r));
   const std::string go = round + "/go";
-  Children kids(procs, [&](int i) {
+  Children kids = clients_in(procs, threads, /*sum=*/false, [&](int i) {
     auto s = connect_store(hosted.address(), client_options(hosted));
-    if (s->add(round + "/ready", 1) == procs) s->set(round + "/all-ready", {});
+    if (s->add(round + "/ready", 1) == clients) s->set(round + "/all-ready", {});
     s->wait({go}, 120s);
     s->set(keys[static_cast<std::size_t>(i)], to_bytes("1"));
     s->wait(keys, 120s);
@@ -170,26 +214,84 @@ std::string fmt_time(std::pair<double, double> t) {
   return fmt::format("{:.1f} ms ({:.0f})", t.first * 1e3, t.second * 1e3);
 }
 
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  for (std::size_t p = 0; p <= list.size();) {
+    const auto c = std::min(list.find(',', p), list.size());
+    out.push_back(list.substr(p, c - p));
+    p = c + 1;
+  }
+  return out;
+}
+
+// One TCP store on 127.0.0.1 against each count of client connections in `clients`.
+int store_at_scale(const std::vector<int>& clients, int procs, double seconds) {
+  const std::uint64_t fds = tcp_store::raise_fd_limit();
+  std::printf("fastrun-bench store --clients: one tcp store on 127.0.0.1, N connections held by %d processes of "
+              "N/%d threads; open-file limit %llu; this machine (%ld CPUs)\n",
+              procs, procs, static_cast<unsigned long long>(fds), ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("%-7s | %-7s | %-26s | %-16s\n", "clients", "threads", "rdv: set, wait all (w/ spawn)",
+              "set+get/s, all N");
+  std::printf("%s\n", std::string(66, '-').c_str());
+  for (int n : clients) {
+    // The server holds one descriptor per client, and every process a share of them.
+    if (fds < static_cast<std::uint64_t>(n) + 64)
+      throw ConfigError(fmt::format("fastrun-bench store --clients {}: needs more than {} open files, the hard "
+                                    "limit here (ulimit -Hn); accepted: at most {}",
+                                    n, fds, fds > 64 ? fds - 64 : 0));
+    const int threads = n / procs;
+    StoreOptions o;
+    o.timeout = 120s;
+    auto hosted = host_store("tcp://127.0.0.1:0", o);
+    const auto rdv = rendezvous(*hosted, procs, "rdv", threads);
+    const Bytes value(32, 'v');
+    const double r = rate(
+        *hosted, procs, seconds, "sg",
+        [&](Store& s, int i, std::uint64_t k) {
+          const std::string key = fmt::format("c{}/k{}", i, k % 8);
+          s.set(key, value);
+          if (s.get(key, 10s).size() != value.size()) throw StoreError("bench: wrong value size");
+        },
+        threads);
+    std::printf("%-7d | %-7d | %-26s | %-16s\n", procs * threads, threads, fmt_time(rdv).c_str(), fmt_rate(r).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int run_store(int argc, char** argv) {
   double seconds = 1.0;
   std::vector<std::string> kinds = {"shm", "file", "tcp"};
+  std::vector<int> clients;
+  int procs = 8;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--seconds" && i + 1 < argc) {
+    if (a == "--clients" && i + 1 < argc) {
+      for (const auto& c : split_commas(argv[++i])) {
+        const int n = std::atoi(c.c_str());
+        if (n < 1 || n > 65536)
+          throw ConfigError(fmt::format("fastrun-bench store --clients: '{}' is not a count; accepted: 1 to 65536, "
+                                        "comma-separated",
+                                        c));
+        clients.push_back(n);
+      }
+    } else if (a == "--procs" && i + 1 < argc) {
+      procs = std::atoi(argv[++i]);
+      if (procs < 1 || procs > 256)
+        throw ConfigError(fmt::format("fastrun-bench store --procs '{}': accepted 1 to 256", argv[i]));
+    } else if (a == "--seconds" && i + 1 < argc) {
       seconds = std::stod(argv[++i]);
     } else if (a == "--kinds" && i + 1 < argc) {
-      kinds.clear();
-      std::string list = argv[++i];
-      for (std::size_t p = 0; p <= list.size();) {
-        const auto c = std::min(list.find(',', p), list.size());
-        kinds.push_back(list.substr(p, c - p));
-        p = c + 1;
-      }
+      kinds = split_commas(argv[++i]);
     } else {
       throw ConfigError(fmt::format("fastrun-bench store: unknown option '{}'; accepted: --seconds S, --kinds "
-                                    "shm,file,tcp",
+                                    "shm,file,tcp, --clients N,N --procs P",
                                     a));
     }
+  }
+  if (!clients.empty()) {
+    for (int& n : clients) n = std::max(procs, n - n % procs);  // whole threads per process
+    return store_at_scale(clients, procs, seconds);
   }
   std::printf("fastrun-bench store: %.1f s per throughput figure, real processes, this machine (%ld CPUs)\n",
               seconds, ::sysconf(_SC_NPROCESSORS_ONLN));
@@ -234,7 +336,10 @@ int run_store(int argc, char** argv) {
 
 const Registration reg{"store", "rendezvous store throughput and rendezvous time (shm, file, tcp)", &run_store,
                        "  --seconds S        seconds per throughput figure (default 1)\n"
-                       "  --kinds LIST       stores to measure, from shm,file,tcp (default all three)\n"};
+                       "  --kinds LIST       stores to measure, from shm,file,tcp (default all three)\n"
+                       "  --clients LIST     instead: one tcp store against N connections each, e.g. 1024,4096\n"
+                       "  --procs P          processes holding the --clients connections, as threads (default 8;\n"
+                       "                     each N is rounded down to a multiple of P)\n"};
 
 }  // namespace
 }  // namespace fastrun::bench

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Multi-node job start-up on separate hosts: makes two hosts out of network namespaces
+# (tests/multinode/hosts.sh: own address, host name and /dev/shm each, joined by a bridge that
+# the machine's own network never sees), then runs
+#   fastrun-bench launch --nodes 2 --on-node 'enter n0' --on-node 'enter n1' --master-addr <n0>
+# which times one fastrun per host against the one-node job of the same total. The hosts are
+# removed whatever happens (exit, Ctrl-C, SIGTERM; a SIGKILLed run by the watchdog of hosts.sh).
+# Without root or iproute2/util-linux it says so and runs both launchers here on 127.0.0.1.
+#   bench/multinode_launch.sh [BUILD_DIR] [fastrun-bench launch options, default --ranks 1,4,16]
+set -uo pipefail
+here=$(dirname "$(readlink -f "$0")")
+build=$(readlink -f "${1:-$here/../build}")  # absolute: nsenter -m starts in the holder's directory
+shift $(($# > 0 ? 1 : 0))
+bench=$build/bench/fastrun-bench fastrun=$build/tools/fastrun
+for bin in "$bench" "$fastrun"; do
+  [[ -x $bin ]] || { echo "multinode_launch.sh: no $bin; accepted: a build directory holding it (tools/build.sh)" >&2; exit 2; }
+done
+options=("$@")
+((${#options[@]})) || options=(--ranks '1,4,16')
+
+able=yes
+if [[ $(id -u) != 0 ]]; then
+  able="not root (namespaces need it)"
+else
+  for tool in ip nsenter unshare setsid; do
+    command -v "$tool" >/dev/null || able="'$tool' is not installed (tools/install-deps.sh)"
+  done
+fi
+if [[ $able != yes ]]; then
+  echo "note: no separate hosts: $able; both launchers run on this host, master 127.0.0.1"
+  exec "$bench" launch --nodes 2 --fastrun "$fastrun" "${options[@]}"
+fi
+
+# shellcheck source=tests/multinode/hosts.sh
+source "$here/../tests/multinode/hosts.sh"
+hosts_up n0 n1 || exit 1
+# In the background, so that a signal runs its trap at once (bash defers traps until a
+# foreground command ends); the trap stops the bench, and the EXIT trap then removes the hosts.
+"$bench" launch --nodes 2 --fastrun "$fastrun" --master-addr "$(host_addr n0)" \
+  --on-node "nsenter -t ${HOSTS_HOLDER[n0]} -n -u -m --" --on-node "nsenter -t ${HOSTS_HOLDER[n1]} -n -u -m --" \
+  "${options[@]}" &
+bench_pid=$!
+trap 'kill "$bench_pid" 2>/dev/null; wait "$bench_pid"; exit 130' INT
+trap 'kill "$bench_pid" 2>/dev/null; wait "$bench_pid"; exit 143' TERM
+wait "$bench_pid"
