@@ -4,7 +4,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -158,13 +160,26 @@ TEST_CASE("shm: an op timeout names the rank that did not arrive and the late ra
 }
 
 TEST_CASE("shm: barrier waits for the last rank", "[shm]") {
+  // Barrier i has rank i arrive 150 ms late. No rank may leave a barrier before the last rank
+  // arrived at it: each rank's arrival and departure times (steady_clock is CLOCK_MONOTONIC,
+  // one clock for every process) are compared after the loop, so a rank that was merely
+  // descheduled between two barriers cannot make the check fail or pass by accident.
   const auto out = run_ranks(3, [](const Rank& rk) {
     auto g = rk.world();
+    const auto ns = [] { return static_cast<std::int64_t>(Clock::now().time_since_epoch().count()); };
+    std::vector<std::int64_t> arrived(3), left(3);
     for (int i = 0; i < 3; ++i) {
-      const auto t0 = Clock::now();
       if (rk.rank == i) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      arrived[static_cast<std::size_t>(i)] = ns();
       g->barrier()->wait();
-      expect(seconds_since(t0) >= 0.14, "barrier {} returned after {} s on rank {}", i, seconds_since(t0), rk.rank);
+      left[static_cast<std::size_t>(i)] = ns();
+    }
+    std::vector<std::int64_t> all(9);
+    g->all_gather(view_of(arrived.data(), 3), view_of(all.data(), 9))->wait();
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::int64_t last = std::max({all[i], all[3 + i], all[6 + i]});
+      expect(left[i] >= last, "barrier {} returned on rank {} {} ns before the last rank arrived", i, rk.rank,
+             last - left[i]);
     }
   });
   INFO(describe(out));
