@@ -252,7 +252,9 @@ int run_store(int argc, char** argv) {
   return 0;
 }
 
-const Registration reg{"store", "rendezvous store throughput and rendezvous time (shm, file, tcp)", &run_store,
+const Registration reg{"store", "rendezvous store throughput and rendezvous time (shm, file, tcp); file beside torch's FileStore "
+                       "when python3-torch is installed",
+                       &run_store,
                        "  --seconds S        seconds per throughput figure (default 1)\n"
                        "  --kinds LIST       stores to measure, from shm,file,tcp (default all three)\n"};
 
