@@ -4,6 +4,8 @@
 //   add/s       4 processes incrementing ONE key (contended)
 //   rdv N       N pre-connected processes, released at once: each sets its key and waits for
 //               all N keys; time from release to the last one done (spawn+connect in brackets)
+// With file:// measured, torch.distributed.FileStore runs the same set+get mix in the same run
+// (bench/torch_filestore.py, when a python3 here imports torch) and the ratio is printed.
 // tcp:// is included when host_store("tcp://127.0.0.1:0") works in this build.
 // --clients 1024,4096 measures one TCP store at scale instead: N connections, held by --procs
 // processes of N/procs threads (one connection each), doing the same set-then-wait-all
@@ -24,8 +26,10 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "torch_filestore.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/runtime_dir.h"
 #include "fastrun/runtime/store/tcp/server.h"
 
 namespace fastrun::bench {
@@ -299,6 +303,7 @@ int run_store(int argc, char** argv) {
               "set+get/s 4 proc", "add/s 4p 1 key", "rdv 32 (w/ spawn)", "rdv 256 (w/ spawn)");
   std::printf("%s\n", std::string(118, '-').c_str());
   std::vector<std::string> notes;
+  std::pair<double, double> file_rates{-1, -1};  // set+get/s with 1 and 4 procs
   for (const auto& kind : kinds) {
     std::string address;
     if (kind == "shm") address = fmt::format("shm://bench-{}", ::getpid());
@@ -329,12 +334,29 @@ int run_store(int argc, char** argv) {
                 r1 > 0 ? fmt::format("{:.2f}", 1e6 / r1).c_str() : "-", fmt_rate(r4).c_str(), fmt_rate(a4).c_str(),
                 fmt_time(t32).c_str(), fmt_time(t256).c_str());
     std::fflush(stdout);
+    if (kind == "file") file_rates = {r1, r4};
+  }
+  if (file_rates.first > 0) {
+    std::string why;
+    // In the directory relative file:// stores use, so both measure the same filesystem.
+    const auto torch = torch_filestore_rates(seconds, runtime_dir(), why);
+    if (torch.empty()) {
+      notes.push_back("torch FileStore comparison skipped: " + why);
+    } else {
+      std::printf("%-5s | %-16s | %-11s | %-16s | (torch.distributed.FileStore, same set+get mix)\n", "torch",
+                  fmt_rate(torch.at(1)).c_str(), fmt::format("{:.2f}", 1e6 / torch.at(1)).c_str(),
+                  fmt_rate(torch.at(4)).c_str());
+      std::printf("file/torch set+get/s: %.2fx with 1 proc, %.2fx with 4 procs\n", file_rates.first / torch.at(1),
+                  file_rates.second / torch.at(4));
+    }
   }
   for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
   return 0;
 }
 
-const Registration reg{"store", "rendezvous store throughput and rendezvous time (shm, file, tcp)", &run_store,
+const Registration reg{"store", "rendezvous store throughput and rendezvous time (shm, file, tcp); file beside torch's FileStore "
+                       "when python3-torch is installed",
+                       &run_store,
                        "  --seconds S        seconds per throughput figure (default 1)\n"
                        "  --kinds LIST       stores to measure, from shm,file,tcp (default all three)\n"
                        "  --clients LIST     instead: one tcp store against N connections each, e.g. 1024,4096\n"

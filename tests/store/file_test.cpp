@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/runtime_dir.h"
+#include "test_support/children.h"
 #include "test_support/scoped_env.h"
 
 using namespace fastrun;
@@ -75,6 +77,42 @@ TEST_CASE("file store: absolute paths, and clients that start before the host", 
   ::rmdir(tmpl);
   o.timeout = 150ms;
   CHECK_THROWS_AS(connect_store("file://" + path, o), TimeoutError);
+}
+
+// Small values are rewritten in place (file_store.cpp write_value), so a read can overlap a
+// write; the reader must notice (checksum) and read again, never return a mix. Sizes cycle
+// through growing (in place), shrinking and large (new file and rename) rewrites.
+TEST_CASE("file store: readers in other processes never see a value torn by a rewrite", "[store][file][process]") {
+  const std::string name = test::unique_test_name("torn");
+  {
+    auto hosted = host_store("file://" + name);
+    auto writer = hosted->connect();
+    const std::size_t sizes[] = {8, 700, 2900, 40, 6000, 2900, 1};
+    // value_of(n): sizes[n % 7] bytes, each equal to n % 7; a mix of two values fails valid()
+    auto value_of = [&](std::uint64_t n) {
+      const std::size_t i = n % std::size(sizes);
+      return Bytes(sizes[i], static_cast<std::uint8_t>(i));
+    };
+    auto valid = [&](const Bytes& v) {
+      return !v.empty() && v[0] < std::size(sizes) && v.size() == sizes[v[0]] &&
+             std::count(v.begin(), v.end(), v[0]) == static_cast<std::ptrdiff_t>(v.size());
+    };
+    writer->set("k", value_of(0));
+    test::Children kids;
+    for (int r = 0; r < 2; ++r)
+      kids.spawn([&] {
+        auto s = connect_store(hosted->address());
+        const auto end = std::chrono::steady_clock::now() + 1500ms;
+        while (std::chrono::steady_clock::now() < end) {
+          if (!valid(s->get("k", 1s))) return 1;
+        }
+        return 0;
+      });
+    const auto end = std::chrono::steady_clock::now() + 1500ms;
+    for (std::uint64_t n = 1; std::chrono::steady_clock::now() < end; ++n) writer->set("k", value_of(n));
+    for (const auto& st : kids.wait_all(30s)) CHECK(st.shell_code() == 0);
+  }
+  CHECK(test::leftovers().empty());
 }
 
 TEST_CASE("runtime dir: must be private and ours", "[store][file][runtime_dir]") {

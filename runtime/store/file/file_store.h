@@ -6,8 +6,10 @@
 //   PATH/lock           empty; an fcntl OFD write lock on it serializes mutations
 //   PATH/k-<enc(key)>   one file per key: header, key, value, FNV-1a checksum
 //   PATH/t-...          a value being written (never read)
-// Crash safety: a value is written to a t- file and renamed over its k- file (rename is atomic,
-// also on NFS), so a reader sees the old or the new value, never a part. Mutations (set, add,
+// Crash safety: a key's first value is written to a t- file and renamed over its k- file (rename
+// is atomic, also on NFS); later small values are rewritten in place with one pwrite, and a
+// reader that overlaps one sees a bad checksum and reads again, so it returns the old or the
+// new value, never a part. Mutations (set, add,
 // compare_set, delete) hold the OFD lock, which the kernel (or the NFS lock manager) releases
 // when its holder dies — no stale lock to break by hand. Waits poll with a backoff from 1 ms to
 // 10 ms and honour sub-second timeouts. A handle is used by one thread at a time; clone() opens
@@ -45,6 +47,7 @@ class FileStore final : public Store {
   class Lock;
   std::string key_path(const std::string& key) const;
   std::optional<Bytes> read_value(const std::string& key) const;
+  std::optional<Bytes> decode_record(const Bytes& data, const std::string& key, const char*& why) const;
   void write_value(const std::string& key, const Bytes& value);
   bool exists(const std::string& key) const;
 
