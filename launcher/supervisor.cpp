@@ -24,7 +24,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/log.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -304,7 +304,7 @@ class Loop {
   void set_failure_key(const std::string& why) {
     if (!o_.failure_store) return;
     try {
-      o_.failure_store->compare_set(kFailureKey, {}, to_bytes(why));
+      record_failure(*o_.failure_store, why);
     } catch (const std::exception& e) {
       log::warn("could not set {} in the job's store: {}", kFailureKey, e.what());
     }

@@ -31,8 +31,6 @@ PeerInfo PeerInfo::decode(int rank, const std::string& text) {
   return info;
 }
 
-std::string peer_key(int global_rank) { return fmt::format("fastrun/peer/{}", global_rank); }
-
 std::string this_host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
