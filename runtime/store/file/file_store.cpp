@@ -13,6 +13,9 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/full_io.h"
+#include "fastrun/runtime/os/safe_name.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/owner.h"
 #include "fastrun/runtime/store/runtime_dir.h"
@@ -34,37 +37,12 @@ std::uint64_t fnv(const void* data, std::size_t n, std::uint64_t h = 14695981039
 std::string encode_key(const std::string& key) {
   std::string out = "k-";
   for (unsigned char c : key) {
-    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                      c == '-' || c == '.';
-    if (safe) out += static_cast<char>(c);
+    if (os::is_name_char(static_cast<char>(c))) out += static_cast<char>(c);
     else out += fmt::format("%{:02X}", c);
   }
   if (out.size() > 180) out = fmt::format("k-#{:016x}{:016x}", fnv(key.data(), key.size()),
                                           fnv(key.data(), key.size(), 0x9e3779b97f4a7c15ull));
   return out;
-}
-
-struct Fd {
-  int fd;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
-void write_all(int fd, const void* data, std::size_t n, const std::string& what) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw_errno(what, errno);
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
 }
 
 // On NFS a missing key's lookup may be answered from a cached negative entry until the
@@ -135,22 +113,17 @@ std::string FileStore::key_path(const std::string& key) const { return dir_ + "/
 
 std::optional<Bytes> FileStore::read_value(const std::string& key) const {
   const std::string path = key_path(key);
-  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (f.fd < 0) {
+  const os::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f) {
     if (errno == ENOENT) return std::nullopt;
     throw_errno(fmt::format("{}: reading key '{}' ({})", address_, key, path), errno);
   }
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) throw_errno("fstat " + path, errno);
+  if (::fstat(f.get(), &st) != 0) throw_errno("fstat " + path, errno);
   Bytes data(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t r = ::read(f.fd, data.data() + got, data.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw_errno("read " + path, errno);
-    if (r == 0) break;
-    got += static_cast<std::size_t>(r);
-  }
+  const ssize_t read = os::read_full(f.get(), data.data(), data.size());
+  if (read < 0) throw_errno("read " + path, errno);
+  const auto got = static_cast<std::size_t>(read);
   std::uint64_t key_len = 0, value_len = 0, sum = 0;
   const std::size_t head = sizeof kValueMagic + 16;
   auto corrupt = [&](const char* why) {
@@ -182,8 +155,8 @@ void FileStore::write_value(const std::string& key, const Bytes& value) {
   static const std::string host = store_owner::host_name();  // same after fork; pid is not
   const std::string tmp = fmt::format("{}/t-{}-{}-{}", dir_, host, ::getpid(), counter.fetch_add(1));
   {
-    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (f.fd < 0) throw_errno(fmt::format("{}: writing key '{}' ({})", address_, key, tmp), errno);
+    const os::UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!f) throw_errno(fmt::format("{}: writing key '{}' ({})", address_, key, tmp), errno);
     const std::uint64_t key_len = key.size(), value_len = value.size();
     Bytes head(sizeof kValueMagic + 16);
     std::memcpy(head.data(), kValueMagic, sizeof kValueMagic);
@@ -200,11 +173,10 @@ void FileStore::write_value(const std::string& key, const Bytes& value) {
     file.insert(file.end(), value.begin(), value.end());
     const auto* sum_bytes = reinterpret_cast<const std::uint8_t*>(&sum);
     file.insert(file.end(), sum_bytes, sum_bytes + sizeof sum);
-    try {
-      write_all(f.fd, file.data(), file.size(), "write " + tmp);
-    } catch (...) {
+    if (!os::write_all(f.get(), file.data(), file.size())) {
+      const int e = errno;
       ::unlink(tmp.c_str());
-      throw;
+      throw_errno("write " + tmp, e);
     }
   }
   if (::rename(tmp.c_str(), key_path(key).c_str()) != 0) {
