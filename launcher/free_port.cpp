@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/launcher/unique_fd.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/unique_fd.h"
 
 namespace fastrun::launcher {
 
@@ -27,7 +27,7 @@ int pick_free_port(const std::string& host) {
   socklen_t len = res->ai_addrlen;
   std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
   ::freeaddrinfo(res);
-  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  os::UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) throw_errno("picking a free port: socket", errno);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
     throw_errno(fmt::format("picking a free port on '{}': bind", host), errno);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
 
 namespace fastrun::launcher {
@@ -36,12 +37,11 @@ long now_ms() {
 // Waits until every rank has exited (a pidfd of an exited process is readable), or the deadline.
 void wait_for_ranks(const pid_t* ranks, std::size_t n, long deadline) {
   for (std::size_t i = 0; i < n; ++i) {
-    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, ranks[i], 0));
-    if (fd < 0) continue;  // already gone (and reaped)
-    pollfd p{fd, POLLIN, 0};
+    const os::UniqueFd fd = os::open_pidfd(ranks[i]);
+    if (!fd) continue;  // already gone (and reaped)
+    pollfd p{fd.get(), POLLIN, 0};
     const long left = deadline - now_ms();
     if (left > 0) ::poll(&p, 1, static_cast<int>(left));
-    ::close(fd);
   }
 }
 
@@ -127,7 +127,7 @@ Janitor::Janitor(const std::string& run_id, int world_size) {
   fd_ = p[1];
   pid_ = pid;
   // Opened now, while `pid` is surely our unreaped child (never a reused pid); close-on-exec.
-  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  pidfd_ = os::open_pidfd(pid).release();
 }
 
 Janitor::~Janitor() { dismiss(); }

@@ -14,6 +14,7 @@
 #include "fastrun/launcher/child_env.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/safe_name.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -53,11 +54,7 @@ std::string generate_run_id() {
 }
 
 void check_run_id(const std::string& id) {
-  bool ok = !id.empty() && id.size() <= 64 && id.front() != '.' && id.front() != '-';
-  for (char c : id) {
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                c == '_' || c == '-');
-  }
+  const bool ok = !id.empty() && id.size() <= 64 && id.front() != '.' && id.front() != '-' && os::all_name_chars(id);
   if (!ok) {
     throw ConfigError(fmt::format("--run-id '{}': a run id is 1-64 characters of A-Z a-z 0-9 . _ - and does not "
                                   "start with '.' or '-' (it names files and /dev/shm segments)",

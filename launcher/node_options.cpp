@@ -5,6 +5,7 @@
 #include "fastrun/runtime/cluster/engine_job.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/safe_name.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -27,9 +28,7 @@ std::optional<T> either(const std::optional<T>& flag, const env::Variable& var, 
 bool plausible_host(const std::string& h) {
   if (h.empty() || h.size() > 253) return false;
   for (char c : h) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '-' || c == ':' || c == '_';
-    if (!ok) return false;
+    if (!os::is_name_char(c) && c != ':') return false;
   }
   return true;
 }

@@ -18,14 +18,10 @@
 #include "fastrun/runtime/join/env_sources.h"
 #include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::launcher {
 namespace {
-
-constexpr const char* kRunIdKey = "fastrun/launcher/run-id";
-constexpr const char* kRankMasterKey = "fastrun/launcher/rank-master";
-constexpr const char* kSeedKey = "fastrun/launcher/seed";
-std::string node_key(int k) { return fmt::format("fastrun/launcher/node/{}", k); }
 
 struct NodeEntry {
   int ranks = 0;
@@ -120,13 +116,13 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   const std::string self_host = this_host_name();
   // 1. Node 0 fixes what every node must share: the run id, the seed and the ranks' MASTER_PORT.
   if (me == 0) {
-    client_->set(kRunIdKey, to_bytes(job.run_id));
-    client_->set(kSeedKey, to_bytes(job.seed));
-    client_->set(kRankMasterKey, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
+    client_->set(launcher_keys::kRunId, to_bytes(job.run_id));
+    client_->set(launcher_keys::kSeed, to_bytes(job.seed));
+    client_->set(launcher_keys::kRankMaster, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
   }
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
   const std::string mine = fmt::format("{}\t{}\t{}", job.world_size, self_host, ::getpid());
-  const std::string got = to_string(client_->compare_set(node_key(me), {}, to_bytes(mine)));
+  const std::string got = set_if_absent(*client_, launcher_keys::node(me), mine);
   if (got != mine) {
     const NodeEntry other = parse_entry(me, got);
     throw ConfigError(fmt::format("--node-rank {}: node {} already joined this job from host {} (pid {}); give each "
@@ -149,7 +145,7 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   Duration interval = std::chrono::milliseconds(2);
   while (!missing.empty()) {
     try {
-      std::erase_if(missing, [&](int k) { return client_->check({node_key(k)}); });
+      std::erase_if(missing, [&](int k) { return client_->check({launcher_keys::node(k)}); });
     } catch (const StoreError& e) {
       // Node 0 gave up at the same deadline and took its store down: the cause is the same.
       if (me != 0) throw never_arrived(fmt::format("; node 0 gave up first ({})", e.what()));
@@ -165,23 +161,23 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   int offset = 0, world = 0;
   hosts_.clear();
   for (int k = 0; k < plan_.nnodes; ++k) {
-    const NodeEntry e = parse_entry(k, to_string(client_->get(node_key(k), timeout_)));
+    const NodeEntry e = parse_entry(k, to_string(client_->get(launcher_keys::node(k), timeout_)));
     if (k == me) offset = world;
     world += e.ranks;
     hosts_.push_back(e.host);
   }
   // 5. What node 0 fixed.
-  const std::string run_id = to_string(client_->get(kRunIdKey, timeout_));
+  const std::string run_id = to_string(client_->get(launcher_keys::kRunId, timeout_));
   if (!options.run_id.empty() && options.run_id != run_id)
     throw ConfigError(fmt::format("--run-id {}: node 0 runs this job as '{}'; give every node the same --run-id, "
                                   "or none (the nodes then share node 0's)",
                                   options.run_id, run_id));
   job.run_id = run_id;
-  job.seed = to_string(client_->get(kSeedKey, timeout_));
+  job.seed = to_string(client_->get(launcher_keys::kSeed, timeout_));
   job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;
   job.store_address = address_;
   job.rank_master_addr = plan_.master_addr;
-  job.rank_master_port = std::stoi(to_string(client_->get(kRankMasterKey, timeout_)));
+  job.rank_master_port = std::stoi(to_string(client_->get(launcher_keys::kRankMaster, timeout_)));
   job.node.nnodes = plan_.nnodes;
   job.node.node_rank = me;
   job.node.rank_offset = offset;

@@ -12,16 +12,12 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr const char* kFailure = "fastrun/launcher/failure";
-std::string heartbeat_key(int k) { return fmt::format("fastrun/launcher/heartbeat/{}", k); }
-std::string done_key(int k) { return fmt::format("fastrun/launcher/done/{}", k); }
-std::string ack_key(int k) { return fmt::format("fastrun/launcher/ack/{}", k); }
 
 std::string encode(const NodeFailure& f) { return fmt::format("{}\t{}\t{}", f.exit_code, f.node, f.why); }
 
@@ -103,25 +99,25 @@ void NodeWatch::run() {
 bool NodeWatch::step() {
   Store& s = *watch_client_;
   try {
-    if (s.check({kFailure})) {
-      NodeFailure f = decode(to_string(s.get(kFailure, std::chrono::seconds(5))));
-      s.set(ack_key(me_), to_bytes("1"));  // node 0 may now take the store down
+    if (s.check({launcher_keys::kNodeFailure})) {
+      NodeFailure f = decode(to_string(s.get(launcher_keys::kNodeFailure, std::chrono::seconds(5))));
+      s.set(launcher_keys::ack(me_), to_bytes("1"));  // node 0 may now take the store down
       if (f.node == me_) return false;     // our own, published by the supervisor
       raise(std::move(f));
       return false;
     }
     if (me_ != 0) {
-      s.add(heartbeat_key(me_), 1);
+      s.add(launcher_keys::heartbeat(me_), 1);
       return true;
     }
     const auto now = Clock::now();
     for (std::size_t k = 1; k < hosts_.size(); ++k) {
       if (done_[k]) continue;
-      if (s.check({done_key(static_cast<int>(k))})) {
+      if (s.check({launcher_keys::done(static_cast<int>(k))})) {
         done_[k] = true;
         continue;
       }
-      const std::int64_t beat = s.add(heartbeat_key(static_cast<int>(k)), 0);
+      const std::int64_t beat = s.add(launcher_keys::heartbeat(static_cast<int>(k)), 0);
       // Before a node's first heartbeat, allow for its start-up (log directories on a slow
       // shared filesystem, a loaded machine) rather than call it lost.
       const auto allowed = beat > 0 ? std::chrono::duration_cast<Clock::duration>(kLostAfter)
@@ -134,7 +130,7 @@ bool NodeWatch::step() {
                          fmt::format("node {} (host {}): its launcher stopped answering (no heartbeat for {:.1f} s: "
                                      "killed, or the network to it is down)",
                                      k, hosts_[k], std::chrono::duration<double>(allowed).count())};
-        const std::string got = to_string(s.compare_set(kFailure, {}, to_bytes(encode(lost))));
+        const std::string got = set_if_absent(s, launcher_keys::kNodeFailure, encode(lost));
         raise(decode(got));
         return false;
       }
@@ -156,9 +152,9 @@ bool NodeWatch::step() {
 std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& why) noexcept {
   try {
     const NodeFailure mine{exit_code, me_, why};
-    const std::string got = to_string(main_client_->compare_set(kFailure, {}, to_bytes(encode(mine))));
+    const std::string got = set_if_absent(*main_client_, launcher_keys::kNodeFailure, encode(mine));
     const NodeFailure first = decode(got);
-    main_client_->set(ack_key(me_), to_bytes("1"));  // seen: node 0 need not wait for this node
+    main_client_->set(launcher_keys::ack(me_), to_bytes("1"));  // seen: node 0 need not wait for this node
     if (first.node != me_) return first;
   } catch (const std::exception& e) {
     // Node 0 gone: the other nodes find out by themselves; this node reports its own failure.
@@ -171,7 +167,7 @@ std::optional<NodeFailure> NodeWatch::finish_success() {
   if (me_ != 0) {
     stop_thread();  // no more heartbeats: node 0 reads done/<k> first
     try {
-      main_client_->set(done_key(me_), to_bytes("1"));
+      main_client_->set(launcher_keys::done(me_), to_bytes("1"));
     } catch (const std::exception& e) {
       log::warn("could not tell node 0 that this node is done: {}", e.what());
     }
@@ -188,7 +184,7 @@ std::optional<NodeFailure> NodeWatch::finish_success() {
     }
     bool all_done = true;
     for (std::size_t k = 1; k < hosts_.size() && all_done; ++k)
-      all_done = main_client_->check({done_key(static_cast<int>(k))});
+      all_done = main_client_->check({launcher_keys::done(static_cast<int>(k))});
     if (all_done) return std::nullopt;
     std::this_thread::sleep_for(kInterval);
   }
@@ -201,11 +197,11 @@ void NodeWatch::finish_failure() noexcept {
   try {
     // The node that failed needs no telling (and a lost one cannot answer).
     int failed_node = -1;
-    if (main_client_->check({kFailure})) failed_node = decode(to_string(main_client_->get(kFailure))).node;
+    if (main_client_->check({launcher_keys::kNodeFailure})) failed_node = decode(to_string(main_client_->get(launcher_keys::kNodeFailure))).node;
     for (std::size_t k = 1; k < hosts_.size(); ++k) {
       const int node = static_cast<int>(k);
       if (node == failed_node) continue;
-      while (!main_client_->check({ack_key(node)}) && !main_client_->check({done_key(node)}) && Clock::now() < deadline)
+      while (!main_client_->check({launcher_keys::ack(node)}) && !main_client_->check({launcher_keys::done(node)}) && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   } catch (const std::exception&) {

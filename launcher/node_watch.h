@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "fastrun/launcher/unique_fd.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::launcher {
@@ -70,7 +70,7 @@ class NodeWatch {
   std::string address_;
   std::unique_ptr<Store> watch_client_;  // the thread's
   std::unique_ptr<Store> main_client_;   // publish/finish (the supervisor's thread)
-  UniqueFd event_;
+  os::UniqueFd event_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/full_io.h"
 
 namespace fastrun::launcher {
 
@@ -47,7 +48,7 @@ void OutputRelay::emit(int rank, Stream s, const char* data, std::size_t size) {
   if (!shown(rank, s) || !terminal_ok_[idx] || size == 0) return;
   const int fd = idx == 0 ? options_.terminal_out : options_.terminal_err;
   if (!options_.tag_output) {
-    note_terminal_write(idx, write_all(fd, data, size));
+    note_terminal_write(idx, os::write_all(fd, data, size));
     return;
   }
   const std::string tag = fmt::format("[rank {}] ", options_.rank_offset + rank);
@@ -60,7 +61,7 @@ void OutputRelay::emit(int rank, Stream s, const char* data, std::size_t size) {
     scratch_.append(p, line_end);
     p = line_end;
   }
-  note_terminal_write(idx, write_all(fd, scratch_.data(), scratch_.size()));
+  note_terminal_write(idx, os::write_all(fd, scratch_.data(), scratch_.size()));
 }
 
 void OutputRelay::note_terminal_write(int idx, bool ok) {
@@ -93,7 +94,7 @@ void OutputRelay::remember_tail(RankState& st, const char* data, std::size_t siz
 void OutputRelay::feed(int rank, Stream s, const char* data, std::size_t size) {
   RankState& st = ranks_[rank];
   StreamState& ss = st.streams[static_cast<int>(s)];
-  if (ss.file && !write_all(ss.file.get(), data, size)) {
+  if (ss.file && !os::write_all(ss.file.get(), data, size)) {
     ss.file.reset();  // disk full or similar: stop filing this stream rather than stop the job
   }
   // Whole lines: [partial + data up to the last newline].

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fastrun/launcher/job_config.h"
-#include "fastrun/launcher/unique_fd.h"
+#include "fastrun/runtime/os/unique_fd.h"
 
 namespace fastrun::launcher {
 
@@ -54,7 +54,7 @@ class OutputRelay {
  private:
   struct StreamState {
     std::string partial;   // bytes after the last newline
-    UniqueFd file;
+    os::UniqueFd file;
   };
   struct RankState {
     StreamState streams[2];

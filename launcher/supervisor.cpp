@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <sys/epoll.h>
 // sys/pidfd.h of glibc 2.36 lacks extern "C": call the syscall directly.
-#include <sys/syscall.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,11 +19,13 @@
 #include "fastrun/launcher/leftovers.h"
 #include "fastrun/launcher/output_relay.h"
 #include "fastrun/launcher/spawn.h"
-#include "fastrun/launcher/unique_fd.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/log.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/os/full_io.h"
+#include "fastrun/runtime/os/process.h"
+#include "fastrun/runtime/os/unique_fd.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -38,7 +39,7 @@ std::uint64_t tag(Kind k, int rank) { return (std::uint64_t{k} << 32) | static_c
 struct Rank {
   int rank = 0;
   pid_t pid = -1;
-  UniqueFd pidfd, out, err;
+  os::UniqueFd pidfd, out, err;
   bool alive = false;
   int status = 0;  // wait status once reaped
   bool sigkilled_by_us = false;
@@ -132,9 +133,9 @@ class Loop {
   void start(int r, const std::vector<std::string>& base_env) {
     int out[2], err[2];
     check_syscall(::pipe2(out, O_CLOEXEC), "pipe2");
-    UniqueFd out_r(out[0]), out_w(out[1]);
+    os::UniqueFd out_r(out[0]), out_w(out[1]);
     check_syscall(::pipe2(err, O_CLOEXEC), "pipe2");
-    UniqueFd err_r(err[0]), err_w(err[1]);
+    os::UniqueFd err_r(err[0]), err_w(err[1]);
     SpawnRequest req;
     req.path = o_.exec_path;
     req.argv = o_.argv;
@@ -157,7 +158,7 @@ class Loop {
     ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
     rk.out = std::move(out_r);
     rk.err = std::move(err_r);
-    rk.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, rk.pid, 0)));
+    rk.pidfd = os::open_pidfd(rk.pid);
     if (!rk.pidfd) throw_errno(fmt::format("pidfd_open for rank {} (pid {})", r, rk.pid), errno);
     watch(rk.pidfd.get(), tag(kExit, r));
     watch(rk.out.get(), tag(kOut, r));
@@ -202,7 +203,7 @@ class Loop {
   // Reads what is there. until_empty: drain to EAGAIN/EOF (the rank is gone) and close.
   void read_stream(int r, Stream s, bool until_empty) {
     Rank& rk = ranks_[static_cast<std::size_t>(r)];
-    UniqueFd& fd = s == Stream::out ? rk.out : rk.err;
+    os::UniqueFd& fd = s == Stream::out ? rk.out : rk.err;
     if (!fd) return;
     // One read per event keeps ranks fair; level-triggered epoll calls again while data is left.
     for (int reads = 0; until_empty || reads < 4; ++reads) {
@@ -304,7 +305,7 @@ class Loop {
   void set_failure_key(const std::string& why) {
     if (!o_.failure_store) return;
     try {
-      o_.failure_store->compare_set(kFailureKey, {}, to_bytes(why));
+      record_failure(*o_.failure_store, why);
     } catch (const std::exception& e) {
       log::warn("could not set {} in the job's store: {}", kFailureKey, e.what());
     }
@@ -474,13 +475,13 @@ class Loop {
     if (stopped_leftovers_) {
       text += "fastrun: stopped the processes the ranks left running (--keep-background keeps them)\n";
     }
-    if (!text.empty()) write_all(o_.terminal_err, text.data(), text.size());
+    if (!text.empty()) os::write_all(o_.terminal_err, text.data(), text.size());
     return result;
   }
 
   SupervisorOptions& o_;
   OutputRelay relay_;
-  UniqueFd epoll_, sigfd_, devnull_;
+  os::UniqueFd epoll_, sigfd_, devnull_;
   std::vector<Rank> ranks_;
   int live_ = 0;
   bool self_open_ = false;  // rank 0's own pipes are still being relayed

@@ -133,7 +133,7 @@ std::shared_ptr<Context> current_context() {
 
 void Context::report_failure(const std::string& why) noexcept {
   try {
-    store_->compare_set(kFailureKey, {}, to_bytes(fmt::format("rank {}: {}", rank_, why)));
+    record_failure(*store_, fmt::format("rank {}: {}", rank_, why));
   } catch (const std::exception& e) {
     log::error("cannot record this rank's failure ({}) in the job store: {}", why, e.what());
   }

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/os/host.h"
 
 namespace fastrun::log {
 namespace {
@@ -33,12 +34,6 @@ const char* level_name(Level l) {
   return "?";
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
-}
-
 }  // namespace
 
 Level level() {
@@ -60,7 +55,7 @@ void set_tag(std::string tag) {
 void set_rank(int rank) { set_tag(fmt::format("rank {}", rank)); }
 
 void write(Level l, std::string_view message) {
-  static const std::string host = host_name();
+  static const std::string host = os::host_name().value_or("?");
   std::lock_guard lock(g_mutex);
   // One fprintf per line so lines from threads of one process never interleave.
   std::string line = fmt::format("[fastrun {}:{} {}] {}: {}\n", host, getpid(), g_tag, level_name(l), message);

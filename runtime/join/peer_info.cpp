@@ -2,13 +2,14 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/host.h"
+#include "fastrun/runtime/os/process.h"
 
 namespace fastrun {
 
@@ -31,13 +32,7 @@ PeerInfo PeerInfo::decode(int rank, const std::string& text) {
   return info;
 }
 
-std::string peer_key(int global_rank) { return fmt::format("fastrun/peer/{}", global_rank); }
-
-std::string this_host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
-}
+std::string this_host_name() { return os::host_name().value_or("localhost"); }
 
 PeerInfo local_peer_info(int rank, const std::string& device_identity) {
   return PeerInfo{rank, this_host_name(), static_cast<long>(getpid()), device_identity};
@@ -58,14 +53,8 @@ namespace {
 
 // Gone, or a zombie / dead entry in /proc (a killed child stays a zombie until its parent reaps it).
 bool process_dead(long pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  if (!stat) return true;
-  std::string line;
-  std::getline(stat, line);
-  const auto paren = line.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= line.size()) return false;
-  const char state = line[paren + 2];
-  return state == 'Z' || state == 'X';
+  const auto stat = os::proc_stat(pid);
+  return !stat || stat->state == 'Z' || stat->state == 'X';
 }
 
 }  // namespace

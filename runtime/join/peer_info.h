@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun {
@@ -23,8 +24,6 @@ struct PeerInfo {
   std::string encode() const;                      // "host\tpid\tdevice\tnode"
   static PeerInfo decode(int rank, const std::string& text);  // StoreError on a malformed value
 };
-
-std::string peer_key(int global_rank);
 
 PeerInfo local_peer_info(int rank, const std::string& device_identity);
 

@@ -18,7 +18,7 @@ std::vector<PeerInfo> exchange_peer_infos(const std::shared_ptr<Store>& job_stor
                                           int world_size, int generation, Duration timeout) {
   Store& store = *job_store;
   FailureWatch failure(job_store);
-  auto arrival_key = [&](int r) { return fmt::format("fastrun/join/{}/{}", generation, r); };
+  auto arrival_key = [&](int r) { return join_arrival_key(generation, r); };
   store.set(peer_key(self.rank), to_bytes(self.encode()));
   store.set(arrival_key(self.rank), to_bytes(self.encode()));
 

@@ -27,7 +27,7 @@ void FailureWatch::publish(const std::string& text) noexcept {
   std::lock_guard lock(mutex_);
   if (!store_) return;
   try {
-    store_->compare_set(kFailureKey, {}, to_bytes(text));
+    record_failure(*store_, text);
   } catch (const std::exception& e) {
     log::warn("cannot record the failure '{}' in the job store: {}", text, e.what());
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fastrun/runtime/process_group/types.h"
+#include "fastrun/runtime/store/job_keys.h"  // kFailureKey, which ProcessGroupOptions::failure_store holds
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun {
@@ -68,8 +69,5 @@ struct GroupSpec {
   std::shared_ptr<Store> failure_store;  // unprefixed; may be null in a world of one
   std::string gloo_host;  // the address gloo binds; "" = FASTRUN_GLOO_HOST (or its default)
 };
-
-// The key (in the job's unprefixed store) that marks a failed rank. Value: "rank N: reason".
-inline constexpr const char* kFailureKey = "fastrun/failure";
 
 }  // namespace fastrun

@@ -7,6 +7,7 @@
 
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/safe_name.h"
 #include "fastrun/runtime/store/kinds.h"
 
 namespace fastrun {
@@ -22,12 +23,7 @@ constexpr const char* kAcceptedForms =
 
 bool valid_shm_name(std::string_view name) {
   if (name.empty() || name.size() > 200 || name == "." || name == "..") return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
+  return os::all_name_chars(name);
 }
 
 StoreAddress parse_tcp(std::string_view address, std::string_view rest) {

@@ -2,44 +2,26 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/os/host.h"
+#include "fastrun/runtime/os/process.h"
+
 namespace fastrun::store_owner {
 
 std::uint64_t start_time_of(std::int64_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string text;
-  if (!std::getline(in, text)) return 0;
-  // The command name (field 2) is in parentheses and may contain spaces: count after the last ')'.
-  const auto close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(text.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22; ++i) {
-    if (!(fields >> field)) return 0;
-  }
-  try {
-    return std::stoull(field);
-  } catch (...) {
-    return 0;
-  }
+  const auto stat = os::proc_stat(pid);
+  return stat ? stat->start_time : 0;
 }
 
 std::string boot_id() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
+  const std::string id = os::boot_id();
   return id.empty() ? "unknown" : id;
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
+std::string host_name() { return os::host_name().value_or("unknown"); }
 
 Identity self() {
   static const Identity id = [] {

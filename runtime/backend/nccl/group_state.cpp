@@ -56,8 +56,8 @@ void GroupState::fail(std::exception_ptr error, const std::string& reason, Origi
       std::lock_guard lock(store_mutex);
       if (failure_store) {
         try {
-          // compare_set with an empty expectation: the first rank to fail keeps the key.
-          failure_store->compare_set(kFailureKey, {}, to_bytes(fmt::format("rank {}: {}", global_rank, reason)));
+          // The first rank to fail keeps the key.
+          record_failure(*failure_store, fmt::format("rank {}: {}", global_rank, reason));
         } catch (const std::exception& e) {
           log::warn("{}: could not publish the failure under '{}' in {}: {}", label, kFailureKey,
                     failure_store->describe(), e.what());

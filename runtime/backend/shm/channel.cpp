@@ -17,6 +17,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -79,10 +80,9 @@ void Channel::watch_peers() {
   for (int p = 0; p < info_.size; ++p) {
     if (p == info_.rank) continue;
     const pid_t pid = control(p).pid;
-#ifdef SYS_pidfd_open
-    const long fd = ::syscall(SYS_pidfd_open, pid, 0);
-    if (fd >= 0) {
-      pidfds_[static_cast<std::size_t>(p)] = static_cast<int>(fd);
+    os::UniqueFd fd = os::open_pidfd(pid);
+    if (fd) {
+      pidfds_[static_cast<std::size_t>(p)] = fd.release();
       continue;
     }
     // Already gone: it mapped the segment and passed the barrier, so it may have joined and
@@ -92,7 +92,6 @@ void Channel::watch_peers() {
       pidfds_[static_cast<std::size_t>(p)] = kGone;
       continue;
     }
-#endif
     // No pidfds (old kernel): check_health falls back to kill(pid, 0).
   }
 }
@@ -185,7 +184,7 @@ void Channel::check_health(int peer, std::uint32_t k) {
                                       control(p).pid, k));
     } else if (p != info_.rank) {
       const pid_t pid = control(p).pid;
-      if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH && !reached(p, k))
+      if (pid > 0 && !os::pid_exists(pid) && !reached(p, k))
         throw PeerFailure(fmt::format("{}: {} (pid {}) died", where(), who(p), pid));
     }
   }

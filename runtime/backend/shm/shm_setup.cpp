@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
@@ -14,6 +13,8 @@
 #include "fastrun/runtime/backend/shm/shm_group.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/host.h"
+#include "fastrun/runtime/os/safe_name.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
 
 namespace fastrun::shm {
@@ -25,9 +26,7 @@ constexpr const char* kMappedBarrier = "shm/mapped";
 std::string sanitize(const std::string& s, std::size_t max_len) {
   std::string out;
   for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
-    out.push_back(ok ? c : '_');
+    out.push_back(os::is_name_char(c) ? c : '_');
     if (out.size() >= max_len) break;
   }
   return out.empty() ? "x" : out;
@@ -45,11 +44,7 @@ std::string segment_name(const GroupSpec& spec) {
 
 // Identifies this machine (and its /dev/shm): ranks on other nodes cannot open the segment.
 std::string node_id() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(host) + "/" + boot;
+  return os::host_name().value_or("") + "/" + os::boot_id();
 }
 
 int usable_cpus() {

@@ -13,6 +13,9 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/full_io.h"
+#include "fastrun/runtime/os/safe_name.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/owner.h"
 #include "fastrun/runtime/store/runtime_dir.h"
@@ -39,37 +42,12 @@ std::uint64_t fnv(const void* data, std::size_t n, std::uint64_t h = 14695981039
 std::string encode_key(const std::string& key) {
   std::string out = "k-";
   for (unsigned char c : key) {
-    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                      c == '-' || c == '.';
-    if (safe) out += static_cast<char>(c);
+    if (os::is_name_char(static_cast<char>(c))) out += static_cast<char>(c);
     else out += fmt::format("%{:02X}", c);
   }
   if (out.size() > 180) out = fmt::format("k-#{:016x}{:016x}", fnv(key.data(), key.size()),
                                           fnv(key.data(), key.size(), 0x9e3779b97f4a7c15ull));
   return out;
-}
-
-struct Fd {
-  int fd;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
-void write_all(int fd, const void* data, std::size_t n, const std::string& what) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw_errno(what, errno);
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
 }
 
 // One buffer for one write: header (magic, key and value lengths), key, value, FNV-1a of all.
@@ -175,12 +153,12 @@ std::optional<Bytes> FileStore::read_value(const std::string& key) const {
   // A read that overlaps an in-place rewrite (write_value) can see a mix of both values: the
   // checksum tells, and the read is repeated. A file that stays corrupt was not written here.
   for (int attempt = 0;; ++attempt) {
-    Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (f.fd < 0) {
+    const os::UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!f) {
       if (errno == ENOENT) return std::nullopt;
       throw_errno(fmt::format("{}: reading key '{}' ({})", address_, key, path), errno);
     }
-    Bytes data = read_to_end(f.fd, path);
+    Bytes data = read_to_end(f.get(), path);
     const char* why = nullptr;
     if (auto v = decode_record(data, key, why)) return v;
     if (attempt >= kTornReadRetries)
@@ -233,10 +211,10 @@ void FileStore::write_value(const std::string& key, const Bytes& value) {
   const Bytes record = encode_record(key, value);
   const std::string path = key_path(key);
   if (record.size() <= kInPlaceMax) {
-    Fd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    const os::UniqueFd f(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     struct stat st {};
-    if (f.fd >= 0 && ::fstat(f.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) <= record.size()) {
-      const ssize_t w = ::pwrite(f.fd, record.data(), record.size(), 0);
+    if (f && ::fstat(f.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) <= record.size()) {
+      const ssize_t w = ::pwrite(f.get(), record.data(), record.size(), 0);
       if (w == static_cast<ssize_t>(record.size())) return;
       if (w < 0) throw_errno(fmt::format("{}: writing key '{}' ({})", address_, key, path), errno);
       // A short write (disk full): the rename below replaces the torn file whole, or fails.
@@ -246,13 +224,12 @@ void FileStore::write_value(const std::string& key, const Bytes& value) {
   static const std::string host = store_owner::host_name();  // same after fork; pid is not
   const std::string tmp = fmt::format("{}/t-{}-{}-{}", dir_, host, ::getpid(), counter.fetch_add(1));
   {
-    Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (f.fd < 0) throw_errno(fmt::format("{}: writing key '{}' ({})", address_, key, tmp), errno);
-    try {
-      write_all(f.fd, record.data(), record.size(), "write " + tmp);
-    } catch (...) {
+    const os::UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!f) throw_errno(fmt::format("{}: writing key '{}' ({})", address_, key, tmp), errno);
+    if (!os::write_all(f.get(), record.data(), record.size())) {
+      const int e = errno;
       ::unlink(tmp.c_str());
-      throw;
+      throw_errno("write " + tmp, e);
     }
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -10,6 +10,8 @@
 
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/full_io.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/kinds.h"
 #include "fastrun/runtime/store/tcp/client.h"
 #include "fastrun/runtime/store/tcp/hosted.h"
@@ -18,21 +20,12 @@
 namespace fastrun::tcp_store {
 
 std::string random_token() {
-  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno("tcp store: open /dev/urandom for the job token", errno);
+  const os::UniqueFd fd(::open("/dev/urandom", O_RDONLY | O_CLOEXEC));
+  if (!fd) throw_errno("tcp store: open /dev/urandom for the job token", errno);
   unsigned char raw[32];
-  std::size_t got = 0;
-  while (got < sizeof raw) {
-    const ssize_t n = ::read(fd, raw + got, sizeof raw - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : EIO;
-      ::close(fd);
-      throw_errno("tcp store: read /dev/urandom for the job token", e);
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
+  const ssize_t got = os::read_full(fd.get(), raw, sizeof raw);
+  if (got != static_cast<ssize_t>(sizeof raw))
+    throw_errno("tcp store: read /dev/urandom for the job token", got < 0 ? errno : EIO);
   std::string hex;
   hex.reserve(2 * sizeof raw);
   for (unsigned char b : raw) hex += fmt::format("{:02x}", b);

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-namespace fastrun::launcher {
+namespace fastrun::os {
 
 class UniqueFd {
  public:
@@ -31,7 +31,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// Writes all of [data, data+n) to fd, retrying on EINTR and short writes. False on any other error.
-bool write_all(int fd, const char* data, std::size_t n);
-
-}  // namespace fastrun::launcher
+}  // namespace fastrun::os

@@ -1,0 +1,42 @@
+#pragma once
+// The job-level keys that the launcher, join() and the backends share in the job's unprefixed
+// store, declared once here so that no layer includes another's header to learn a key's name.
+// Layout: fastrun/failure, fastrun/peer/<rank>, fastrun/join/<generation>/<rank>, and the
+// launchers' own keys under fastrun/launcher/.
+#include <string>
+
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun {
+
+// Marks a failed rank. Value: "rank N: reason". The first failure recorded wins.
+inline constexpr const char* kFailureKey = "fastrun/failure";
+
+// What a rank publishes about itself when it joins (runtime/join/peer_info.h).
+std::string peer_key(int global_rank);
+// A rank's arrival at the join of round `generation` (runtime/join/rendezvous.cpp).
+std::string join_arrival_key(int generation, int global_rank);
+
+// Sets `key` to `value` unless it already holds a value (compare_set with an empty
+// expectation), and returns the value the key holds afterwards: `value` when this call was
+// first, the earlier writer's otherwise. Throws what the store throws.
+std::string set_if_absent(Store& store, const std::string& key, const std::string& value);
+
+// Records "why" (already "rank N: reason") under kFailureKey; the first writer wins, so a
+// rank's own reason is not overwritten by the launcher's generic one. Throws what the store throws.
+std::string record_failure(Store& store, const std::string& why);
+
+// The launchers' keys in a multi-node job (launcher/node_rendezvous.cpp, launcher/node_watch.cpp).
+namespace launcher_keys {
+inline constexpr const char* kRunId = "fastrun/launcher/run-id";
+inline constexpr const char* kRankMaster = "fastrun/launcher/rank-master";
+inline constexpr const char* kSeed = "fastrun/launcher/seed";
+// A node's failure as the node watch records it (first writer wins, like kFailureKey).
+inline constexpr const char* kNodeFailure = "fastrun/launcher/failure";
+std::string node(int node_rank);
+std::string heartbeat(int node_rank);
+std::string done(int node_rank);
+std::string ack(int node_rank);
+}  // namespace launcher_keys
+
+}  // namespace fastrun
