@@ -51,7 +51,9 @@ case_sigkilled() {
   kill -KILL -- "-$victim"
   wait "$victim" 2>/dev/null
   for ((i = 0; i < 200; i++)); do
-    [[ -z $(ip netns list | grep "^$run-") ]] && ! kill -0 "$sleeper" 2>/dev/null && break
+    # The watchdog removes the namespaces, then the directory: wait for all of it.
+    [[ -z $(ip netns list | grep "^$run-") ]] && ! kill -0 "$sleeper" 2>/dev/null &&
+      [[ -z $(ls -d /tmp/"$run".* 2>/dev/null) ]] && break
     sleep 0.05
   done
   expect_eq "$(ip netns list | grep "^$run-" | tr '\n' ' ')" "" "the victim's namespaces 10 s after its SIGKILL"
