@@ -87,7 +87,7 @@ class Context : public std::enable_shared_from_this<Context> {
 std::shared_ptr<Context> join(const JoinOptions& options = {});
 
 // The context of the last join() in this process that is still alive (nullptr if none): what
-// the driver surface (driver/driver.h) acts on.
+// the driver surface (fastnlp_compat/driver.h) acts on.
 std::shared_ptr<Context> current_context();
 
 }  // namespace fastrun

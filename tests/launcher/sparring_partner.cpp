@@ -43,7 +43,7 @@
 
 #include "fastrun/launcher/self_launch.h"
 #include "fastrun/runtime/context.h"
-#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
 
