@@ -65,8 +65,11 @@ ShmGroup::~ShmGroup() = default;
 
 WorkHandle ShmGroup::run(const char* op, std::size_t bytes, std::function<void()> body) {
   const Duration timeout = runtime_->health().op_timeout();
-  return runtime_->run(op, bytes, [this, op, timeout, body = std::move(body)](const OpContext&) {
-    if (chan_) chan_->begin_op(op, timeout);
+  return runtime_->run(op, bytes, [this, timeout, body = std::move(body)](const OpContext& ctx) {
+    if (chan_) {
+      current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
+      chan_->begin_op(current_op_.c_str(), timeout);
+    }
     body();
   });
 }

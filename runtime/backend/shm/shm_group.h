@@ -86,6 +86,8 @@ class ShmGroup final : public ProcessGroup {
   int size_;
   std::string name_;
   std::unique_ptr<Channel> chan_;
+  // The op the channel is running (its messages point at this), set by whichever thread drives it.
+  std::string current_op_;
   std::unique_ptr<GroupRuntime> runtime_;  // declared last: its thread is joined before the channel goes away
 };
 
