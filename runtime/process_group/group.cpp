@@ -21,7 +21,10 @@ Group::Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, Cp
 }
 
 WorkHandle Group::all_reduce(BufferView buffer, const AllReduceOptions& options) {
-  if (no_sync_level() >= 2) return completed_work();  // local: the buffer keeps this rank's values
+  if (no_sync_level() >= 2) {  // local: the buffer keeps this rank's values (prescaled: DDP's pre-division)
+    if (buffer.device == DeviceKind::cpu) apply_prescale(buffer, options.prescale);
+    return completed_work();
+  }
   return pg_->all_reduce(buffer, options);
 }
 
