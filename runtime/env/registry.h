@@ -36,7 +36,7 @@ extern const Variable kMasterAddr, kMasterPort;
 extern const Variable kRunId, kStore, kStoreToken, kGlobalSeed;
 extern const Variable kTimeout, kOpTimeout, kLogLevel, kNoSync, kBackend, kGlooHost;
 extern const Variable kShmStoreBytes, kRuntimeDir;
-extern const Variable kNcclOnError;
+extern const Variable kNcclOnError, kDebug;
 
 // Every declared variable, in declaration order.
 const std::vector<const Variable*>& all();

@@ -26,6 +26,7 @@ const Variable kGlooHost       {"FASTRUN_GLOO_HOST", Type::string, "127.0.0.1", 
 const Variable kShmStoreBytes  {"FASTRUN_SHM_STORE_BYTES", Type::integer, "67108864", "Size of a shm:// store segment in bytes.", {}, 65536, INT64_MAX};
 const Variable kRuntimeDir     {"FASTRUN_RUNTIME_DIR", Type::string, "", "Private (0700) directory for file stores and markers; default $XDG_RUNTIME_DIR or /tmp/fastrun-<uid>."};
 const Variable kNcclOnError    {"FASTRUN_NCCL_ON_ERROR", Type::choice, "exit", "After an NCCL error or op timeout (failure published, communicator aborted): exit ends the rank 5 s later unless it ended itself; raise only fails the waits.", "exit|raise"};
+const Variable kDebug          {"FASTRUN_DEBUG", Type::choice, "off", "sequence: before each collective the ranks compare the op (number, name, dtype, count, root, reduce op) and the first mismatch fails on every rank naming what each called; off: no check.", "off|sequence"};
 // clang-format on
 
 const std::vector<const Variable*>& all() {
@@ -34,7 +35,7 @@ const std::vector<const Variable*>& all() {
       &kMasterAddr, &kMasterPort,
       &kRunId,     &kStore,     &kStoreToken, &kGlobalSeed,    &kTimeout,      &kOpTimeout,
       &kLogLevel,  &kNoSync,    &kBackend,   &kGlooHost,       &kShmStoreBytes, &kRuntimeDir,
-      &kNcclOnError,
+      &kNcclOnError, &kDebug,
   };
   return vars;
 }
