@@ -317,6 +317,18 @@ class Loop {
     }
   }
 
+  // The job's failure record (kFailureKey), "" when none or unreadable.
+  std::string recorded_failure() const {
+    if (!o_.failure_store) return {};
+    try {
+      if (o_.failure_store->check({kFailureKey}))
+        return to_string(o_.failure_store->get(kFailureKey, std::chrono::seconds(1)));
+    } catch (const std::exception& e) {
+      log::warn("could not read {} in the job's store: {}", kFailureKey, e.what());
+    }
+    return {};
+  }
+
   // Global rank of local rank r, and " on node K (host H)" in a multi-node job.
   int global(int r) const { return o_.job.node.rank_offset + r; }
   std::string where() const {
@@ -443,6 +455,11 @@ class Loop {
       if (WIFSIGNALED(rk.status) && WTERMSIG(rk.status) == SIGKILL) hint = " (out of memory? the OOM killer sends SIGKILL)";
       text += fmt::format("fastrun: rank {} (pid {}){} {}{}; stopped the other ranks\n", global(rk.rank), rk.pid,
                           where(), describe_status(rk.status), hint);
+      // A rank's own account of the failure (e.g. an op timeout naming the rank that did not
+      // arrive) when one was recorded before the launcher's generic one.
+      const std::string recorded = recorded_failure();
+      if (!recorded.empty() && recorded != fmt::format("rank {}: {}", global(rk.rank), describe_status(rk.status)))
+        text += fmt::format("fastrun: the job's first recorded failure: {}\n", recorded);
       const std::string dir = relay_.rank_log_dir(rk.rank);
       text += dir.empty() ? std::string("fastrun: its output was not filed (use --log-dir DIR to keep it)\n")
                           : fmt::format("fastrun: logs: {}/stdout.log, {}/stderr.log\n", dir, dir);

@@ -65,7 +65,7 @@ std::shared_ptr<Group> Context::make_group(const std::vector<int>& ranks, const 
     if (!ctx) throw ConfigError(fmt::format("group '{}': its context is gone; object collectives need it", name));
     return ctx->make_group(ranks, "gloo", name + "-cpu");
   };
-  return std::make_shared<Group>(std::move(pg), ranks, std::move(cpu_factory));
+  return std::make_shared<Group>(std::move(pg), ranks, std::move(cpu_factory), GroupPolicy{name, store_});
 }
 
 std::shared_ptr<Group> Context::new_group(const std::vector<int>& ranks, const std::string& backend) {

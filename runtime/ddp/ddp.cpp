@@ -73,34 +73,7 @@ void* contiguous_start(const ddp::BucketPlan& plan, const std::vector<DdpParamet
   return start;
 }
 
-// Presents a Group as a ProcessGroup, so DDP has one code path for both.
-class GroupAdapter : public ProcessGroup {
- public:
-  explicit GroupAdapter(Group& g) : g_(g) {}
-  int rank() const override { return g_.rank(); }
-  int size() const override { return g_.size(); }
-  std::string backend_name() const override { return g_.backend_name(); }
-  WorkHandle all_reduce(BufferView b, const AllReduceOptions& o) override { return g_.all_reduce(b, o); }
-  WorkHandle broadcast(BufferView b, const BroadcastOptions& o) override { return g_.broadcast(b, o); }
-  WorkHandle all_gather(BufferView i, BufferView o, const AllGatherOptions& op) override {
-    return g_.all_gather(i, o, op);
-  }
-  WorkHandle reduce_scatter(BufferView i, BufferView o, const ReduceScatterOptions& op) override {
-    return g_.reduce_scatter(i, o, op);
-  }
-  WorkHandle barrier(const BarrierOptions& o) override { return g_.barrier(o); }
-
- private:
-  Group& g_;
-};
-
 }  // namespace
-
-DistributedDataParallel::DistributedDataParallel(Group& group, std::vector<DdpParameter> params, DdpOptions options)
-    : adapter_(std::make_unique<GroupAdapter>(group)), group_(*adapter_), params_(std::move(params)),
-      options_(options) {
-  setup();
-}
 
 DistributedDataParallel::DistributedDataParallel(ProcessGroup& group, std::vector<DdpParameter> params,
                                                  DdpOptions options)
