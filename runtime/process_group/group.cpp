@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
@@ -56,6 +57,106 @@ WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const Redu
 WorkHandle Group::barrier(const BarrierOptions& options) {
   if (no_sync_level() >= 1) return completed_work();
   return pg_->barrier(options);
+}
+
+// ---------------------------------------------------------------- point-to-point, rooted, all-to-all
+// Local (NO_SYNC=2) paths copy host memory only; device buffers go to the backend, as for
+// all_gather above.
+
+namespace {
+bool on_host(const BufferView& a, const BufferView& b) {
+  return a.device == DeviceKind::cpu && b.device == DeviceKind::cpu;
+}
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+}
+}  // namespace
+
+std::string Group::where(std::string_view op) const {
+  return fmt::format("{} (group of global ranks {})", op, fmt::join(global_ranks_, ","));
+}
+
+WorkHandle Group::send(BufferView buffer, int peer, const SendOptions& options) {
+  if (no_sync_level() >= 2) {
+    check_peer(where("send"), peer, options.tag, rank(), size());
+    return completed_work();
+  }
+  return pg_->send(buffer, peer, options);
+}
+
+WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) {
+  if (no_sync_level() >= 2) {
+    check_peer(where("recv"), peer, options.tag, rank(), size());
+    return completed_work();
+  }
+  return pg_->recv(buffer, peer, options);
+}
+
+WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {
+  if (no_sync_level() >= 2) {
+    check_p2p_batch(where("batch_send_recv"), ops, rank(), size());
+    return completed_work();
+  }
+  return pg_->batch_send_recv(ops);
+}
+
+WorkHandle Group::reduce(BufferView buffer, const ReduceOptions& options) {
+  if (no_sync_level() >= 2) {
+    check_root(where("reduce"), options.root, size());
+    return completed_work();  // the root's buffer is its own contribution
+  }
+  return pg_->reduce(buffer, options);
+}
+
+WorkHandle Group::gather(BufferView input, BufferView output, const GatherOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_gather_shapes(where("gather"), input, output, options.root, rank(), size());
+    if (rank() == options.root)
+      copy_bytes(static_cast<char*>(output.data) + input.bytes() * static_cast<std::size_t>(rank()), input.data,
+                 input.bytes());
+    return completed_work();
+  }
+  return pg_->gather(input, output, options);
+}
+
+WorkHandle Group::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_scatter_shapes(where("scatter"), input, output, options.root, rank(), size());
+    if (rank() == options.root)
+      copy_bytes(output.data, static_cast<char*>(input.data) + output.bytes() * static_cast<std::size_t>(rank()),
+                 output.bytes());
+    return completed_work();
+  }
+  return pg_->scatter(input, output, options);
+}
+
+WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAllOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_all_to_all_shapes(where("all_to_all"), input, output, size());
+    const std::size_t block = input.bytes() / static_cast<std::size_t>(size());
+    const std::size_t at = block * static_cast<std::size_t>(rank());
+    copy_bytes(static_cast<char*>(output.data) + at, static_cast<char*>(input.data) + at, block);
+    return completed_work();
+  }
+  return pg_->all_to_all(input, output, options);
+}
+
+WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                              const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_all_to_allv_shapes(where("all_to_allv"), input, send_counts, output, recv_counts, rank(), size());
+    const auto me = static_cast<std::size_t>(rank());
+    std::size_t in_at = 0, out_at = 0;
+    for (std::size_t r = 0; r < me; ++r) {
+      in_at += send_counts[r];
+      out_at += recv_counts[r];
+    }
+    const std::size_t esize = dtype_size(input.dtype);
+    copy_bytes(static_cast<char*>(output.data) + out_at * esize, static_cast<char*>(input.data) + in_at * esize,
+               send_counts[me] * esize);
+    return completed_work();
+  }
+  return pg_->all_to_allv(input, send_counts, output, recv_counts, options);
 }
 
 bool Group::works_on_host_memory() const {

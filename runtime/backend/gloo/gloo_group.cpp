@@ -20,7 +20,10 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/rooted_ops.h"
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
 #include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
@@ -71,12 +74,26 @@ class GlooGroup final : public ProcessGroup {
   WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) override;
   WorkHandle barrier(const BarrierOptions& options) override;
 
+  WorkHandle send(BufferView buffer, int peer, const SendOptions& options) override;
+  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options) override;
+  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(BufferView buffer, const ReduceOptions& options) override;
+  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options) override;
+  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options) override;
+  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options) override;
+  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override;
+
  private:
+  // Posts point-to-point ops (checked) as unbound buffers; one Work waits for them all.
+  WorkHandle post_p2p(const char* op, const std::vector<P2POp>& ops);
+
   // Queues `body(tag, timeout)` on the comm thread and returns its handle.
   WorkHandle submit(const char* op, std::function<void(std::uint32_t tag, Duration timeout)> body);
 
   int rank_;
   int size_;
+  std::string name_;  // the group's name, for the shared argument checks' messages
   std::shared_ptr<Shared> shared_;
   std::uint32_t next_tag_ = 1;
   std::unique_ptr<CommThread> thread_;
@@ -93,7 +110,8 @@ void ignore_sigpipe_once() {
   });
 }
 
-GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size), shared_(std::make_shared<Shared>()) {
+GlooGroup::GlooGroup(const GroupSpec& spec)
+    : rank_(spec.rank), size_(spec.size), name_(spec.name), shared_(std::make_shared<Shared>()) {
   const auto start = std::chrono::steady_clock::now();
   auto& s = *shared_;
   s.global_ranks = spec.global_ranks;
@@ -382,6 +400,180 @@ WorkHandle GlooGroup::barrier(const BarrierOptions&) {
     o.setTag(tag);
     o.setTimeout(timeout);
     ::gloo::barrier(o);
+  });
+}
+
+// ---------------------------------------------------------------------------- point-to-point
+
+// Slots of user messages: a prefix no Gloo collective uses (gloo/types.h uses 0x01-0x08), and
+// the tag.
+constexpr std::uint8_t kP2PSlotPrefix = 0x70;
+
+// Point-to-point ops posted as unbound buffers on the issuing thread (Gloo's transport threads
+// match and move them, as for torch's ProcessGroupGloo::send); wait() waits for each in turn,
+// in one call per buffer with the time left: a Gloo wait that times out closes the context's
+// pairs, so it cannot be sliced. Hence completed() is true only once a wait() returned.
+class GlooP2PWork final : public Work {
+ public:
+  struct Item {
+    std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
+    bool send;
+  };
+  GlooP2PWork(std::shared_ptr<Shared> shared, std::vector<Item> items, std::string what)
+      : shared_(std::move(shared)), items_(std::move(items)), what_(std::move(what)) {}
+
+  void wait(Duration timeout) override {
+    std::lock_guard lock(mutex_);
+    if (!done_) {
+      if (timeout <= Duration::zero()) timeout = shared_->op_timeout;
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      try {
+        for (Item& item : items_) {
+          const auto left = std::max(std::chrono::milliseconds(1),
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         deadline - std::chrono::steady_clock::now()));
+          if (item.send) item.buffer->waitSend(left);
+          else item.buffer->waitRecv(left);
+        }
+      } catch (const ::gloo::IoException& e) {
+        error_ = translate(*shared_, what_, e, true);
+      } catch (const std::exception& e) {
+        error_ = translate(*shared_, what_, e, false);
+      }
+      done_ = true;
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool completed() override {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  std::vector<Item> items_;
+  std::string what_;
+  std::mutex mutex_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
+  auto shared = shared_;
+  {
+    std::lock_guard lock(shared->mutex);
+    if (!shared->failure.empty())
+      throw PeerFailure(fmt::format("{}: {} refused: the group failed earlier ({}); create a new context",
+                                    shared->label, op, shared->failure));
+  }
+  static char empty;  // Gloo wants an address even for an empty message
+  std::vector<GlooP2PWork::Item> items;
+  try {
+    for (const P2POp& p : ops) {
+      void* data = p.buffer.data ? p.buffer.data : &empty;
+      auto buffer = shared->context->createUnboundBuffer(data, p.buffer.bytes());
+      const auto slot = ::gloo::Slot::build(kP2PSlotPrefix, static_cast<std::uint32_t>(p.tag));
+      const bool send = p.kind == P2POp::Kind::send;
+      if (send) buffer->send(p.peer, slot);
+      else buffer->recv(p.peer, slot);
+      items.push_back({std::move(buffer), send});
+    }
+  } catch (const ::gloo::IoException& e) {
+    std::rethrow_exception(translate(*shared, op, e, true));
+  }
+  return std::make_shared<GlooP2PWork>(shared, std::move(items), op);
+}
+
+WorkHandle GlooGroup::send(BufferView buffer, int peer, const SendOptions& options) {
+  check_cpu(buffer, "send");
+  check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
+  return post_p2p("send", {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+}
+
+WorkHandle GlooGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
+  check_cpu(buffer, "recv");
+  check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
+  return post_p2p("recv", {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+}
+
+WorkHandle GlooGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+  for (const P2POp& op : ops) check_cpu(op.buffer, "batch_send_recv");
+  check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
+  if (ops.empty()) return completed_work();
+  return post_p2p("batch_send_recv", ops);
+}
+
+// ---------------------------------------------------------------------------- rooted, all-to-all
+
+WorkHandle GlooGroup::reduce(BufferView buffer, const ReduceOptions& options) {
+  check_cpu(buffer, "reduce");
+  check_root(op_where("reduce", name_), options.root, size_);
+  if (size_ == 1 || buffer.count == 0) return completed_work();  // one rank: every op gives the value
+  auto ctx = shared_->context;
+  return submit("reduce", [ctx, buffer, op = options.op, root = options.root](std::uint32_t tag, Duration timeout) {
+    run_reduce(ctx, buffer, op, root, tag, timeout);
+  });
+}
+
+WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
+  const int root = options.root;
+  check_cpu(input, "gather");
+  if (rank_ == root) check_cpu(output, "gather");
+  check_gather_shapes(op_where("gather", name_), input, output, root, rank_, size_);
+  if (input.count == 0) return completed_work();
+  if (size_ == 1) {
+    if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
+    return completed_work();
+  }
+  auto ctx = shared_->context;
+  return submit("gather", [ctx, input, output, root](std::uint32_t tag, Duration timeout) {
+    run_gather(ctx, input, output, root, tag, timeout);
+  });
+}
+
+WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+  const int root = options.root;
+  check_cpu(output, "scatter");
+  if (rank_ == root) check_cpu(input, "scatter");
+  check_scatter_shapes(op_where("scatter", name_), input, output, root, rank_, size_);
+  if (output.count == 0) return completed_work();
+  if (size_ == 1) {
+    if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
+    return completed_work();
+  }
+  auto ctx = shared_->context;
+  return submit("scatter", [ctx, input, output, root](std::uint32_t tag, Duration timeout) {
+    run_scatter(ctx, input, output, root, tag, timeout);
+  });
+}
+
+WorkHandle GlooGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
+  check_cpu(input, "all_to_all");
+  check_cpu(output, "all_to_all");
+  check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
+  if (input.count == 0) return completed_work();
+  if (size_ == 1) {
+    if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
+    return completed_work();
+  }
+  auto ctx = shared_->context;
+  return submit("all_to_all", [ctx, input, output](std::uint32_t tag, Duration timeout) {
+    run_all_to_all(ctx, input, output, tag, timeout);
+  });
+}
+
+WorkHandle GlooGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                                  const std::vector<std::size_t>& recv_counts, const AllToAllOptions&) {
+  check_cpu(input, "all_to_allv");
+  check_cpu(output, "all_to_allv");
+  check_all_to_allv_shapes(op_where("all_to_allv", name_), input, send_counts, output, recv_counts, rank_, size_);
+  if (size_ == 1) {
+    if (output.data != input.data && input.count) std::memmove(output.data, input.data, input.bytes());
+    return completed_work();
+  }
+  auto ctx = shared_->context;
+  return submit("all_to_allv", [ctx, input, send_counts, output, recv_counts](std::uint32_t tag, Duration timeout) {
+    run_all_to_allv(ctx, input, send_counts, output, recv_counts, tag, timeout);
   });
 }
 

@@ -55,7 +55,7 @@ std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", d
 std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return std::make_unique<NcclProcessGroup>(spec); }
 
 NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
-    : rank_(spec.rank), size_(spec.size), label_(make_label(spec)), close_limit_(std::min(spec.timeout, kCloseLimit)) {
+    : rank_(spec.rank), size_(spec.size), name_(spec.name), label_(make_label(spec)), close_limit_(std::min(spec.timeout, kCloseLimit)) {
   // 1. arguments and the join deadline (set-up as a whole must fit in it)
   if (spec.size < 1 || spec.rank < 0 || spec.rank >= spec.size) {
     throw ConfigError(fmt::format("{}: rank {} is not in 0..{} (group size {})", label_, spec.rank, spec.size - 1,

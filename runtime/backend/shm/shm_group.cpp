@@ -45,7 +45,10 @@ const WorkHandle& done() {
 ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel)
     : rank_(spec.rank), size_(spec.size), name_(spec.name), op_timeout_(spec.op_timeout), chan_(std::move(channel)) {}
 
-ShmGroup::~ShmGroup() = default;
+ShmGroup::~ShmGroup() {
+  thread_.reset();  // queued ops first (they may use the mailboxes' hooks), then the hooks go
+  if (p2p_) p2p_->detach();
+}
 
 std::string ShmGroup::broken() const {
   std::lock_guard lock(mutex_);
@@ -368,5 +371,8 @@ WorkHandle ShmGroup::barrier(const BarrierOptions&) {
     chan_->wait_all(k);
   });
 }
+
+// The ops in other files (shm_p2p_ops.cpp) run their bodies through this instance.
+template WorkHandle ShmGroup::run<std::function<void()>>(const char*, std::size_t, std::function<void()>);
 
 }  // namespace fastrun::shm
