@@ -25,6 +25,7 @@
 
 #include "fastrun/runtime/backend/gloo/rooted_ops.h"
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
+#include "fastrun/runtime/backend/gloo/transport_failure.h"
 #include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
@@ -57,7 +58,13 @@ struct Shared {
   Duration op_timeout{};
   std::mutex mutex;
   std::string failure;  // first failure; non-empty = unusable
+  // Ops in flight, failed at once when a Gloo transport thread fails (transport_failure.h).
+  std::vector<std::weak_ptr<AsyncWork>> collectives;
+  std::vector<std::weak_ptr<Work>> p2p;
+  int listener = 0;
 };
+
+void on_transport_failure(Shared& s, const std::string& what);
 
 class GlooGroup final : public ProcessGroup {
  public:
@@ -132,6 +139,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
     // ConfigError before gloo sees a bad one.
     attr.hostname = resolve_gloo_host(spec.gloo_host.empty() ? env::get_string(env::kGlooHost) : spec.gloo_host);
     std::shared_ptr<::gloo::transport::Device> device;
+    const std::set<pid_t> threads_before = current_threads();
     try {
       device = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
@@ -154,7 +162,12 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
     // a slower peer is still connecting to it fails that peer's set-up. So nobody returns until
     // every rank's mesh is connected; after that a closed socket matters only to an op.
     store_barrier(*spec.store, "gloo/connected", spec.size, spec.timeout);
+    adopt_transport_threads(threads_before);
     s.context = context;
+    std::weak_ptr<Shared> weak = shared_;
+    s.listener = listen_for_transport_failure([weak](const std::string& what) {
+      if (auto locked = weak.lock()) on_transport_failure(*locked, what);
+    });
     thread_ = std::make_unique<CommThread>(fmt::format("gloo-{}", spec.name));
   }
   log::debug("{}: ready, {} ranks, {:.1f} ms", s.label, spec.size,
@@ -162,6 +175,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
 }
 
 GlooGroup::~GlooGroup() {
+  if (shared_->listener) stop_listening(shared_->listener);
   bool failed;
   {
     std::lock_guard lock(shared_->mutex);
@@ -229,6 +243,11 @@ WorkHandle GlooGroup::submit(const char* op, std::function<void(std::uint32_t, D
                                             std::lock_guard lock(shared->mutex);
                                             if (shared->failure.empty()) shared->failure = reason;
                                           });
+  {
+    std::lock_guard lock(shared->mutex);
+    std::erase_if(shared->collectives, [](const auto& w) { return w.expired(); });
+    shared->collectives.push_back(work);
+  }
   thread_->post([shared, work, what, tag, body = std::move(body)] {
     try {
       body(tag, shared->op_timeout);
@@ -422,6 +441,18 @@ class GlooP2PWork final : public Work {
   GlooP2PWork(std::shared_ptr<Shared> shared, std::vector<Item> items, std::string what)
       : shared_(std::move(shared)), items_(std::move(items)), what_(std::move(what)) {}
 
+  // From the failing transport thread: wakes a wait() in progress, which then reports `error`.
+  void abort(std::exception_ptr error) {
+    {
+      std::lock_guard lock(abort_mutex_);
+      aborted_ = std::move(error);
+    }
+    for (Item& item : items_) {
+      if (item.send) item.buffer->abortWaitSend();
+      else item.buffer->abortWaitRecv();
+    }
+  }
+
   void wait(Duration timeout) override {
     std::lock_guard lock(mutex_);
     if (!done_) {
@@ -432,9 +463,11 @@ class GlooP2PWork final : public Work {
           const auto left = std::max(std::chrono::milliseconds(1),
                                      std::chrono::duration_cast<std::chrono::milliseconds>(
                                          deadline - std::chrono::steady_clock::now()));
-          if (item.send) item.buffer->waitSend(left);
-          else item.buffer->waitRecv(left);
+          const bool ok = item.send ? item.buffer->waitSend(left) : item.buffer->waitRecv(left);
+          if (!ok) break;  // aborted: a transport thread failed
         }
+        std::lock_guard abort_lock(abort_mutex_);
+        if (aborted_) error_ = aborted_;
       } catch (const ::gloo::IoException& e) {
         error_ = translate(*shared_, what_, e, true);
       } catch (const std::exception& e) {
@@ -456,6 +489,8 @@ class GlooP2PWork final : public Work {
   std::mutex mutex_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::mutex abort_mutex_;
+  std::exception_ptr aborted_;
 };
 
 WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
@@ -481,7 +516,43 @@ WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
   } catch (const ::gloo::IoException& e) {
     std::rethrow_exception(translate(*shared, op, e, true));
   }
-  return std::make_shared<GlooP2PWork>(shared, std::move(items), op);
+  auto work = std::make_shared<GlooP2PWork>(shared, std::move(items), op);
+  {
+    std::lock_guard lock(shared->mutex);
+    std::erase_if(shared->p2p, [](const auto& w) { return w.expired(); });
+    shared->p2p.push_back(work);
+  }
+  return work;
+}
+
+// Runs on the failed Gloo transport thread (transport_failure.h): every op in flight and every
+// later one fails with one message that says what most likely happened, and the job learns it.
+void on_transport_failure(Shared& s, const std::string& what) {
+  const std::string text = fmt::format(
+      "{}: Gloo's transport received more bytes than the posted receive holds ({}): the ranks issued different "
+      "collectives (op, dtype, count or root) or a send larger than its recv; the group is unusable",
+      s.label, what);
+  auto error = std::make_exception_ptr(BackendError(text));
+  std::vector<std::weak_ptr<AsyncWork>> collectives;
+  std::vector<std::weak_ptr<Work>> p2p;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.failure.empty()) s.failure = text;
+    collectives = s.collectives;
+    p2p = s.p2p;
+  }
+  // The parked thread must never be joined: keep the context (and its device) until exit.
+  static std::mutex kept_mutex;
+  static auto* kept = new std::vector<std::shared_ptr<::gloo::Context>>;  // reachable, never freed
+  {
+    std::lock_guard lock(kept_mutex);
+    kept->push_back(s.context);
+  }
+  s.watch->publish(fmt::format("rank {}: gloo: ranks issued different collectives ({})", s.global_rank, what));
+  for (auto& w : collectives)
+    if (auto work = w.lock()) work->fail(error);
+  for (auto& w : p2p)
+    if (auto work = std::static_pointer_cast<GlooP2PWork>(w.lock())) work->abort(error);
 }
 
 WorkHandle GlooGroup::send(BufferView buffer, int peer, const SendOptions& options) {
