@@ -213,7 +213,9 @@ std::exception_ptr translate(Shared& s, const std::string& what, const std::exce
       }
     } else if (timed_out) {
       error = std::make_exception_ptr(TimeoutError(fmt::format(
-          "{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT): {}", s.label, what,
+          "{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT; a peer may be stuck or issuing a different "
+          "collective): {}",
+          s.label, what,
           std::chrono::duration<double>(s.op_timeout).count(), text)));
     } else {
       s.watch->publish(fmt::format("rank {}: {} failed: {}", s.global_rank, what, text));
