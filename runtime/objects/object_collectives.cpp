@@ -51,6 +51,58 @@ std::vector<std::vector<std::uint8_t>> all_gather_bytes(Group& group, const std:
   return out;
 }
 
+std::vector<std::uint8_t> scatter_bytes(Group& group, const std::vector<std::vector<std::uint8_t>>& per_rank,
+                                        int root) {
+  Group& g = group.cpu_group();
+  const auto n = static_cast<std::size_t>(g.size());
+  const bool is_root = g.rank() == root;
+  std::int64_t slot = 0;  // words per rank: the largest payload's
+  std::vector<std::int64_t> sizes(is_root ? n : 0);
+  if (is_root)
+    for (std::size_t r = 0; r < n; ++r) {
+      sizes[r] = static_cast<std::int64_t>(per_rank[r].size());
+      slot = std::max(slot, static_cast<std::int64_t>(words_for(per_rank[r].size())));
+    }
+  wait(g.process_group().broadcast(view_of(&slot, 1), {root}));
+  std::int64_t size = 0;
+  wait(g.process_group().scatter(view_of(sizes.data(), sizes.size()), view_of(&size, 1), {root}));
+  const auto words = static_cast<std::size_t>(slot);
+  std::vector<std::int64_t> all(is_root ? words * n : 0), mine(words);
+  if (is_root)
+    for (std::size_t r = 0; r < n; ++r)
+      if (!per_rank[r].empty()) std::memcpy(all.data() + r * words, per_rank[r].data(), per_rank[r].size());
+  wait(g.process_group().scatter(view_of(all.data(), all.size()), view_of(mine.data(), words), {root}));
+  const auto* p = reinterpret_cast<const std::uint8_t*>(mine.data());
+  return std::vector<std::uint8_t>(p, p + size);
+}
+
+void send_bytes(Group& group, const std::vector<std::uint8_t>& bytes, int peer, int tag) {
+  Group& g = group.cpu_group();
+  std::int64_t size = static_cast<std::int64_t>(bytes.size());
+  std::vector<std::int64_t> words(words_for(bytes.size()));
+  if (!bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
+  auto a = g.process_group().send(view_of(&size, 1), peer, {tag});
+  auto b = g.process_group().send(view_of(words.data(), words.size()), peer, {tag});
+  wait(a);
+  wait(b);
+}
+
+std::vector<std::uint8_t> recv_bytes(Group& group, int peer, int tag) {
+  Group& g = group.cpu_group();
+  std::int64_t size = 0;
+  wait(g.process_group().recv(view_of(&size, 1), peer, {tag}));
+  std::vector<std::int64_t> words(words_for(static_cast<std::size_t>(size)));
+  wait(g.process_group().recv(view_of(words.data(), words.size()), peer, {tag}));
+  const auto* p = reinterpret_cast<const std::uint8_t*>(words.data());
+  return std::vector<std::uint8_t>(p, p + size);
+}
+
+void throw_no_local_result(const char* op) {
+  throw ConfigError(fmt::format("{}: under FASTRUN_NO_SYNC=2 every collective is local, and this rank has no local "
+                                "value to return (set FASTRUN_NO_SYNC to 0 or 1 around this call)",
+                                op));
+}
+
 void throw_decode_error(Group& group, const char* op, int sender, std::size_t bytes, const std::exception& e) {
   throw SerializationError(fmt::format("{}: cannot decode the {} bytes sent by rank {} (global rank {}) to rank {}: {}",
                                        op, bytes, sender, group.global_rank(sender), group.rank(), e.what()));

@@ -20,6 +20,7 @@ AsyncWork::AsyncWork(std::string what, Duration default_timeout, std::shared_ptr
 void AsyncWork::complete() {
   {
     std::lock_guard lock(mutex_);
+    if (done_) return;  // failed from outside already (GroupRuntime::in_flight_failer)
     done_ = true;
   }
   cv_.notify_all();
@@ -28,6 +29,7 @@ void AsyncWork::complete() {
 void AsyncWork::complete(const std::function<void()>& write_back) {
   {
     std::lock_guard lock(mutex_);
+    if (done_) return;  // failed from outside already: the caller's memory is no longer ours
     if (!abandoned_) write_back();
     done_ = true;
   }
@@ -37,7 +39,11 @@ void AsyncWork::complete(const std::function<void()>& write_back) {
 void AsyncWork::fail(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
+    if (done_) return;  // the first outcome stands
     done_ = true;
+    // A waiter may now return and free its buffers: the comm thread must leave them alone, as
+    // after a wait that gave up (touch_caller_memory and complete(write_back) check this).
+    abandoned_ = true;
     error_ = std::move(error);
   }
   cv_.notify_all();

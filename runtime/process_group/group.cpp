@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
@@ -66,7 +67,10 @@ Group::Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, Cp
 Group::~Group() = default;
 
 WorkHandle Group::forward(OpDesc op, Issue issue) {
-  op.seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Point-to-point ops involve only some ranks: they carry the number of the last collective and
+  // do not advance it, so that every rank's op #k stays the same collective.
+  op.seq = op.point_to_point ? seq_.load(std::memory_order_relaxed)
+                             : seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   const std::uint64_t slot = flight_->begin(op);
   WorkHandle work;
   try {
@@ -144,6 +148,117 @@ WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const Redu
 WorkHandle Group::barrier(const BarrierOptions& options) {
   if (no_sync_level() >= 1) return completed_work();
   return forward(op_desc("barrier"), [&](ProcessGroup& pg) { return pg.barrier(options); });
+}
+
+// ---------------------------------------------------------------- point-to-point, rooted, all-to-all
+// Local (NO_SYNC=2) paths copy host memory only; device buffers go to the backend, as for
+// all_gather above.
+
+namespace {
+bool on_host(const BufferView& a, const BufferView& b) {
+  return a.device == DeviceKind::cpu && b.device == DeviceKind::cpu;
+}
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+}
+}  // namespace
+
+std::string Group::where(std::string_view op) const {
+  return fmt::format("{} (group of global ranks {})", op, fmt::join(global_ranks_, ","));
+}
+
+WorkHandle Group::send(BufferView buffer, int peer, const SendOptions& options) {
+  if (no_sync_level() >= 2) {
+    check_peer(where("send"), peer, options.tag, rank(), size());
+    return completed_work();
+  }
+  OpDesc d = op_desc("send", buffer).with_root(peer);
+  d.point_to_point = true;
+  return forward(std::move(d), [&](ProcessGroup& pg) { return pg.send(buffer, peer, options); });
+}
+
+WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) {
+  if (no_sync_level() >= 2) {
+    check_peer(where("recv"), peer, options.tag, rank(), size());
+    return completed_work();
+  }
+  OpDesc d = op_desc("recv", buffer).with_root(peer);
+  d.point_to_point = true;
+  return forward(std::move(d), [&](ProcessGroup& pg) { return pg.recv(buffer, peer, options); });
+}
+
+WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {
+  if (no_sync_level() >= 2) {
+    check_p2p_batch(where("batch_send_recv"), ops, rank(), size());
+    return completed_work();
+  }
+  OpDesc d = op_desc("batch_send_recv");
+  d.point_to_point = true;
+  return forward(std::move(d), [&](ProcessGroup& pg) { return pg.batch_send_recv(ops); });
+}
+
+WorkHandle Group::reduce(BufferView buffer, const ReduceOptions& options) {
+  if (no_sync_level() >= 2) {
+    check_root(where("reduce"), options.root, size());
+    return completed_work();  // the root's buffer is its own contribution
+  }
+  return forward(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op),
+                 [&](ProcessGroup& pg) { return pg.reduce(buffer, options); });
+}
+
+WorkHandle Group::gather(BufferView input, BufferView output, const GatherOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_gather_shapes(where("gather"), input, output, options.root, rank(), size());
+    if (rank() == options.root)
+      copy_bytes(static_cast<char*>(output.data) + input.bytes() * static_cast<std::size_t>(rank()), input.data,
+                 input.bytes());
+    return completed_work();
+  }
+  return forward(op_desc("gather", input).with_root(options.root),
+                 [&](ProcessGroup& pg) { return pg.gather(input, output, options); });
+}
+
+WorkHandle Group::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_scatter_shapes(where("scatter"), input, output, options.root, rank(), size());
+    if (rank() == options.root)
+      copy_bytes(output.data, static_cast<char*>(input.data) + output.bytes() * static_cast<std::size_t>(rank()),
+                 output.bytes());
+    return completed_work();
+  }
+  return forward(op_desc("scatter", output).with_root(options.root),
+                 [&](ProcessGroup& pg) { return pg.scatter(input, output, options); });
+}
+
+WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAllOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_all_to_all_shapes(where("all_to_all"), input, output, size());
+    const std::size_t block = input.bytes() / static_cast<std::size_t>(size());
+    const std::size_t at = block * static_cast<std::size_t>(rank());
+    copy_bytes(static_cast<char*>(output.data) + at, static_cast<char*>(input.data) + at, block);
+    return completed_work();
+  }
+  return forward(op_desc("all_to_all", input), [&](ProcessGroup& pg) { return pg.all_to_all(input, output, options); });
+}
+
+WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                              const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) {
+  if (no_sync_level() >= 2 && on_host(input, output)) {
+    check_all_to_allv_shapes(where("all_to_allv"), input, send_counts, output, recv_counts, rank(), size());
+    const auto me = static_cast<std::size_t>(rank());
+    std::size_t in_at = 0, out_at = 0;
+    for (std::size_t r = 0; r < me; ++r) {
+      in_at += send_counts[r];
+      out_at += recv_counts[r];
+    }
+    const std::size_t esize = dtype_size(input.dtype);
+    copy_bytes(static_cast<char*>(output.data) + out_at * esize, static_cast<char*>(input.data) + in_at * esize,
+               send_counts[me] * esize);
+    return completed_work();
+  }
+  return forward(op_desc("all_to_allv", input), [&](ProcessGroup& pg) {
+    return pg.all_to_allv(input, send_counts, output, recv_counts, options);
+  });
 }
 
 bool Group::works_on_host_memory() const {

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <string_view>
 #include <vector>
 
 #include "fastrun/runtime/process_group/process_group.h"
@@ -65,8 +66,24 @@ class Group : public ProcessGroup {
   WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
   WorkHandle barrier(const BarrierOptions& options = {}) override;
 
+  // The ProcessGroup ops (process_group.h). Under FASTRUN_NO_SYNC=2 they are local and complete
+  // at once: send/recv/batch_send_recv move nothing (a recv buffer keeps its contents); reduce
+  // leaves the buffer as it is (this rank's own contribution); gather (at the root), scatter (at
+  // the root), all_to_all and all_to_allv copy only this rank's own block; elsewhere the output
+  // is untouched. Arguments are checked as on the backends first.
+  WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) override;
+  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) override;
+  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) override;
+  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) override;
+  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) override;
+  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) override;
+  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) override;
+
   // True for backends whose collectives take host memory (gloo, shm).
   bool works_on_host_memory() const;
+
   // The group object collectives run on (see above).
   Group& cpu_group();
 
@@ -94,6 +111,8 @@ class Group : public ProcessGroup {
   // wraps its handle so that a timeout is explained (flight_recorder.h).
   WorkHandle forward(OpDesc op, Issue issue);
   ProcessGroup& sequence_group();  // where fingerprints are exchanged: host memory
+  // How the local (NO_SYNC=2) checks name an op: "gather (group of global ranks 0,2)".
+  std::string where(std::string_view op) const;
 
   std::shared_ptr<ProcessGroup> pg_;
   std::vector<int> global_ranks_;

@@ -1,6 +1,7 @@
 #include "fastrun/runtime/process_group/group_runtime.h"
 
 #include <cstring>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,9 @@ struct GroupRuntime::Shared {
   // Ops posted and not yet finished. The comm thread's release decrement pairs with the issuing
   // thread's acquire load: at 0 the transport is back in the issuing thread's hands.
   std::atomic<int> pending{0};
+  // The Works of ops on the comm thread (in_flight_failer); expired entries are pruned on post.
+  std::mutex in_flight_mutex;
+  std::vector<std::weak_ptr<AsyncWork>> in_flight;
 };
 
 namespace {
@@ -108,6 +112,11 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
         }
       },
       s.config.release_grace);
+  {
+    std::lock_guard lock(s.in_flight_mutex);
+    std::erase_if(s.in_flight, [](const auto& w) { return w.expired(); });
+    s.in_flight.push_back(work);
+  }
   s.pending.fetch_add(1, std::memory_order_relaxed);
   thread_->post([shared = shared_, work, ctx = std::move(ctx), buffers = std::move(buffers),
                  body = std::move(body)]() mutable {
@@ -148,6 +157,20 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
     else work->complete();
   });
   return work;
+}
+
+std::function<void(std::exception_ptr)> GroupRuntime::in_flight_failer() const {
+  return [weak = std::weak_ptr<Shared>(shared_)](std::exception_ptr error) {
+    auto shared = weak.lock();
+    if (!shared) return;
+    std::vector<std::weak_ptr<AsyncWork>> works;
+    {
+      std::lock_guard lock(shared->in_flight_mutex);
+      works = shared->in_flight;
+    }
+    for (auto& w : works)
+      if (auto work = w.lock()) work->fail(error);
+  };
 }
 
 }  // namespace fastrun

@@ -100,6 +100,12 @@ class GroupRuntime {
   // The next op number (backends that run ops their own way: nccl).
   std::uint64_t next_seq() { return ++seq_; }
 
+  // Fails every op still queued or running on the comm thread with `error` at once (their waits
+  // return it; the caller's memory is released as for a wait that gave up), for a transport that
+  // learns of a failure outside any op (gloo's transport threads). Safe to call from any thread,
+  // also after the runtime is gone (then it does nothing).
+  std::function<void(std::exception_ptr error)> in_flight_failer() const;
+
   // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs
   // `body` inline or on the comm thread (see above). Errors of the body are in the Work.
   WorkHandle run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body);

@@ -38,6 +38,22 @@ struct BroadcastOptions { int root = 0; };             // root: rank within the 
 struct AllGatherOptions {};
 struct ReduceScatterOptions { ReduceOp op = ReduceOp::sum; };
 struct BarrierOptions {};
+// Point-to-point (docs/collectives.md). `peer` is a rank within the group, never this rank; a
+// recv matches the sends of that peer with the same tag (>= 0), in the order they were posted.
+struct SendOptions { int tag = 0; };
+struct RecvOptions { int tag = 0; };
+// One operation of a batch_send_recv (torch's P2POp).
+struct P2POp {
+  enum class Kind { send, recv };
+  Kind kind = Kind::send;
+  BufferView buffer;
+  int peer = 0;
+  int tag = 0;
+};
+struct ReduceOptions { ReduceOp op = ReduceOp::sum; int root = 0; };
+struct GatherOptions { int root = 0; };
+struct ScatterOptions { int root = 0; };
+struct AllToAllOptions {};
 
 class ProcessGroup {
  public:
@@ -57,6 +73,36 @@ class ProcessGroup {
   virtual WorkHandle reduce_scatter(BufferView input, BufferView output,
                                     const ReduceScatterOptions& options = {}) = 0;
   virtual WorkHandle barrier(const BarrierOptions& options = {}) = 0;
+
+  // --- Point-to-point (MPI/c10d semantics). Both return at once; the Work completes when the
+  // buffer may be reused (send) or holds the message (recv). A recv's buffer must have the
+  // message's exact byte size. Posting several before waiting never deadlocks.
+  virtual WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) = 0;
+  virtual WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) = 0;
+  // Posts every op of `ops` at once (any mix of peers, directions and tags: a ring exchange is
+  // fine) and returns one Work that completes when all have. Every op is checked first.
+  virtual WorkHandle batch_send_recv(const std::vector<P2POp>& ops) = 0;
+
+  // --- Rooted and all-to-all collectives (every rank issues them, in the same order).
+  // In place: the root's buffer receives the reduction (in rank order, bit-identical on the CPU
+  // backends); other ranks' buffers are left unchanged.
+  virtual WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) = 0;
+  // At the root output.count == input.count * size() and rank r's input lands at
+  // output[r * input.count]; elsewhere `output` is not touched (it may be empty).
+  virtual WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) = 0;
+  // At the root input.count == output.count * size() and block r goes to rank r's output;
+  // elsewhere `input` is not read (it may be empty).
+  virtual WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) = 0;
+  // input.count == output.count, a multiple of size(): block r of the input goes to rank r,
+  // block r of the output comes from rank r.
+  virtual WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) = 0;
+  // Per-rank counts: send_counts[r] elements (input blocks back to back, in rank order) go to
+  // rank r; recv_counts[r] elements come from rank r. sum(send_counts) == input.count,
+  // sum(recv_counts) == output.count, and rank r's send_counts[me] must equal my
+  // recv_counts[r] (a mismatch fails the op on the ranks concerned).
+  virtual WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                                 const std::vector<std::size_t>& recv_counts,
+                                 const AllToAllOptions& options = {}) = 0;
 };
 
 // What a backend needs to build a group. The store is already prefixed for this group and

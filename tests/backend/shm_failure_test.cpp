@@ -50,6 +50,7 @@ std::size_t mapped_group_segments(const std::string& run_id) {
   for (std::string line; std::getline(maps, line);) {
     const auto path = line.find("/dev/shm/");
     if (path == std::string::npos || line.compare(path, group_prefix.size(), group_prefix) != 0) continue;
+    if (line.find("-p2p") != std::string::npos) continue;  // a group's mailboxes (p2p_engine.h), not its channel
     std::istringstream fields(line);
     std::string range, perms, offset, dev, inode;
     fields >> range >> perms >> offset >> dev >> inode;

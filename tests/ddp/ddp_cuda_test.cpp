@@ -57,6 +57,19 @@ class SplitAllReduceGroup final : public ProcessGroup {
     return nccl_.reduce_scatter(i, o, op);
   }
   WorkHandle barrier(const BarrierOptions& o) override { return nccl_.barrier(o); }
+  WorkHandle send(BufferView b, int peer, const SendOptions& o) override { return nccl_.send(b, peer, o); }
+  WorkHandle recv(BufferView b, int peer, const RecvOptions& o) override { return nccl_.recv(b, peer, o); }
+  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override { return nccl_.batch_send_recv(ops); }
+  WorkHandle reduce(BufferView b, const ReduceOptions& o) override { return nccl_.reduce(b, o); }
+  WorkHandle gather(BufferView i, BufferView o, const GatherOptions& op) override { return nccl_.gather(i, o, op); }
+  WorkHandle scatter(BufferView i, BufferView o, const ScatterOptions& op) override { return nccl_.scatter(i, o, op); }
+  WorkHandle all_to_all(BufferView i, BufferView o, const AllToAllOptions& op) override {
+    return nccl_.all_to_all(i, o, op);
+  }
+  WorkHandle all_to_allv(BufferView i, const std::vector<std::size_t>& sc, BufferView o,
+                         const std::vector<std::size_t>& rc, const AllToAllOptions& op) override {
+    return nccl_.all_to_allv(i, sc, o, rc, op);
+  }
 
   struct Call {
     BufferView buffer;

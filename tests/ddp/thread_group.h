@@ -139,6 +139,19 @@ class ThreadGroup : public ProcessGroup {
     hub_->arrive(rank_);
     return std::make_shared<DoneWork>();
   }
+  // DDP uses none of these.
+  WorkHandle send(BufferView, int, const SendOptions&) override { return unused("send"); }
+  WorkHandle recv(BufferView, int, const RecvOptions&) override { return unused("recv"); }
+  WorkHandle batch_send_recv(const std::vector<P2POp>&) override { return unused("batch_send_recv"); }
+  WorkHandle reduce(BufferView, const ReduceOptions&) override { return unused("reduce"); }
+  WorkHandle gather(BufferView, BufferView, const GatherOptions&) override { return unused("gather"); }
+  WorkHandle scatter(BufferView, BufferView, const ScatterOptions&) override { return unused("scatter"); }
+  WorkHandle all_to_all(BufferView, BufferView, const AllToAllOptions&) override { return unused("all_to_all"); }
+  WorkHandle all_to_allv(BufferView, const std::vector<std::size_t>&, BufferView, const std::vector<std::size_t>&,
+                         const AllToAllOptions&) override {
+    return unused("all_to_allv");
+  }
+  static WorkHandle unused(const char* op) { throw BackendError(fmt::format("thread group: {} not implemented", op)); }
 
   std::vector<std::string> issued;
 

@@ -2,7 +2,8 @@
 // per check and exits non-zero when any failed. Run by tools/gpu_checks.sh on a GPU machine.
 //
 //   fastrun --devices 0 fastrun-nccl-checks      world of one through the launcher: join() on
-//                                                the nccl backend, then every collective
+//                                                the nccl backend, then every collective and
+//                                                the point-to-point, rooted and all-to-all ops
 //   fastrun-nccl-checks                          the same without the launcher (no environment)
 //   FASTRUN_NCCL_ON_ERROR=raise fastrun-nccl-checks --failures
 //                                                watchdog paths: op timeout, peer failure, init
@@ -22,11 +23,20 @@
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/env/registry.h"
 #include "gpu/nccl_failure_checks.h"
+#include "gpu/nccl_p2p_suite.h"
 #include "gpu/nccl_suite.h"
 
 using namespace fastrun;
 
 namespace {
+
+// Every collective, then the point-to-point, rooted and all-to-all ops.
+std::vector<nccl_suite::Result> every_op(ProcessGroup& pg) {
+  auto results = nccl_suite::check_collectives(pg);
+  auto more = nccl_suite::check_p2p_and_rooted(pg);
+  results.insert(results.end(), more.begin(), more.end());
+  return results;
+}
 
 int report(const std::vector<nccl_suite::Result>& results) {
   int failed = 0;
@@ -53,13 +63,13 @@ int collectives() {
                 ctx->world_size(), ctx->source().c_str(), ctx->device_identity().c_str(),
                 ctx->world().backend_name().c_str());
     std::fflush(stdout);
-    return report(nccl_suite::check_collectives(ctx->world().process_group()));
+    return report(every_op(ctx->world().process_group()));
   }
   std::printf("no launcher environment: world of one made directly on the nccl backend, device %s\n",
               cuda_device_identity(0).c_str());
   std::fflush(stdout);
   auto pg = nccl_suite::make_world_of_one(std::chrono::seconds(60), nullptr, "world");
-  return report(nccl_suite::check_collectives(*pg));
+  return report(every_op(*pg));
 }
 
 int failures() {

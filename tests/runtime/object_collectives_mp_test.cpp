@@ -140,3 +140,42 @@ TEST_CASE("FASTRUN_NO_SYNC from the environment", "[driver][mp]") {
       o);
   REQUIRE(test::all_ok(results));
 }
+
+TEST_CASE("object collectives: scatter_object, send_object and recv_object on shm and gloo", "[objects][p2p][mp]") {
+  for (const char* backend : {"shm", "gloo"}) {
+    INFO(backend);
+    auto results = test::run_ranks(3, [backend](int rank) {
+      auto ctx = join({backend});
+      Group& g = ctx->world();
+      // Root 1 scatters reports of very different sizes (one empty map, one 2 KiB name).
+      std::vector<metrics::Report> values;
+      if (rank == 1)
+        for (int r = 0; r < 3; ++r) values.push_back(report_of(2 - r));
+      const metrics::Report mine = scatter_object(g, values, 1);
+      RANK_REQUIRE(mine == report_of(2 - rank));
+      // A ring of objects passed on from rank 0, two tags, 1 MiB on one of them. Blocking sends
+      // (gloo's complete only once the peer receives): each rank receives before it sends on.
+      const int next = (rank + 1) % 3, prev = (rank + 2) % 3;
+      if (rank == 0) {
+        send_object(g, report_of(rank), next, 5);
+        send_object(g, std::string(1 << 20, 'x'), next, 6);
+        RANK_REQUIRE(recv_object<metrics::Report>(g, prev, 5) == report_of(prev));
+        RANK_REQUIRE(recv_object<std::string>(g, prev, 6) == std::string(1 << 20, 'x'));
+      } else {
+        const auto report = recv_object<metrics::Report>(g, prev, 5);
+        const auto big = recv_object<std::string>(g, prev, 6);
+        RANK_REQUIRE(report == report_of(prev));
+        send_object(g, report_of(rank), next, 5);
+        send_object(g, big, next, 6);
+      }
+      bool refused = false;
+      try {
+        scatter_object(g, std::vector<int>{1, 2}, rank);  // every rank is "root" of a 2-entry list
+      } catch (const ConfigError& e) {
+        refused = std::string(e.what()).find("needs one per rank") != std::string::npos;
+      }
+      RANK_REQUIRE(refused);
+    });
+    REQUIRE(test::all_ok(results));
+  }
+}

@@ -20,8 +20,12 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/rooted_ops.h"
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
+#include "fastrun/runtime/backend/gloo/transport_failure.h"
 #include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
@@ -40,9 +44,22 @@ void check_cpu(const BufferView& b, const char* op) {
   if (b.count > 0 && b.data == nullptr) throw ConfigError(fmt::format("{}: buffer of {} elements at nullptr", op, b.count));
 }
 
+// What a Gloo transport thread's failure reaches (transport_failure.h): it may come after the
+// group is gone, so the listener holds this weakly.
+struct TransportState {
+  std::shared_ptr<GroupHealth> health;
+  std::shared_ptr<::gloo::Context> context;
+  std::function<void(std::exception_ptr)> fail_collectives;  // GroupRuntime::in_flight_failer
+  std::mutex mutex;
+  std::vector<std::weak_ptr<Work>> p2p;  // point-to-point Works in flight (GlooP2PWork)
+};
+
+void on_transport_failure(TransportState& s, const std::string& what);
+
 class GlooGroup final : public ProcessGroup {
  public:
   explicit GlooGroup(const GroupSpec& spec);
+  ~GlooGroup() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -54,12 +71,28 @@ class GlooGroup final : public ProcessGroup {
   WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) override;
   WorkHandle barrier(const BarrierOptions& options) override;
 
+  WorkHandle send(BufferView buffer, int peer, const SendOptions& options) override;
+  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options) override;
+  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(BufferView buffer, const ReduceOptions& options) override;
+  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options) override;
+  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options) override;
+  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options) override;
+  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override;
+
  private:
+  // Posts point-to-point ops (checked) as unbound buffers; one Work waits for them all.
+  WorkHandle post_p2p(const char* op, const std::vector<P2POp>& ops);
+
   int rank_;
   int size_;
+  std::string name_;  // the group's name, for the shared argument checks' messages
   // Held by every queued op (the comm thread may outlive the group on a dead peer).
   std::shared_ptr<::gloo::Context> context_;
   std::unique_ptr<GroupRuntime> runtime_;
+  std::shared_ptr<TransportState> transport_;
+  int listener_ = 0;
 };
 
 std::exception_ptr translate(GroupHealth& health, const std::string& what, std::exception_ptr error);
@@ -88,7 +121,9 @@ void ignore_sigpipe_once() {
 GlooGroup::GlooGroup(const GroupSpec& spec)
     : rank_(spec.rank),
       size_(spec.size),
-      runtime_(std::make_unique<GroupRuntime>(spec, gloo_runtime_config(), GroupRuntime::Hooks{&translate, {}, {}})) {
+      name_(spec.name),
+      runtime_(std::make_unique<GroupRuntime>(spec, gloo_runtime_config(), GroupRuntime::Hooks{&translate, {}, {}})),
+      transport_(std::make_shared<TransportState>()) {
   const auto start = std::chrono::steady_clock::now();
   const std::string& label = runtime_->label();
 
@@ -101,6 +136,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
     // ConfigError before gloo sees a bad one.
     attr.hostname = resolve_gloo_host(spec.gloo_host.empty() ? env::get_string(env::kGlooHost) : spec.gloo_host);
     std::shared_ptr<::gloo::transport::Device> device;
+    const std::set<pid_t> threads_before = current_threads();
     try {
       device = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
@@ -123,10 +159,22 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
     // a slower peer is still connecting to it fails that peer's set-up. So nobody returns until
     // every rank's mesh is connected; after that a closed socket matters only to an op.
     store_barrier(*spec.store, "gloo/connected", spec.size, spec.timeout);
+    adopt_transport_threads(threads_before);
     context_ = context;
+    transport_->health = runtime_->shared_health();
+    transport_->context = context;
+    transport_->fail_collectives = runtime_->in_flight_failer();
+    std::weak_ptr<TransportState> weak = transport_;
+    listener_ = listen_for_transport_failure([weak](const std::string& what) {
+      if (auto locked = weak.lock()) on_transport_failure(*locked, what);
+    });
   }
   log::debug("{}: ready, {} ranks, {:.1f} ms", label, spec.size,
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
+
+GlooGroup::~GlooGroup() {
+  if (listener_) stop_listening(listener_);
 }
 
 // Turns what a Gloo op threw into fastrun's exception (the group runtime records it as the
@@ -157,7 +205,8 @@ std::exception_ptr translate(GroupHealth& h, const std::string& what, std::excep
           "{}: {} failed: rank {} died (its connection closed; gloo: {})", h.label(), what, fmt::join(dead, ", "), text)));
     }
     if (timed_out)
-      return std::make_exception_ptr(TimeoutError(fmt::format("{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT): {}",
+      return std::make_exception_ptr(TimeoutError(fmt::format("{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT; a peer "
+                                                              "may be stuck or issuing a different collective): {}",
                                                               h.label(), what,
                                                               std::chrono::duration<double>(h.op_timeout()).count(), text)));
     h.publish(fmt::format("{} failed: {}", what, text));
@@ -345,6 +394,236 @@ WorkHandle GlooGroup::barrier(const BarrierOptions&) {
     o.setTimeout(op.timeout);
     ::gloo::barrier(o);
   });
+}
+
+// ---------------------------------------------------------------------------- point-to-point
+
+// Slots of user messages: a prefix no Gloo collective uses (gloo/types.h uses 0x01-0x08), and
+// the tag.
+constexpr std::uint8_t kP2PSlotPrefix = 0x70;
+
+// Point-to-point ops posted as unbound buffers on the issuing thread (Gloo's transport threads
+// match and move them, as for torch's ProcessGroupGloo::send); wait() waits for each in turn,
+// in one call per buffer with the time left: a Gloo wait that times out closes the context's
+// pairs, so it cannot be sliced. Hence completed() is true only once a wait() returned.
+class GlooP2PWork final : public Work {
+ public:
+  struct Item {
+    std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
+    bool send;
+  };
+  GlooP2PWork(std::shared_ptr<GroupHealth> health, std::vector<Item> items, std::string what)
+      : health_(std::move(health)), items_(std::move(items)), what_(std::move(what)) {}
+
+  // From the failing transport thread: wakes a wait() in progress, which then reports `error`.
+  void abort(std::exception_ptr error) {
+    {
+      std::lock_guard lock(abort_mutex_);
+      aborted_ = std::move(error);
+    }
+    for (Item& item : items_) {
+      if (item.send) item.buffer->abortWaitSend();
+      else item.buffer->abortWaitRecv();
+    }
+  }
+
+  void wait(Duration timeout) override {
+    std::lock_guard lock(mutex_);
+    if (!done_) {
+      if (timeout <= Duration::zero()) timeout = health_->op_timeout();
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      try {
+        for (Item& item : items_) {
+          const auto left = std::max(std::chrono::milliseconds(1),
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         deadline - std::chrono::steady_clock::now()));
+          const bool ok = item.send ? item.buffer->waitSend(left) : item.buffer->waitRecv(left);
+          if (!ok) break;  // aborted: a transport thread failed
+        }
+        std::lock_guard abort_lock(abort_mutex_);
+        if (aborted_) error_ = aborted_;
+      } catch (...) {
+        error_ = translate(*health_, what_, std::current_exception());
+        try {
+          std::rethrow_exception(error_);
+        } catch (const std::exception& e) {
+          health_->fail(e.what());  // the group is unusable after a failed send/recv, as after any op
+        }
+      }
+      done_ = true;
+    }
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool completed() override {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
+
+ private:
+  std::shared_ptr<GroupHealth> health_;
+  std::vector<Item> items_;
+  std::string what_;
+  std::mutex mutex_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::mutex abort_mutex_;
+  std::exception_ptr aborted_;
+};
+
+WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
+  const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
+  health->check_usable(op);
+  static char empty;  // Gloo wants an address even for an empty message
+  std::vector<GlooP2PWork::Item> items;
+  try {
+    for (const P2POp& p : ops) {
+      void* data = p.buffer.data ? p.buffer.data : &empty;
+      auto buffer = context_->createUnboundBuffer(data, p.buffer.bytes());
+      const auto slot = ::gloo::Slot::build(kP2PSlotPrefix, static_cast<std::uint32_t>(p.tag));
+      const bool send = p.kind == P2POp::Kind::send;
+      if (send) buffer->send(p.peer, slot);
+      else buffer->recv(p.peer, slot);
+      items.push_back({std::move(buffer), send});
+    }
+  } catch (...) {
+    std::rethrow_exception(translate(*health, op, std::current_exception()));
+  }
+  auto work = std::make_shared<GlooP2PWork>(health, std::move(items), op);
+  {
+    std::lock_guard lock(transport_->mutex);
+    std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });
+    transport_->p2p.push_back(work);
+  }
+  return work;
+}
+
+// Runs on the failed Gloo transport thread (transport_failure.h): every op in flight and every
+// later one fails with one message that says what most likely happened, and the job learns it.
+void on_transport_failure(TransportState& s, const std::string& what) {
+  const std::string text = fmt::format(
+      "{}: Gloo's transport received more bytes than the posted receive holds ({}): the ranks issued different "
+      "collectives (op, dtype, count or root) or a send larger than its recv; the group is unusable",
+      s.health->label(), what);
+  auto error = std::make_exception_ptr(BackendError(text));
+  s.health->fail(text);
+  std::vector<std::weak_ptr<Work>> p2p;
+  {
+    std::lock_guard lock(s.mutex);
+    p2p = s.p2p;
+  }
+  // The parked thread must never be joined: keep the context (and its device) until exit.
+  static std::mutex kept_mutex;
+  static auto* kept = new std::vector<std::shared_ptr<::gloo::Context>>;  // reachable, never freed
+  {
+    std::lock_guard lock(kept_mutex);
+    kept->push_back(s.context);
+  }
+  s.health->publish(fmt::format("gloo: ranks issued different collectives ({})", what));
+  if (s.fail_collectives) s.fail_collectives(error);
+  for (auto& w : p2p)
+    if (auto work = std::static_pointer_cast<GlooP2PWork>(w.lock())) work->abort(error);
+}
+
+WorkHandle GlooGroup::send(BufferView buffer, int peer, const SendOptions& options) {
+  check_cpu(buffer, "send");
+  check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
+  return post_p2p("send", {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+}
+
+WorkHandle GlooGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
+  check_cpu(buffer, "recv");
+  check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
+  return post_p2p("recv", {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+}
+
+WorkHandle GlooGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+  for (const P2POp& op : ops) check_cpu(op.buffer, "batch_send_recv");
+  check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
+  if (ops.empty()) return completed_work();
+  return post_p2p("batch_send_recv", ops);
+}
+
+// ---------------------------------------------------------------------------- rooted, all-to-all
+
+WorkHandle GlooGroup::reduce(BufferView buffer, const ReduceOptions& options) {
+  check_cpu(buffer, "reduce");
+  check_root(op_where("reduce", name_), options.root, size_);
+  if (size_ == 1 || buffer.count == 0) return completed_work();  // one rank: every op gives the value
+  // Only the root's buffer is written (with the reduction); the others' are only read.
+  const auto access = rank_ == options.root ? OpBuffer::read_write : OpBuffer::read;
+  return runtime_->run("reduce", buffer.bytes(), {{buffer, access}},
+                       [ctx = context_, op = options.op, root = options.root](const OpContext& o) {
+                         run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout);
+                       });
+}
+
+WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
+  const int root = options.root;
+  check_cpu(input, "gather");
+  if (rank_ == root) check_cpu(output, "gather");
+  check_gather_shapes(op_where("gather", name_), input, output, root, rank_, size_);
+  if (input.count == 0) return completed_work();
+  if (size_ == 1) {
+    if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
+    return completed_work();
+  }
+  std::vector<OpBuffer> buffers{{input, OpBuffer::read}};
+  if (rank_ == root) buffers.push_back({output, OpBuffer::write});
+  return runtime_->run("gather", input.bytes() * static_cast<std::size_t>(size_), std::move(buffers),
+                       [ctx = context_, output, root](const OpContext& o) {
+                         run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o),
+                                    o.timeout);
+                       });
+}
+
+WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+  const int root = options.root;
+  check_cpu(output, "scatter");
+  if (rank_ == root) check_cpu(input, "scatter");
+  check_scatter_shapes(op_where("scatter", name_), input, output, root, rank_, size_);
+  if (output.count == 0) return completed_work();
+  if (size_ == 1) {
+    if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
+    return completed_work();
+  }
+  std::vector<OpBuffer> buffers{{output, OpBuffer::write}};
+  if (rank_ == root) buffers.push_back({input, OpBuffer::read});
+  return runtime_->run("scatter", output.bytes() * static_cast<std::size_t>(size_), std::move(buffers),
+                       [ctx = context_, input, root](const OpContext& o) {
+                         run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o),
+                                     o.timeout);
+                       });
+}
+
+WorkHandle GlooGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
+  check_cpu(input, "all_to_all");
+  check_cpu(output, "all_to_all");
+  check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
+  if (input.count == 0) return completed_work();
+  if (size_ == 1) {
+    if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
+    return completed_work();
+  }
+  return runtime_->run("all_to_all", input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+                       [ctx = context_](const OpContext& o) {
+                         run_all_to_all(ctx, o.buffer(0), o.buffer(1), tag_of(o), o.timeout);
+                       });
+}
+
+WorkHandle GlooGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                                  const std::vector<std::size_t>& recv_counts, const AllToAllOptions&) {
+  check_cpu(input, "all_to_allv");
+  check_cpu(output, "all_to_allv");
+  check_all_to_allv_shapes(op_where("all_to_allv", name_), input, send_counts, output, recv_counts, rank_, size_);
+  if (size_ == 1) {
+    if (output.data != input.data && input.count) std::memmove(output.data, input.data, input.bytes());
+    return completed_work();
+  }
+  return runtime_->run("all_to_allv", input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+                       [ctx = context_, send_counts, recv_counts](const OpContext& o) {
+                         run_all_to_allv(ctx, o.buffer(0), send_counts, o.buffer(1), recv_counts, tag_of(o),
+                                         o.timeout);
+                       });
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return st
 NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
     : rank_(spec.rank),
       size_(spec.size),
+      name_(spec.name),
       runtime_(spec, nccl_runtime_config()),
       label_(runtime_.label()),
       close_limit_(std::min(spec.timeout, kCloseLimit)) {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -42,6 +43,20 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
   WorkHandle barrier(const BarrierOptions& options = {}) override;
 
+  // nccl_p2p_ops.cpp. NCCL has no tags: they are checked, then messages between two ranks match
+  // in posting order. A lone send or recv occupies the group's stream until its peer posts the
+  // other side, so two ranks that each send before they recv deadlock: post both in one
+  // batch_send_recv (ncclGroupStart/End), as with torch's batch_isend_irecv.
+  WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) override;
+  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) override;
+  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) override;
+  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) override;
+  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) override;
+  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) override;
+  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) override;
+
   // The group's stream, for the GPU checks' deliberate stall (testing.h).
   cudaStream_t stream() const { return stream_.get(); }
 
@@ -51,12 +66,15 @@ class NcclProcessGroup final : public ProcessGroup {
   // records the end event and registers the operation with the watchdog.
   WorkHandle enqueue(std::string op, const Launch& launch);
   void require_device(const BufferView& buffer, const char* op, const char* which) const;
+  // Enqueues `ops` as grouped ncclSend/ncclRecv calls (one ncclGroupStart/End).
+  WorkHandle enqueue_p2p(std::string op, std::vector<P2POp> ops);
 
   struct StreamDeleter { void operator()(CUstream_st* s) const noexcept; };
   struct EventDeleter { void operator()(CUevent_st* e) const noexcept; };
 
   int rank_ = 0;
   int size_ = 1;
+  std::string name_;  // the group's name, for the shared argument checks' messages
   GroupRuntime runtime_;  // label, failure record, op numbers (no comm thread: ops go on the stream)
   std::string label_;
   Duration close_limit_{};

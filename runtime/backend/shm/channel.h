@@ -76,6 +76,12 @@ class Channel {
   // Waits until `peer` reached k.
   void wait_one(int peer, std::uint32_t k);
 
+  // For waits outside the step protocol (the mailboxes, p2p_engine.h): throws PeerFailure when
+  // `peer` died, left the group (aborted), or the job recorded a failure; `what` starts the
+  // message. Thread-safe (it reads only what watch_peers() set up, atomics and the watch), so
+  // it may run while another thread drives the channel. Defined in channel_peer_check.cpp.
+  void check_peer(int peer, const std::string& what);
+
   // Names the operation in wait errors ("all_reduce", ...) and sets its deadline.
   void begin_op(const char* op, std::chrono::steady_clock::duration timeout);
   // Marks this rank aborted so peers waiting on it fail at once instead of timing out.

@@ -61,7 +61,10 @@ ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel, std:
   runtime_ = std::make_unique<GroupRuntime>(spec, shm_runtime_config(!chan_), std::move(hooks), std::move(health));
 }
 
-ShmGroup::~ShmGroup() = default;
+ShmGroup::~ShmGroup() {
+  runtime_.reset();  // queued ops first (they may use the mailboxes' hooks), then the hooks go
+  if (p2p_) p2p_->detach();
+}
 
 WorkHandle ShmGroup::run(const char* op, std::size_t bytes, std::function<void()> body) {
   const Duration timeout = runtime_->health().op_timeout();

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "fastrun/runtime/backend/shm/channel.h"
+#include "fastrun/runtime/backend/shm/p2p_engine.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
@@ -71,6 +72,23 @@ class ShmGroup final : public ProcessGroup {
   WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
   WorkHandle barrier(const BarrierOptions& options = {}) override;
 
+  // Point-to-point, rooted and all-to-all ops (shm_p2p_ops.cpp). send/recv go through the
+  // mailboxes (p2p_engine.h) and progress when their Works are waited on or polled; gather,
+  // scatter and the all-to-alls are point-to-point batches run like any other op (in issue
+  // order, inline or on the comm thread); reduce runs on the channel.
+  WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) override;
+  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) override;
+  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) override;
+  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) override;
+  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) override;
+  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) override;
+  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) override;
+
+  // Builds the mailboxes (collective: every rank of a group of 2+ calls it once, after set-up).
+  void start_p2p(const GroupSpec& spec, const std::string& segment_name);
+
  private:
   // Runs `body` (which captures its arguments by value) through the group runtime.
   WorkHandle run(const char* op, std::size_t bytes, std::function<void()> body);
@@ -81,11 +99,17 @@ class ShmGroup final : public ProcessGroup {
   void broadcast_chunks(const BufferView& b, int root);
   void all_gather_chunks(const BufferView& in, const BufferView& out);
   void reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op);
+  void reduce_chunks(const BufferView& b, ReduceOp op, int root);
+  WorkHandle post_p2p(const char* op, const std::vector<P2POp>& ops);
+  // Runs a collective made of point-to-point messages (plus this rank's own local copy).
+  WorkHandle run_p2p(const char* op, std::size_t bytes, std::vector<P2POp> ops,
+                     std::function<void()> local_copy);
 
   int rank_;
   int size_;
   std::string name_;
   std::unique_ptr<Channel> chan_;
+  std::shared_ptr<P2PEngine> p2p_;  // null for a group of one
   // The op the channel is running (its messages point at this), set by whichever thread drives it.
   std::string current_op_;
   std::unique_ptr<GroupRuntime> runtime_;  // declared last: its thread is joined before the channel goes away

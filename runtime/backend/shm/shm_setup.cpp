@@ -136,7 +136,9 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
   }
   seg.unlink();
 
-  // 4. The channel watches every peer's liveness from now on.
+  // 4. The channel watches every peer's liveness from now on; the mailboxes (point-to-point)
+  //    get their own segment, named after this one.
+  const std::string mailbox_name = seg.name() + "-p2p";
   ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name, cpus};
   // The group's one failure watch (group_health.h): the channel's waits poll it.
   auto health = std::make_shared<GroupHealth>(spec, "shm", /*watch_peers=*/false);
@@ -145,7 +147,9 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
   log::info("shm group '{}': rank {} of {} ready in {:.1f} ms ({} x {} KiB regions per rank)", spec.name, spec.rank,
             spec.size, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
             layout.ring, layout.region_bytes / 1024);
-  return std::make_unique<ShmGroup>(spec, std::move(chan), std::move(health));
+  auto group = std::make_unique<ShmGroup>(spec, std::move(chan), std::move(health));
+  group->start_p2p(spec, mailbox_name);
+  return group;
 }
 
 }  // namespace fastrun::shm

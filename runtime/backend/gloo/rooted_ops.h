@@ -1,0 +1,31 @@
+#pragma once
+// The bodies of the gloo backend's rooted and all-to-all collectives, one function each, run on
+// the group's comm thread (gloo_group.cpp submits them). Arguments are checked by the caller
+// (process_group/shape_check.h); counts of zero are handled there too.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <gloo/context.h>
+
+#include "fastrun/runtime/process_group/types.h"
+#include "fastrun/runtime/duration.h"
+
+namespace fastrun::gloo_backend {
+
+// Gathers every rank's buffer at the root and reduces them there with the shared kernel in rank
+// order (reduce_kernels.h): the bits shm's reduce and all_reduce give. Other ranks' buffers
+// are not written.
+void run_reduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, ReduceOp op, int root, std::uint32_t tag,
+                Duration timeout);
+void run_gather(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output, int root,
+                std::uint32_t tag, Duration timeout);
+void run_scatter(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output, int root,
+                 std::uint32_t tag, Duration timeout);
+void run_all_to_all(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output,
+                    std::uint32_t tag, Duration timeout);
+void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView input,
+                     const std::vector<std::size_t>& send_counts, BufferView output,
+                     const std::vector<std::size_t>& recv_counts, std::uint32_t tag, Duration timeout);
+
+}  // namespace fastrun::gloo_backend

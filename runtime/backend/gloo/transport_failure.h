@@ -1,0 +1,34 @@
+#pragma once
+// Gloo's tcp transport checks what arrives in its own device-loop thread and throws
+// gloo::EnforceNotMet there when a peer sends more bytes than this rank's posted receive holds:
+// exactly what happens when ranks issue different collectives (another count, dtype, op or
+// root; gloo/transport/tcp/pair.cc, "op.preamble.length <= op.nbytes"). Nothing can catch an
+// exception in a thread Gloo owns, so the process would die of SIGABRT in std::terminate.
+//
+// This turns that into an ordinary failure: a terminate handler, installed once, recognises an
+// EnforceNotMet escaping one of Gloo's transport threads (their thread ids are recorded when a
+// group's device and mesh are made), tells every live gloo group of the process (each fails its
+// pending and later ops with a BackendError that says the ranks disagree, and records the
+// failure for the job), and parks that thread for good instead of aborting. The group's Gloo
+// context is then kept alive until exit (destroying it would join the parked thread). Any other
+// uncaught exception goes to the handler that was installed before.
+#include <functional>
+#include <set>
+#include <string>
+
+#include <sys/types.h>
+
+namespace fastrun::gloo_backend {
+
+// Thread ids of this process (from /proc/self/task).
+std::set<pid_t> current_threads();
+// Records the threads that appeared since `before` as Gloo transport threads, and installs the
+// terminate handler (once).
+void adopt_transport_threads(const std::set<pid_t>& before);
+
+// Called (from the failing Gloo thread) with the text of the failure. Returns an id for
+// stop_listening.
+int listen_for_transport_failure(std::function<void(const std::string& what)> listener);
+void stop_listening(int id);
+
+}  // namespace fastrun::gloo_backend

@@ -1,0 +1,149 @@
+// The nccl backend's point-to-point, rooted and all-to-all ops (nccl_process_group.h): grouped
+// ncclSend/ncclRecv for everything but reduce (ncclReduce). Argument checks are the shared ones
+// (process_group/shape_check.h), worded as on every backend.
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+#include "fastrun/runtime/backend/nccl/nccl_types.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/shape_check.h"
+
+namespace fastrun::nccl {
+namespace {
+
+BufferView block(const BufferView& b, std::size_t first, std::size_t count) {
+  return BufferView{static_cast<char*>(b.data) + first * dtype_size(b.dtype), count, b.dtype, b.device};
+}
+P2POp send_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::send, b, peer, 0}; }
+P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b, peer, 0}; }
+
+std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", dtype_name(b.dtype), b.count); }
+
+}  // namespace
+
+WorkHandle NcclProcessGroup::enqueue_p2p(std::string op, std::vector<P2POp> ops) {
+  return enqueue(std::move(op), [ops = std::move(ops)](ncclComm_t comm, cudaStream_t s) {
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    for (const P2POp& p : ops) {
+      const ncclDataType_t type = to_nccl(p.buffer.dtype);
+      r = p.kind == P2POp::Kind::send ? ncclSend(p.buffer.data, p.buffer.count, type, p.peer, comm, s)
+                                      : ncclRecv(p.buffer.data, p.buffer.count, type, p.peer, comm, s);
+      if (r != ncclSuccess) {
+        (void)ncclGroupEnd();
+        return r;
+      }
+    }
+    return ncclGroupEnd();
+  });
+}
+
+WorkHandle NcclProcessGroup::send(BufferView buffer, int peer, const SendOptions& options) {
+  require_device(buffer, "send", "send");
+  check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
+  return enqueue_p2p(fmt::format("send #{} ({} to rank {})", runtime_.next_seq(), describe_view(buffer), peer),
+                     {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+}
+
+WorkHandle NcclProcessGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
+  require_device(buffer, "recv", "recv");
+  check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
+  return enqueue_p2p(fmt::format("recv #{} ({} from rank {})", runtime_.next_seq(), describe_view(buffer), peer),
+                     {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+}
+
+WorkHandle NcclProcessGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+  for (const P2POp& op : ops) require_device(op.buffer, "batch_send_recv", op.kind == P2POp::Kind::send ? "send" : "recv");
+  check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
+  return enqueue_p2p(fmt::format("batch_send_recv #{} ({} ops)", runtime_.next_seq(), ops.size()), ops);
+}
+
+WorkHandle NcclProcessGroup::reduce(BufferView buffer, const ReduceOptions& options) {
+  require_device(buffer, "reduce", "in-place");
+  check_root(op_where("reduce", name_), options.root, size_);
+  const ncclDataType_t type = to_nccl(buffer.dtype);
+  const ncclRedOp_t op = to_nccl(options.op);
+  const int root = options.root;
+  return enqueue(fmt::format("reduce #{} ({}, {}, root {})", runtime_.next_seq(), describe_view(buffer),
+                             reduce_op_name(options.op), root),
+                 [=](ncclComm_t comm, cudaStream_t s) {
+                   return ncclReduce(buffer.data, buffer.data, buffer.count, type, op, root, comm, s);
+                 });
+}
+
+WorkHandle NcclProcessGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
+  const int root = options.root;
+  require_device(input, "gather", "input");
+  if (rank_ == root) require_device(output, "gather", "output");
+  check_gather_shapes(op_where("gather", name_), input, output, root, rank_, size_);
+  std::vector<P2POp> ops;
+  if (rank_ == root) {
+    for (int p = 0; p < size_; ++p) {
+      const BufferView slot = block(output, static_cast<std::size_t>(p) * input.count, input.count);
+      if (p == root) {  // the root's own block: a send to itself inside the group call
+        ops.push_back(send_op(input, p));
+        ops.push_back(recv_op(slot, p));
+      } else {
+        ops.push_back(recv_op(slot, p));
+      }
+    }
+  } else {
+    ops.push_back(send_op(input, root));
+  }
+  return enqueue_p2p(fmt::format("gather #{} ({} per rank, root {})", runtime_.next_seq(), describe_view(input), root),
+                     std::move(ops));
+}
+
+WorkHandle NcclProcessGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+  const int root = options.root;
+  require_device(output, "scatter", "output");
+  if (rank_ == root) require_device(input, "scatter", "input");
+  check_scatter_shapes(op_where("scatter", name_), input, output, root, rank_, size_);
+  std::vector<P2POp> ops;
+  if (rank_ == root) {
+    for (int p = 0; p < size_; ++p) {
+      ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * output.count, output.count), p));
+      if (p == root) ops.push_back(recv_op(output, p));
+    }
+  } else {
+    ops.push_back(recv_op(output, root));
+  }
+  return enqueue_p2p(fmt::format("scatter #{} ({} per rank, root {})", runtime_.next_seq(), describe_view(output), root),
+                     std::move(ops));
+}
+
+WorkHandle NcclProcessGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
+  require_device(input, "all_to_all", "input");
+  require_device(output, "all_to_all", "output");
+  check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
+  const std::size_t n = input.count / static_cast<std::size_t>(size_);
+  std::vector<P2POp> ops;
+  for (int p = 0; p < size_; ++p) {
+    ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
+    ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
+  }
+  return enqueue_p2p(fmt::format("all_to_all #{} ({})", runtime_.next_seq(), describe_view(input)), std::move(ops));
+}
+
+WorkHandle NcclProcessGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts,
+                                         BufferView output, const std::vector<std::size_t>& recv_counts,
+                                         const AllToAllOptions&) {
+  require_device(input, "all_to_allv", "input");
+  require_device(output, "all_to_allv", "output");
+  check_all_to_allv_shapes(op_where("all_to_allv", name_), input, send_counts, output, recv_counts,
+                           rank_, size_);
+  std::vector<P2POp> ops;
+  std::size_t in_at = 0, out_at = 0;
+  for (int p = 0; p < size_; ++p) {
+    const auto q = static_cast<std::size_t>(p);
+    ops.push_back(send_op(block(input, in_at, send_counts[q]), p));
+    ops.push_back(recv_op(block(output, out_at, recv_counts[q]), p));
+    in_at += send_counts[q];
+    out_at += recv_counts[q];
+  }
+  return enqueue_p2p(fmt::format("all_to_allv #{} ({} in, {} out)", runtime_.next_seq(), describe_view(input),
+                                 describe_view(output)),
+                     std::move(ops));
+}
+
+}  // namespace fastrun::nccl

@@ -1,0 +1,84 @@
+#pragma once
+// The byte layout of one shm group's point-to-point segment (the "mailboxes"), separate from
+// the collective segment (layout.h) because the two protocols are independent: collectives
+// move in lock step on every rank, a send/recv involves two ranks in any order.
+//
+//   [MailboxHeader][MailboxRank x n][PairControl x n*n][pad to 4 KiB][ring(0,0) .. ring(n-1,n-1)]
+//
+// Pair (s, d) is a single-producer single-consumer byte ring from rank s to rank d: s writes
+// message headers and eager payloads and advances `head`; d reads and advances `tail` (both
+// count bytes since set-up, so head - tail is what is in flight). Each rank has one doorbell
+// word that peers bump (and FUTEX_WAKE) only when it sleeps. Ring size: kMailboxBudget / n^2,
+// a power of two between kMinRingBytes and kMaxRingBytes, so the segment stays bounded for many
+// ranks (2 ranks: 4 x 256 KiB; 64 ranks: 4096 x 8 KiB = 32 MiB). Large messages do not go
+// through the ring at all (p2p_engine.h: single-copy rendezvous).
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "fastrun/runtime/backend/shm/layout.h"
+
+namespace fastrun::shm {
+
+inline constexpr std::uint64_t kMailboxMagic = 0x66617374'6d626f78ULL;  // "fastmbox"
+inline constexpr std::uint32_t kMailboxVersion = 1;
+inline constexpr std::size_t kMailboxBudget = 32u << 20;
+inline constexpr std::size_t kMinRingBytes = 4096;
+inline constexpr std::size_t kMaxRingBytes = 256 * 1024;
+
+struct alignas(kCacheLine) MailboxHeader {
+  std::uint64_t magic;  // written last by the creator (release)
+  std::uint32_t version;
+  std::uint32_t nranks;
+  std::uint64_t ring_bytes;
+  std::uint64_t total_bytes;
+};
+
+struct alignas(kCacheLine) MailboxRank {
+  std::uint32_t doorbell;  // futex word: bumped by a peer that gave this rank something to do
+  std::uint32_t sleepers;  // this rank's threads sleeping on `doorbell`
+  std::int32_t pid;
+  std::uint32_t unused;
+  std::uint64_t probe_addr;   // address (in this rank) of a word peers try to read with CMA
+  std::uint64_t probe_value;  // what they must find there
+};
+
+// Sender's and receiver's words on separate lines (each is written by one side only).
+struct alignas(kCacheLine) PairSender {
+  std::uint64_t head;  // bytes written into the ring by the sender
+};
+struct alignas(kCacheLine) PairReceiver {
+  std::uint64_t tail;    // bytes consumed by the receiver
+  std::uint32_t cma_ok;  // 1: the receiver can read the sender's memory (process_vm_readv)
+};
+struct PairControl {
+  PairSender sender;
+  PairReceiver receiver;
+};
+
+static_assert(std::is_trivially_copyable_v<MailboxHeader>);
+static_assert(std::is_trivially_copyable_v<MailboxRank>);
+static_assert(std::is_trivially_copyable_v<PairControl>);
+
+struct MailboxLayout {
+  std::size_t nranks = 0;
+  std::size_t ring_bytes = 0;  // a power of two
+
+  static constexpr std::size_t kPage = 4096;
+  static MailboxLayout for_ranks(std::size_t nranks) {
+    std::size_t ring = kMaxRingBytes;
+    while (ring > kMinRingBytes && ring * nranks * nranks > kMailboxBudget) ring /= 2;
+    return MailboxLayout{nranks, ring};
+  }
+  std::size_t rank_offset(std::size_t rank) const { return sizeof(MailboxHeader) + rank * sizeof(MailboxRank); }
+  std::size_t pair_offset(std::size_t src, std::size_t dst) const {
+    return rank_offset(nranks) + (src * nranks + dst) * sizeof(PairControl);
+  }
+  std::size_t data_offset() const { return (pair_offset(nranks, 0) + kPage - 1) / kPage * kPage; }
+  std::size_t ring_offset(std::size_t src, std::size_t dst) const {
+    return data_offset() + (src * nranks + dst) * ring_bytes;
+  }
+  std::size_t total_bytes() const { return ring_offset(nranks, 0); }
+};
+
+}  // namespace fastrun::shm

@@ -1,0 +1,620 @@
+#include "fastrun/runtime/backend/shm/p2p_engine.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <list>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fastrun/runtime/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FASTRUN_P2P_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define FASTRUN_P2P_RELAX() asm volatile("yield")
+#else
+#define FASTRUN_P2P_RELAX() ((void)0)
+#endif
+
+namespace fastrun::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// How long a waiter polls before it sleeps on its doorbell, and the longest sleep between
+// health checks (what bounds how late a dead peer is noticed). The same figures as the
+// collective channel's (channel.cpp).
+constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSleepSlice = std::chrono::milliseconds(20);
+
+enum Kind : std::uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kNack = 4 };
+
+template <typename T> std::atomic_ref<T> atomic(T& x) { return std::atomic_ref<T>(x); }
+
+}  // namespace
+
+// What goes through a ring before every payload (and alone for rendezvous, ack, nack).
+struct P2PEngine::Header {
+  std::int32_t tag;
+  std::uint32_t kind;
+  std::uint64_t bytes;
+  std::uint64_t addr;  // rendezvous: the payload's address in the sender
+  std::uint64_t id;    // rendezvous, ack, nack: the sender's message id
+};
+
+struct P2PEngine::Batch {
+  const char* what;
+  std::size_t remaining = 0;
+  std::exception_ptr error;
+  std::vector<std::weak_ptr<Op>> ops;  // for messages and health checks
+};
+
+struct P2PEngine::Op {
+  P2POp::Kind kind;
+  int peer;
+  int tag;
+  std::byte* data;
+  std::size_t bytes;
+  std::shared_ptr<Batch> batch;
+  bool done = false;
+};
+
+// An item of a pair's outgoing queue: a message (with its send) or an ack/nack (with the recv
+// that completes once the ack is in the ring, so the sender is never left waiting for it).
+struct P2PEngine::Out {
+  Header h;
+  std::shared_ptr<Op> send;
+  std::shared_ptr<Op> completes;
+  std::exception_ptr completes_error;
+  bool header_done = false;
+  std::size_t sent = 0;
+};
+
+// A message that arrived before its recv: eager payload on the heap, or a rendezvous to read.
+struct P2PEngine::Unexpected {
+  Header h;
+  std::vector<std::byte> data;
+  bool complete = false;
+  std::shared_ptr<Op> claimed;  // a recv posted while the payload was still arriving
+};
+
+struct P2PEngine::Peer {
+  std::deque<Out> out;
+  std::map<std::uint64_t, std::shared_ptr<Op>> awaiting_ack;
+  std::deque<std::shared_ptr<Op>> recvs;  // posted, unmatched, in posting order
+  std::list<Unexpected> unexpected;       // arrived, unmatched, in arrival order
+  // The eager payload being read from the ring.
+  bool reading = false;
+  Header cur{};
+  std::shared_ptr<Op> target;
+  Unexpected* spill = nullptr;
+  bool discard = false;
+  std::size_t got = 0;
+  bool i_read_it = false;  // CMA: this rank can read the peer's memory
+  bool it_reads_me = false;
+};
+
+class P2PEngine::BatchWork final : public Work {
+ public:
+  BatchWork(std::shared_ptr<P2PEngine> engine, std::shared_ptr<Batch> batch)
+      : engine_(std::move(engine)), batch_(std::move(batch)) {}
+  void wait(Duration timeout) override { engine_->wait(batch_, timeout); }
+  bool completed() override { return engine_->test(batch_); }
+
+ private:
+  std::shared_ptr<P2PEngine> engine_;
+  std::shared_ptr<Batch> batch_;
+};
+
+P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks,
+                     std::string group, Duration default_timeout, Hooks hooks)
+    : segment_(std::move(segment)),
+      base_(segment_.data()),
+      layout_(layout),
+      rank_(rank),
+      size_(static_cast<int>(layout.nranks)),
+      group_(std::move(group)),
+      default_timeout_(default_timeout),
+      global_ranks_(std::move(global_ranks)),
+      hooks_(std::move(hooks)),
+      peers_(static_cast<std::size_t>(size_)) {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    Peer& peer = peers_[static_cast<std::size_t>(p)];
+    auto* pair_in = reinterpret_cast<PairControl*>(base_ + layout_.pair_offset(static_cast<std::size_t>(p),
+                                                                               static_cast<std::size_t>(rank_)));
+    auto* pair_out = reinterpret_cast<PairControl*>(base_ + layout_.pair_offset(static_cast<std::size_t>(rank_),
+                                                                                static_cast<std::size_t>(p)));
+    peer.i_read_it = atomic(pair_in->receiver.cma_ok).load(std::memory_order_acquire) == 1;
+    peer.it_reads_me = atomic(pair_out->receiver.cma_ok).load(std::memory_order_acquire) == 1;
+  }
+}
+
+P2PEngine::~P2PEngine() = default;
+
+std::uint64_t& P2PEngine::head(int src, int dst) const {
+  return reinterpret_cast<PairControl*>(
+             base_ + layout_.pair_offset(static_cast<std::size_t>(src), static_cast<std::size_t>(dst)))
+      ->sender.head;
+}
+std::uint64_t& P2PEngine::tail(int src, int dst) const {
+  return reinterpret_cast<PairControl*>(
+             base_ + layout_.pair_offset(static_cast<std::size_t>(src), static_cast<std::size_t>(dst)))
+      ->receiver.tail;
+}
+std::byte* P2PEngine::ring(int src, int dst) const {
+  return base_ + layout_.ring_offset(static_cast<std::size_t>(src), static_cast<std::size_t>(dst));
+}
+MailboxRank& P2PEngine::rank_block(int rank) const {
+  return *reinterpret_cast<MailboxRank*>(base_ + layout_.rank_offset(static_cast<std::size_t>(rank)));
+}
+
+void P2PEngine::copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes) {
+  const std::size_t size = layout_.ring_bytes, off = pos & (size - 1), first = std::min(bytes, size - off);
+  std::byte* r = ring(rank_, dst);
+  std::memcpy(r + off, src, first);
+  if (bytes > first) std::memcpy(r, static_cast<const std::byte*>(src) + first, bytes - first);
+}
+
+void P2PEngine::copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes) {
+  const std::size_t size = layout_.ring_bytes, off = pos & (size - 1), first = std::min(bytes, size - off);
+  const std::byte* r = ring(src, rank_);
+  if (dst) {
+    std::memcpy(dst, r + off, first);
+    if (bytes > first) std::memcpy(static_cast<std::byte*>(dst) + first, r, bytes - first);
+  }
+}
+
+// Wakes `rank` if one of its threads sleeps on its doorbell. The fence pairs with the sleeper's
+// (wait()): either it sees what we published before sleeping, or we see it registered.
+void P2PEngine::ring_doorbell(int rank) {
+  MailboxRank& rb = rank_block(rank);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (atomic(rb.sleepers).load(std::memory_order_relaxed) == 0) return;
+  atomic(rb.doorbell).fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, &rb.doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::string P2PEngine::who(int rank) const {
+  const auto r = static_cast<std::size_t>(rank);
+  if (r < global_ranks_.size() && global_ranks_[r] != rank)
+    return fmt::format("rank {} (global rank {})", rank, global_ranks_[r]);
+  return fmt::format("rank {}", rank);
+}
+
+void P2PEngine::detach() {
+  std::lock_guard lock(hooks_mutex_);
+  hooks_ = {};
+}
+
+void P2PEngine::check_peer(int peer) {
+  std::lock_guard lock(hooks_mutex_);
+  if (hooks_.check_peer) hooks_.check_peer(peer);
+}
+
+void P2PEngine::report_failure(const std::string& reason) {
+  std::lock_guard lock(hooks_mutex_);
+  if (hooks_.on_failure) hooks_.on_failure(reason);
+}
+
+std::string P2PEngine::describe(const Op& op) const {
+  const std::string who = this->who(op.peer);
+  if (op.tag < 0) return fmt::format("{} {} ({} bytes)", op.kind == P2POp::Kind::send ? "send to" : "recv from", who,
+                                     op.bytes);
+  return fmt::format("{} {} tag {} ({} bytes)", op.kind == P2POp::Kind::send ? "send to" : "recv from", who, op.tag,
+                     op.bytes);
+}
+
+std::string P2PEngine::where(const char* what) const {
+  return fmt::format("shm {} on group '{}' rank {}", what, group_, rank_);
+}
+
+void P2PEngine::finish(const std::shared_ptr<Op>& op, std::exception_ptr error) {
+  if (op->done) return;
+  op->done = true;
+  Batch& b = *op->batch;
+  if (error && !b.error) b.error = std::move(error);
+  --b.remaining;
+}
+
+bool P2PEngine::size_matches(const Header& h, const std::shared_ptr<Op>& op) {
+  if (h.bytes == op->bytes) return true;
+  finish(op, std::make_exception_ptr(BackendError(fmt::format(
+                 "{}: {}: the message has {} bytes, the buffer {} (count x dtype must match the send's)",
+                 where(op->batch->what), describe(*op), h.bytes, op->bytes))));
+  return false;
+}
+
+// ---------------------------------------------------------------------------- posting
+
+std::shared_ptr<P2PEngine::Batch> P2PEngine::start(const std::vector<P2POp>& ops, const char* what) {
+  auto batch = std::make_shared<Batch>();
+  batch->what = what;
+  std::lock_guard lock(mutex_);
+  if (failed_) {
+    batch->error = failed_;
+    return batch;
+  }
+  batch->remaining = ops.size();
+  batch->ops.reserve(ops.size());
+  for (const P2POp& p : ops) {
+    auto op = std::make_shared<Op>(Op{p.kind, p.peer, p.tag, static_cast<std::byte*>(p.buffer.data), p.buffer.bytes(),
+                                      batch});
+    batch->ops.push_back(op);
+    Peer& peer = peers_[static_cast<std::size_t>(p.peer)];
+    if (p.kind == P2POp::Kind::recv) {
+      post_recv(op);
+      continue;
+    }
+    Out o{};
+    o.h.tag = p.tag;
+    o.h.bytes = op->bytes;
+    o.h.id = next_id_++;
+    if (op->bytes >= kRendezvousBytes && peer.it_reads_me) {
+      o.h.kind = kRendezvous;
+      o.h.addr = reinterpret_cast<std::uintptr_t>(op->data);
+    } else {
+      o.h.kind = kEager;
+    }
+    o.send = std::move(op);
+    peer.out.push_back(std::move(o));
+  }
+  progress();
+  return batch;
+}
+
+// Matches the earliest message from the peer with the recv's tag that arrived unclaimed.
+void P2PEngine::post_recv(const std::shared_ptr<Op>& op) {
+  Peer& peer = peers_[static_cast<std::size_t>(op->peer)];
+  for (auto it = peer.unexpected.begin(); it != peer.unexpected.end(); ++it) {
+    if (it->h.tag != op->tag || it->claimed) continue;
+    if (it->h.kind == kRendezvous) {
+      const Header h = it->h;
+      peer.unexpected.erase(it);
+      read_rendezvous(h, op);
+    } else if (it->complete) {
+      if (size_matches(it->h, op)) {
+        if (op->bytes) std::memcpy(op->data, it->data.data(), op->bytes);
+        finish(op);
+      }
+      peer.unexpected.erase(it);
+    } else {
+      it->claimed = op;  // still arriving: copied out when complete
+    }
+    return;
+  }
+  peer.recvs.push_back(op);
+}
+
+// Single copy out of the sender's memory, then an ack (or a nack when the copy failed) that
+// completes the recv once it is in the ring.
+void P2PEngine::read_rendezvous(const Header& h, const std::shared_ptr<Op>& op) {
+  Peer& peer = peers_[static_cast<std::size_t>(op->peer)];
+  Out ack{};
+  ack.h.kind = kAck;
+  ack.h.id = h.id;
+  ack.completes = op;
+  if (size_matches(h, op)) {
+    const pid_t pid = rank_block(op->peer).pid;
+    std::size_t done = 0;
+    while (done < op->bytes) {
+      iovec local{op->data + done, op->bytes - done};
+      iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(h.addr) + done), op->bytes - done};
+      const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EIO;
+        ack.h.kind = kNack;
+        const std::string text = fmt::format("{}: {}: reading the sender's memory failed: {} (errno {})",
+                                             where(op->batch->what), describe(*op), std::strerror(e), e);
+        ack.completes_error = e == ESRCH ? std::make_exception_ptr(PeerFailure(text + ": the sender died"))
+                                         : std::make_exception_ptr(BackendError(text));
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  peer.out.push_back(std::move(ack));
+}
+
+// ---------------------------------------------------------------------------- progress
+
+void P2PEngine::progress() {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    progress_in(p);
+    progress_out(p);
+  }
+}
+
+void P2PEngine::progress_out(int p) {
+  Peer& peer = peers_[static_cast<std::size_t>(p)];
+  if (peer.out.empty()) return;
+  std::uint64_t& head_word = head(rank_, p);
+  std::uint64_t h = atomic(head_word).load(std::memory_order_relaxed);  // only this rank writes it
+  std::uint64_t t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
+  const std::size_t size = layout_.ring_bytes;
+  bool wrote = false;
+  auto publish = [&] {
+    atomic(head_word).store(h, std::memory_order_release);
+    wrote = true;
+  };
+  while (!peer.out.empty()) {
+    Out& o = peer.out.front();
+    if (!o.header_done) {
+      if (size - (h - t) < sizeof(Header)) {
+        t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
+        if (size - (h - t) < sizeof(Header)) break;
+      }
+      copy_to_ring(p, h, &o.h, sizeof(Header));
+      h += sizeof(Header);
+      o.header_done = true;
+      if (o.h.kind == kAck || o.h.kind == kNack) {
+        auto op = std::move(o.completes);
+        auto error = std::move(o.completes_error);
+        peer.out.pop_front();
+        publish();
+        if (op) finish(op, error);
+        continue;
+      }
+      if (o.h.kind == kRendezvous) {
+        peer.awaiting_ack.emplace(o.h.id, std::move(o.send));
+        peer.out.pop_front();
+        publish();
+        continue;
+      }
+    }
+    std::size_t space = size - (h - t);
+    if (space == 0 && o.sent < o.h.bytes) {
+      t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
+      space = size - (h - t);
+      if (space == 0) break;
+    }
+    const std::size_t n = std::min<std::size_t>(space, o.h.bytes - o.sent);
+    copy_to_ring(p, h, o.send->data + o.sent, n);
+    h += n;
+    o.sent += n;
+    publish();
+    if (o.sent == o.h.bytes) {
+      auto op = std::move(o.send);
+      peer.out.pop_front();
+      finish(op);
+    }
+  }
+  if (wrote) ring_doorbell(p);
+}
+
+// Routes a message header that just arrived to its recv, or keeps it as unexpected.
+void P2PEngine::match(int p, const Header& h) {
+  Peer& peer = peers_[static_cast<std::size_t>(p)];
+  std::shared_ptr<Op> op;
+  for (auto it = peer.recvs.begin(); it != peer.recvs.end(); ++it)
+    if ((*it)->tag == h.tag) {
+      op = *it;
+      peer.recvs.erase(it);
+      break;
+    }
+  if (h.kind == kRendezvous) {
+    if (op) read_rendezvous(h, op);
+    else peer.unexpected.push_back(Unexpected{h, {}, true, nullptr});
+    return;
+  }
+  peer.reading = true;
+  peer.cur = h;
+  peer.got = 0;
+  peer.spill = nullptr;
+  peer.discard = false;
+  peer.target = nullptr;
+  if (op) {
+    peer.discard = !size_matches(h, op);
+    if (!peer.discard) peer.target = op;
+  } else {
+    peer.unexpected.push_back(Unexpected{h, std::vector<std::byte>(h.bytes), false, nullptr});
+    peer.spill = &peer.unexpected.back();
+  }
+}
+
+void P2PEngine::progress_in(int p) {
+  Peer& peer = peers_[static_cast<std::size_t>(p)];
+  std::uint64_t& tail_word = tail(p, rank_);
+  std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
+  std::uint64_t h = atomic(head(p, rank_)).load(std::memory_order_acquire);
+  if (h == t) return;
+  const std::uint64_t start = t;
+  for (;;) {
+    if (!peer.reading) {
+      // The sender publishes a header whole, so a partial one is never visible.
+      if (h - t < sizeof(Header)) break;
+      Header hd;
+      copy_from_ring(p, t, &hd, sizeof(Header));
+      t += sizeof(Header);
+      if (hd.kind == kAck || hd.kind == kNack) {
+        auto it = peer.awaiting_ack.find(hd.id);
+        if (it != peer.awaiting_ack.end()) {
+          auto op = std::move(it->second);
+          peer.awaiting_ack.erase(it);
+          finish(op, hd.kind == kAck ? nullptr
+                                     : std::make_exception_ptr(BackendError(fmt::format(
+                                           "{}: {}: the receiver could not read this rank's memory (see its error)",
+                                           where(op->batch->what), describe(*op)))));
+        }
+        continue;
+      }
+      match(p, hd);
+      if (!peer.reading) continue;
+    }
+    const std::size_t want = peer.cur.bytes - peer.got;
+    const std::size_t n = std::min<std::size_t>(h - t, want);
+    void* dst = peer.discard ? nullptr
+                : peer.target ? static_cast<void*>(peer.target->data + peer.got)
+                              : static_cast<void*>(peer.spill->data.data() + peer.got);
+    if (n > 0) copy_from_ring(p, t, dst, n);
+    t += n;
+    peer.got += n;
+    if (peer.got < peer.cur.bytes) break;  // the rest is not written yet
+    peer.reading = false;
+    if (peer.target) {
+      finish(peer.target);
+      peer.target = nullptr;
+    } else if (peer.spill) {
+      peer.spill->complete = true;
+      if (auto op = peer.spill->claimed) {
+        for (auto it = peer.unexpected.begin(); it != peer.unexpected.end(); ++it)
+          if (&*it == peer.spill) {
+            if (size_matches(it->h, op)) {
+              if (op->bytes) std::memcpy(op->data, it->data.data(), op->bytes);
+              finish(op);
+            }
+            peer.unexpected.erase(it);
+            break;
+          }
+      }
+      peer.spill = nullptr;
+    }
+  }
+  if (t != start) {
+    atomic(tail_word).store(t, std::memory_order_release);
+    ring_doorbell(p);  // the sender may wait for room
+  }
+}
+
+// ---------------------------------------------------------------------------- waiting
+
+void P2PEngine::fail_all(const std::exception_ptr& error) {
+  if (!failed_) failed_ = error;
+  for (Peer& peer : peers_) {
+    for (Out& o : peer.out) {
+      if (o.send) finish(o.send, error);
+      if (o.completes) finish(o.completes, error);
+    }
+    for (auto& [id, op] : peer.awaiting_ack) finish(op, error);
+    for (auto& op : peer.recvs) finish(op, error);
+    for (auto& u : peer.unexpected)
+      if (u.claimed) finish(u.claimed, error);
+    if (peer.target) finish(peer.target, error);
+    if (peer.reading) {  // the rest of the message is skipped, never written anywhere
+      peer.discard = true;
+      peer.spill = nullptr;
+      for (auto& u : peer.unexpected) u.claimed = nullptr;
+    }
+    peer.out.clear();
+    peer.awaiting_ack.clear();
+    peer.recvs.clear();
+    peer.target = nullptr;
+  }
+}
+
+bool P2PEngine::test(const std::shared_ptr<Batch>& batch) {
+  std::lock_guard lock(mutex_);
+  if (batch->remaining > 0) progress();
+  return batch->remaining == 0;
+}
+
+void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
+  if (timeout <= Duration::zero()) timeout = default_timeout_;
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + timeout;
+  // A batch is settled when none of its ops can touch the caller's buffers any more (an op that
+  // failed alone, e.g. a size mismatch, leaves the others running).
+  auto settled = [&] { return batch->remaining == 0; };
+  // Fails every pending op with `error` and tells the group; throws it.
+  auto give_up = [&](std::exception_ptr error) {
+    std::string reason;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      reason = e.what();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      fail_all(error);
+    }
+    report_failure(reason);
+    std::rethrow_exception(error);
+  };
+  MailboxRank& me = rank_block(rank_);
+  for (unsigned i = 0;; ++i) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!settled()) progress();
+      if (settled()) break;
+    }
+    if (Clock::now() - t0 < kSpin) {
+      FASTRUN_P2P_RELAX();
+      if ((i & 63u) == 63u) ::sched_yield();
+      continue;
+    }
+    // Sleep on the doorbell until a peer publishes something for us (or a slice passes).
+    atomic(me.sleepers).fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const std::uint32_t bell = atomic(me.doorbell).load(std::memory_order_seq_cst);
+    bool ready;
+    {
+      std::lock_guard lock(mutex_);
+      progress();
+      ready = settled();
+    }
+    if (!ready) {
+      const auto left = std::max<Clock::duration>(std::chrono::microseconds(1),
+                                                  std::min<Clock::duration>(deadline - Clock::now(), kSleepSlice));
+      timespec ts{};
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+      ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+      ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, bell, &ts, nullptr, 0);
+    }
+    atomic(me.sleepers).fetch_sub(1, std::memory_order_relaxed);
+    std::vector<int> waiting_on;
+    {
+      std::lock_guard lock(mutex_);
+      progress();
+      if (settled()) break;
+      for (auto& w : batch->ops)
+        if (auto op = w.lock(); op && !op->done) waiting_on.push_back(op->peer);
+    }
+    // Health of the peers this batch still needs, then the deadline.
+    try {
+      for (int p : waiting_on)
+        check_peer(p);
+    } catch (const std::exception&) {
+      {
+        std::lock_guard lock(mutex_);
+        progress();  // it may have delivered before it went
+        if (settled()) break;
+      }
+      give_up(std::current_exception());
+    }
+    if (Clock::now() >= deadline) {
+      std::vector<std::string> pending;
+      {
+        std::lock_guard lock(mutex_);
+        for (auto& w : batch->ops)
+          if (auto op = w.lock(); op && !op->done) pending.push_back(describe(*op));
+      }
+      give_up(std::make_exception_ptr(TimeoutError(fmt::format(
+          "{}: not finished after {:.3g} s: still waiting for [{}] (the peer has not posted the matching "
+          "send/recv; raise FASTRUN_OP_TIMEOUT or pass a longer timeout if it is legitimately late)",
+          where(batch->what), std::chrono::duration<double>(timeout).count(), fmt::join(pending, "; ")))));
+    }
+  }
+  if (batch->error) std::rethrow_exception(batch->error);
+}
+
+WorkHandle P2PEngine::post(const std::vector<P2POp>& ops, const char* what) {
+  return std::make_shared<BatchWork>(shared_from_this(), start(ops, what));
+}
+
+void P2PEngine::run(const std::vector<P2POp>& ops, const char* what, Duration timeout) {
+  wait(start(ops, what), timeout);
+}
+
+}  // namespace fastrun::shm

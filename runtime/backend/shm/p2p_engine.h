@@ -1,0 +1,130 @@
+#pragma once
+// Point-to-point messages between the ranks of one shm group, through the mailboxes
+// (mailbox_layout.h). MPI's semantics: a recv matches the earliest unmatched message from that
+// peer with the same tag; messages between two ranks with one tag never overtake each other.
+//
+// Protocols (Open MPI's vader is the model):
+// - eager: header and payload are copied through the pair's ring (two copies, no waiting for
+//   the receiver while the ring has room). Messages under kRendezvousBytes, and every message
+//   when the receiver cannot read the sender's memory.
+// - rendezvous: the header carries the sender's buffer address; the receiver copies the payload
+//   straight out of the sender's memory with process_vm_readv (one copy, "CMA"), then sends an
+//   ack header back; the send completes on the ack. Set-up probes CMA on every pair (ptrace
+//   rules, seccomp) and, like vader, allows any process to read this one
+//   (prctl(PR_SET_PTRACER_ANY)) where Yama would otherwise forbid it.
+// Messages that arrive before their recv is posted are buffered on the heap (eager) or kept as
+// a pending rendezvous, so posting order never deadlocks (a ring exchange is fine).
+//
+// Progress: there is no progress thread. Posting, wait() and completed() progress every
+// operation of the engine (the caller's thread does the copies), so a rank must wait on (or
+// poll) its point-to-point Works for them to advance. A waiter spins briefly, then sleeps on
+// its doorbell in short slices, checking between slices that the peers it waits for are alive
+// (the group's collective channel watches their pidfds and the job's failure key), and the
+// deadline. Any failure marks the group unusable (on_failure) and fails every pending op.
+//
+// Threading: every call may come from any thread; one mutex guards the engine's state (the
+// copies run under it, which serialises them; they are memory-bound anyway).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/backend/shm/mailbox_layout.h"
+#include "fastrun/runtime/backend/shm/segment.h"
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun::shm {
+
+// Messages of this many bytes or more use the single-copy rendezvous where the pair allows it.
+inline constexpr std::size_t kRendezvousBytes = 32 * 1024;
+
+class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
+ public:
+  struct Hooks {
+    // Throws PeerFailure when `peer` died, aborted or the job recorded a failure.
+    std::function<void(int peer)> check_peer;
+    // Called once with the first failure (the group becomes unusable).
+    std::function<void(const std::string& reason)> on_failure;
+  };
+
+  // `segment` is mapped and set up (make_p2p_engine); ring (s, d) is at layout.ring_offset.
+  // `global_ranks` name the members in messages.
+  P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks, std::string group,
+            Duration default_timeout, Hooks hooks);
+  ~P2PEngine();
+  P2PEngine(const P2PEngine&) = delete;
+  P2PEngine& operator=(const P2PEngine&) = delete;
+
+  // Posts `ops` (already checked; tags may be negative: internal collectives) and returns one
+  // Work for all of them. `what` names them in errors ("send", "gather"; a static string).
+  WorkHandle post(const std::vector<P2POp>& ops, const char* what);
+  // Posts and waits (for collectives built on point-to-point; runs on the group's op thread).
+  void run(const std::vector<P2POp>& ops, const char* what, Duration timeout);
+  // The group goes away: hooks are dropped (Works still waited on afterwards only time out or
+  // see their peers' messages; they no longer reach the group).
+  void detach();
+
+ private:
+  struct Batch;
+  struct Op;
+  struct Out;
+  struct Unexpected;
+  struct Peer;
+  struct Header;
+  class BatchWork;
+
+  std::shared_ptr<Batch> start(const std::vector<P2POp>& ops, const char* what);
+  void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
+  bool test(const std::shared_ptr<Batch>& batch);
+
+  // Everything below runs under mutex_.
+  void progress();
+  void progress_out(int peer);
+  void progress_in(int peer);
+  void match(int peer, const Header& h);
+  void post_recv(const std::shared_ptr<Op>& op);
+  void read_rendezvous(const Header& h, const std::shared_ptr<Op>& op);
+  bool size_matches(const Header& h, const std::shared_ptr<Op>& op);
+  void finish(const std::shared_ptr<Op>& op, std::exception_ptr error = nullptr);
+  void fail_all(const std::exception_ptr& error);
+  void ring_doorbell(int rank);
+  std::uint64_t& head(int src, int dst) const;
+  std::uint64_t& tail(int src, int dst) const;
+  std::byte* ring(int src, int dst) const;
+  MailboxRank& rank_block(int rank) const;
+  void copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes);
+  void copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes);
+  std::string describe(const Op& op) const;
+  std::string where(const char* what) const;
+  std::string who(int rank) const;
+  void check_peer(int peer);
+  void report_failure(const std::string& reason);
+
+  Segment segment_;
+  std::byte* base_;
+  MailboxLayout layout_;
+  int rank_;
+  int size_;
+  std::string group_;
+  Duration default_timeout_;
+  std::vector<int> global_ranks_;
+  std::mutex hooks_mutex_;  // guards hooks_ (detach() clears them)
+  Hooks hooks_;
+  std::mutex mutex_;
+  std::vector<Peer> peers_;
+  std::uint64_t next_id_ = 1;
+  std::exception_ptr failed_;  // set once: every later op fails with it
+};
+
+// Builds the engine of a group of more than one rank: the mailbox segment named `name` (rank 0
+// creates it and publishes the name under "shm/mailboxes"), the CMA probe, two store barriers.
+std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, P2PEngine::Hooks hooks);
+
+}  // namespace fastrun::shm

@@ -1,0 +1,205 @@
+// The shm backend's point-to-point, rooted and all-to-all ops (shm_group.h). Argument checks
+// come from process_group/shape_check.h, so every backend words a mistake the same way.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/reduce_kernels.h"
+#include "fastrun/runtime/process_group/shape_check.h"
+
+namespace fastrun::shm {
+namespace {
+
+// The tag of every message of a collective built on point-to-point. User tags are >= 0, and
+// collectives are issued in the same order on every rank, so FIFO matching pairs them up.
+constexpr int kCollectiveTag = -1;
+
+std::byte* at(const BufferView& b, std::size_t elements) {
+  return static_cast<std::byte*>(b.data) + elements * dtype_size(b.dtype);
+}
+BufferView block(const BufferView& b, std::size_t first, std::size_t count) {
+  return BufferView{at(b, first), count, b.dtype, b.device};
+}
+P2POp send_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::send, b, peer, kCollectiveTag}; }
+P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b, peer, kCollectiveTag}; }
+void copy(const BufferView& dst, const BufferView& src) {
+  if (src.bytes() > 0 && dst.data != src.data) std::memmove(dst.data, src.data, src.bytes());
+}
+
+}  // namespace
+
+void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name) {
+  P2PEngine::Hooks hooks;
+  hooks.check_peer = [this](int peer) {
+    chan_->check_peer(peer, fmt::format("shm point-to-point on group '{}' rank {}", name_, rank_));
+  };
+  // The health by shared_ptr: the hook may run while the runtime is being torn down (~ShmGroup).
+  hooks.on_failure = [this, health = runtime_->shared_health()](const std::string& reason) {
+    health->fail(reason);
+    chan_->abort();  // peers in a collective with us fail now too
+  };
+  p2p_ = make_p2p_engine(spec, segment_name, std::move(hooks));
+}
+
+WorkHandle ShmGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
+  if (runtime_->health().failed())
+    return std::make_shared<CompletedWork>(std::make_exception_ptr(runtime_->health().unusable(op)));
+  return p2p_->post(ops, op);
+}
+
+WorkHandle ShmGroup::run_p2p(const char* op, std::size_t bytes, std::vector<P2POp> ops,
+                             std::function<void()> local_copy) {
+  return run(op, bytes, std::function<void()>([this, op, ops = std::move(ops), local_copy = std::move(local_copy)] {
+               local_copy();
+               if (p2p_ && !ops.empty()) p2p_->run(ops, op, runtime_->health().op_timeout());
+             }));
+}
+
+// ---------------------------------------------------------------------------- send / recv
+
+WorkHandle ShmGroup::send(BufferView buffer, int peer, const SendOptions& options) {
+  check_host("send", buffer);
+  check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
+  return post_p2p("send", {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+}
+
+WorkHandle ShmGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
+  check_host("recv", buffer);
+  check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
+  return post_p2p("recv", {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+}
+
+WorkHandle ShmGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+  for (const P2POp& op : ops) check_host("batch_send_recv", op.buffer);
+  check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
+  if (ops.empty()) return std::make_shared<CompletedWork>();
+  return post_p2p("batch_send_recv", ops);
+}
+
+// ---------------------------------------------------------------------------- reduce
+
+WorkHandle ShmGroup::reduce(BufferView buffer, const ReduceOptions& options) {
+  check_host("reduce", buffer);
+  check_root(op_where("reduce", name_), options.root, size_);
+  return run("reduce", buffer.bytes(), std::function<void()>([this, buffer, op = options.op, root = options.root] {
+               if (chan_ && buffer.count > 0) reduce_chunks(buffer, op, root);
+             }));
+}
+
+// Every rank but the root writes chunk j into its region at step j+1; the root waits for all,
+// then reduces its own chunk and the peers' copies in rank order into its buffer (the kernel
+// of all_reduce, so the bits are all_reduce's). The root reads step k's regions before it
+// publishes k+1, well within the channel's read lag.
+void ShmGroup::reduce_chunks(const BufferView& b, ReduceOp op, int root) {
+  Channel& ch = *chan_;
+  const std::size_t esize = dtype_size(b.dtype);
+  const std::size_t chunk = ch.region_bytes() / esize;
+  std::vector<const void*> srcs(static_cast<std::size_t>(size_));
+  for (std::size_t first = 0; first < b.count; first += chunk) {
+    const std::size_t len = std::min(chunk, b.count - first);
+    const std::uint32_t k = ch.next_step();
+    if (rank_ != root) {
+      ch.before_write(k);
+      std::memcpy(ch.region(rank_, k), at(b, first), len * esize);
+      ch.publish(k);
+      continue;
+    }
+    ch.publish(k);
+    ch.wait_all(k);
+    for (int p = 0; p < size_; ++p)
+      srcs[static_cast<std::size_t>(p)] = p == root ? static_cast<const void*>(at(b, first)) : ch.region(p, k);
+    kernels::reduce(b.dtype, op, at(b, first), nullptr, srcs.data(), size_, len);
+  }
+}
+
+// ---------------------------------------------------------------------------- gather / scatter
+
+WorkHandle ShmGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
+  const int root = options.root;
+  check_host("gather", input);
+  if (rank_ == root) check_host("gather", output);
+  check_gather_shapes(op_where("gather", name_), input, output, root, rank_, size_);
+  std::vector<P2POp> ops;
+  std::function<void()> local = [] {};
+  if (rank_ == root) {
+    for (int p = 0; p < size_; ++p)
+      if (p != root) ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * input.count, input.count), p));
+    local = [input, output, me = rank_] {
+      copy(block(output, static_cast<std::size_t>(me) * input.count, input.count), input);
+    };
+  } else {
+    ops.push_back(send_op(input, root));
+  }
+  return run_p2p("gather", input.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
+}
+
+WorkHandle ShmGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+  const int root = options.root;
+  check_host("scatter", output);
+  if (rank_ == root) check_host("scatter", input);
+  check_scatter_shapes(op_where("scatter", name_), input, output, root, rank_, size_);
+  std::vector<P2POp> ops;
+  std::function<void()> local = [] {};
+  if (rank_ == root) {
+    for (int p = 0; p < size_; ++p)
+      if (p != root) ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * output.count, output.count), p));
+    local = [input, output, me = rank_] {
+      copy(output, block(input, static_cast<std::size_t>(me) * output.count, output.count));
+    };
+  } else {
+    ops.push_back(recv_op(output, root));
+  }
+  return run_p2p("scatter", output.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
+}
+
+// ---------------------------------------------------------------------------- all-to-all
+
+WorkHandle ShmGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
+  check_host("all_to_all", input);
+  check_host("all_to_all", output);
+  check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
+  const std::size_t n = input.count / static_cast<std::size_t>(size_);
+  std::vector<P2POp> ops;
+  if (n > 0)
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
+      ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
+    }
+  const std::size_t own = static_cast<std::size_t>(rank_) * n;
+  return run_p2p("all_to_all", input.bytes(), std::move(ops),
+                 [input, output, own, n] { copy(block(output, own, n), block(input, own, n)); });
+}
+
+WorkHandle ShmGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                                 const std::vector<std::size_t>& recv_counts, const AllToAllOptions&) {
+  check_host("all_to_allv", input);
+  check_host("all_to_allv", output);
+  check_all_to_allv_shapes(op_where("all_to_allv", name_), input, send_counts, output, recv_counts, rank_, size_);
+  const auto me = static_cast<std::size_t>(rank_);
+  // Every pair exchanges a message, empty ones too, so that counts that disagree between two
+  // ranks fail with a size error instead of waiting for a message that never comes.
+  std::vector<P2POp> ops;
+  std::size_t in_at = 0, out_at = 0, own_in = 0, own_out = 0;
+  for (int p = 0; p < size_; ++p) {
+    const auto q = static_cast<std::size_t>(p);
+    if (p == rank_) {
+      own_in = in_at;
+      own_out = out_at;
+    } else {
+      ops.push_back(recv_op(block(output, out_at, recv_counts[q]), p));
+      ops.push_back(send_op(block(input, in_at, send_counts[q]), p));
+    }
+    in_at += send_counts[q];
+    out_at += recv_counts[q];
+  }
+  const std::size_t own = send_counts[me];
+  return run_p2p("all_to_allv", input.bytes(), std::move(ops), [input, output, own_in, own_out, own] {
+    copy(block(output, own_out, own), block(input, own_in, own));
+  });
+}
+
+}  // namespace fastrun::shm
