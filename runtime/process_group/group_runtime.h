@@ -103,7 +103,9 @@ class GroupRuntime {
   // Fails every op still queued or running on the comm thread with `error` at once (their waits
   // return it; the caller's memory is released as for a wait that gave up), for a transport that
   // learns of a failure outside any op (gloo's transport threads). Safe to call from any thread,
-  // also after the runtime is gone (then it does nothing).
+  // also after the runtime is gone (then it does nothing). For config.stage_buffers backends
+  // only: it neither cancels the op nor waits for it, so an op on the caller's own buffers could
+  // still be writing them when the wait returns.
   std::function<void(std::exception_ptr error)> in_flight_failer() const;
 
   // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -142,4 +144,34 @@ TEST_CASE("group runtime: staged ops copy in and write back, and never after a w
     CHECK(ran.load());
     CHECK(w->completed());
   }
+}
+
+TEST_CASE("group runtime: in_flight_failer fails running and queued ops at once, and the caller's buffer stays alone",
+          "[runtime][group_runtime]") {
+  std::function<void(std::exception_ptr)> failer;
+  std::vector<float> kept{1, 2, 3};
+  {
+    Gate gate;  // outlives the runtime, whose destructor joins the thread that reads it
+    GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true));
+    failer = rt.in_flight_failer();
+    auto body = [&](const OpContext& op) {
+      gate.wait();
+      auto* staged = static_cast<float*>(op.buffer(0).data);
+      for (int i = 0; i < 3; ++i) staged[i] = -1;  // op-owned memory: must never reach the caller
+    };
+    auto freed = std::make_unique<std::vector<float>>(std::vector<float>{1, 2, 3});
+    auto running = rt.run("all_reduce", 12, {{view_of(kept.data(), kept.size()), OpBuffer::read_write}}, body);
+    auto queued = rt.run("all_reduce", 12, {{view_of(freed->data(), freed->size()), OpBuffer::read_write}}, body);
+    failer(std::make_exception_ptr(BackendError("transport broke")));
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(running->wait(), Catch::Contains("transport broke"));
+    CHECK_THROWS_WITH(queued->wait(), Catch::Contains("transport broke"));
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    freed.reset();  // the caller may free its buffer once the wait returned: the queued op never copies it in
+    gate.open = true;
+    // The first outcome stands: the op that now finishes does not turn the Work into a success.
+    CHECK_THROWS_WITH(running->wait(), Catch::Contains("transport broke"));
+  }  // joins the comm thread: the running op has finished and written nothing back
+  CHECK(kept == std::vector<float>{1, 2, 3});
+  failer(std::make_exception_ptr(BackendError("late")));  // the runtime is gone: does nothing
 }
