@@ -358,18 +358,17 @@ void P2PEngine::progress_out(int p) {
       copy_to_ring(p, h, &o.h, sizeof(Header));
       h += sizeof(Header);
       o.header_done = true;
+      publish();  // at once: a later call starts from the published head, never from a stale one
       if (o.h.kind == kAck || o.h.kind == kNack) {
         auto op = std::move(o.completes);
         auto error = std::move(o.completes_error);
         peer.out.pop_front();
-        publish();
         if (op) finish(op, error);
         continue;
       }
       if (o.h.kind == kRendezvous) {
         peer.awaiting_ack.emplace(o.h.id, std::move(o.send));
         peer.out.pop_front();
-        publish();
         continue;
       }
     }
