@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -189,6 +190,28 @@ void check_rooted(Group& g) {
       for (int r = 0; r < n; ++r)
         for (std::size_t i = 0; i < rc[static_cast<std::size_t>(r)]; ++i)
           expect_value(get(t, out.data(), at++), mark(r, me, i), fmt::format("all_to_allv {} from rank {} [{}]", dt, r, i));
+    }
+  }
+  {  // a large reduce (many channel chunks on shm), int64 sum and float32 max, every element
+    const std::size_t count = (1 << 19) + 7;
+    std::vector<std::int64_t> a(count);
+    std::vector<float> b(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      a[i] = static_cast<std::int64_t>(i) * (me + 1);
+      b[i] = static_cast<float>((i + static_cast<std::size_t>(me) * 7) % 1000);
+    }
+    g.reduce(view_of(a.data(), count), {ReduceOp::sum, 0})->wait();
+    g.reduce(view_of(b.data(), count), {ReduceOp::max, n - 1})->wait();
+    const std::int64_t factor = static_cast<std::int64_t>(n) * (n + 1) / 2;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::int64_t want_a = static_cast<std::int64_t>(i) * (me == 0 ? factor : me + 1);
+      if (a[i] != want_a) throw std::runtime_error(fmt::format("large reduce sum [{}]: got {}, expected {}", i, a[i], want_a));
+      float want_b = static_cast<float>((i + static_cast<std::size_t>(me) * 7) % 1000);
+      if (me == n - 1) {
+        want_b = 0;
+        for (int r = 0; r < n; ++r) want_b = std::max(want_b, static_cast<float>((i + static_cast<std::size_t>(r) * 7) % 1000));
+      }
+      if (b[i] != want_b) throw std::runtime_error(fmt::format("large reduce max [{}]: got {}, expected {}", i, b[i], want_b));
     }
   }
   {  // a large all_to_all (rendezvous-sized blocks on shm)
