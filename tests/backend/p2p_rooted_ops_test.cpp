@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/backend/shm/p2p_engine.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
 #include "shm_values.h"
@@ -270,6 +271,18 @@ TEST_CASE("p2p and rooted ops on sub-groups", "[shm][gloo][p2p][mp]") {
   }
 }
 
+TEST_CASE("shm p2p without single-copy reads: every message through the rings", "[shm][p2p][mp]") {
+  auto results = test::run_ranks(
+      3,
+      [](int) {
+        shm::set_single_copy_allowed(false);  // as where ptrace rules or seccomp forbid it
+        auto ctx = join({"shm"});
+        check_all(ctx->world());
+      },
+      within(std::chrono::seconds(120)));
+  REQUIRE(test::all_ok(results));
+}
+
 namespace {
 
 // What each bad call throws, as "<ConfigError or other>: <message>".
@@ -343,7 +356,7 @@ TEST_CASE("p2p: a peer killed during a recv fails the survivor with PeerFailure 
             ::usleep(100'000);
             ::raise(SIGKILL);
           }
-          std::vector<float> big(1 << 20);
+          std::vector<float> big(1 << 20), out(1 << 20);
           std::string error;
           try {
             g.recv(view_of(big.data(), big.size()), 1, {0})->wait(std::chrono::seconds(20));
@@ -352,6 +365,14 @@ TEST_CASE("p2p: a peer killed during a recv fails the survivor with PeerFailure 
           }
           if (error.find("rank 1") == std::string::npos)
             throw std::runtime_error(fmt::format("{}: expected a PeerFailure naming rank 1, got '{}'", backend, error));
+          // A send to the dead rank fails too (at once: the group is unusable, naming the cause).
+          bool failed = false;
+          try {
+            g.send(view_of(out.data(), out.size()), 1, {0})->wait(std::chrono::seconds(20));
+          } catch (const Error& e) {
+            failed = std::string(e.what()).find("rank 1") != std::string::npos;
+          }
+          if (!failed) throw std::runtime_error(fmt::format("{}: a send to the dead rank 1 did not fail naming it", backend));
         },
         within(std::chrono::seconds(60)));
     REQUIRE(results.size() == 2);

@@ -225,8 +225,15 @@ std::exception_ptr translate(Shared& s, const std::string& what, const std::exce
   } else {
     error = std::make_exception_ptr(BackendError(fmt::format("{}: {} failed: {}", s.label, what, e.what())));
   }
+  // Later calls quote the first failure: keep the translated text, which names the rank.
+  std::string text = e.what();
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& translated) {
+    text = translated.what();
+  }
   std::lock_guard lock(s.mutex);
-  if (s.failure.empty()) s.failure = e.what();
+  if (s.failure.empty()) s.failure = text;
   return error;
 }
 
