@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/backend/shm/p2p_engine.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
 #include "shm_values.h"
@@ -66,6 +68,31 @@ void check_p2p(Group& g) {
     RANK_REQUIRE(w->completed());
     for (std::size_t i = 0; i < count; ++i) expect_value(in[i], mark(prev, me, i), fmt::format("ring [{}]", i));
     RANK_REQUIRE(in2[4] == static_cast<float>(100 + prev));
+  }
+  // Thousands of small messages of odd sizes posted before the receiver is there: the pair's
+  // ring fills and drains at every possible boundary (header, payload, wrap-around).
+  if (me < 2) {
+    const int peer = 1 - me;
+    const std::size_t k = 3000;
+    std::vector<std::vector<std::uint8_t>> msgs(k);
+    std::vector<WorkHandle> works;
+    for (std::size_t m = 0; m < k; ++m) msgs[m].assign(4 * (1 + (m * 37) % 111), 0);
+    if (me == 0) {
+      for (std::size_t m = 0; m < k; ++m) {
+        for (std::size_t i = 0; i < msgs[m].size(); ++i) msgs[m][i] = static_cast<std::uint8_t>(m * 31 + i);
+        works.push_back(g.send(BufferView{msgs[m].data(), msgs[m].size() / 4, DType::int32}, peer, {7}));
+      }
+    } else {
+      ::usleep(20'000);
+      for (std::size_t m = 0; m < k; ++m)
+        works.push_back(g.recv(BufferView{msgs[m].data(), msgs[m].size() / 4, DType::int32}, peer, {7}));
+    }
+    for (auto& w : works) w->wait();
+    if (me == 1)
+      for (std::size_t m = 0; m < k; ++m)
+        for (std::size_t i = 0; i < msgs[m].size(); ++i)
+          if (msgs[m][i] != static_cast<std::uint8_t>(m * 31 + i))
+            throw std::runtime_error(fmt::format("small message {} byte {}: got {}", m, i, msgs[m][i]));
   }
   // Plain send/recv on the lowest pair, tags received in the other order, every dtype.
   if (me < 2) {
@@ -166,6 +193,28 @@ void check_rooted(Group& g) {
           expect_value(get(t, out.data(), at++), mark(r, me, i), fmt::format("all_to_allv {} from rank {} [{}]", dt, r, i));
     }
   }
+  {  // a large reduce (many channel chunks on shm), int64 sum and float32 max, every element
+    const std::size_t count = (1 << 19) + 7;
+    std::vector<std::int64_t> a(count);
+    std::vector<float> b(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      a[i] = static_cast<std::int64_t>(i) * (me + 1);
+      b[i] = static_cast<float>((i + static_cast<std::size_t>(me) * 7) % 1000);
+    }
+    g.reduce(view_of(a.data(), count), {ReduceOp::sum, 0})->wait();
+    g.reduce(view_of(b.data(), count), {ReduceOp::max, n - 1})->wait();
+    const std::int64_t factor = static_cast<std::int64_t>(n) * (n + 1) / 2;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::int64_t want_a = static_cast<std::int64_t>(i) * (me == 0 ? factor : me + 1);
+      if (a[i] != want_a) throw std::runtime_error(fmt::format("large reduce sum [{}]: got {}, expected {}", i, a[i], want_a));
+      float want_b = static_cast<float>((i + static_cast<std::size_t>(me) * 7) % 1000);
+      if (me == n - 1) {
+        want_b = 0;
+        for (int r = 0; r < n; ++r) want_b = std::max(want_b, static_cast<float>((i + static_cast<std::size_t>(r) * 7) % 1000));
+      }
+      if (b[i] != want_b) throw std::runtime_error(fmt::format("large reduce max [{}]: got {}, expected {}", i, b[i], want_b));
+    }
+  }
   {  // a large all_to_all (rendezvous-sized blocks on shm)
     const std::size_t block = (1 << 20) + 7;
     std::vector<std::int32_t> in(block * static_cast<std::size_t>(n)), out(in.size(), -1);
@@ -220,6 +269,18 @@ TEST_CASE("p2p and rooted ops on sub-groups", "[shm][gloo][p2p][mp]") {
         within(std::chrono::seconds(120)));
     REQUIRE(test::all_ok(results));
   }
+}
+
+TEST_CASE("shm p2p without single-copy reads: every message through the rings", "[shm][p2p][mp]") {
+  auto results = test::run_ranks(
+      3,
+      [](int) {
+        shm::set_single_copy_allowed(false);  // as where ptrace rules or seccomp forbid it
+        auto ctx = join({"shm"});
+        check_all(ctx->world());
+      },
+      within(std::chrono::seconds(120)));
+  REQUIRE(test::all_ok(results));
 }
 
 namespace {
@@ -295,7 +356,7 @@ TEST_CASE("p2p: a peer killed during a recv fails the survivor with PeerFailure 
             ::usleep(100'000);
             ::raise(SIGKILL);
           }
-          std::vector<float> big(1 << 20);
+          std::vector<float> big(1 << 20), out(1 << 20);
           std::string error;
           try {
             g.recv(view_of(big.data(), big.size()), 1, {0})->wait(std::chrono::seconds(20));
@@ -304,6 +365,14 @@ TEST_CASE("p2p: a peer killed during a recv fails the survivor with PeerFailure 
           }
           if (error.find("rank 1") == std::string::npos)
             throw std::runtime_error(fmt::format("{}: expected a PeerFailure naming rank 1, got '{}'", backend, error));
+          // A send to the dead rank fails too (at once: the group is unusable, naming the cause).
+          bool failed = false;
+          try {
+            g.send(view_of(out.data(), out.size()), 1, {0})->wait(std::chrono::seconds(20));
+          } catch (const Error& e) {
+            failed = std::string(e.what()).find("rank 1") != std::string::npos;
+          }
+          if (!failed) throw std::runtime_error(fmt::format("{}: a send to the dead rank 1 did not fail naming it", backend));
         },
         within(std::chrono::seconds(60)));
     REQUIRE(results.size() == 2);

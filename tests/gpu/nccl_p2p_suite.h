@@ -20,20 +20,8 @@ inline std::vector<Result> check_p2p_and_rooted(ProcessGroup& pg, std::size_t co
     const std::string dt(dtype_name(dtype));
     for (ReduceOp op : all_ops()) {
       results.push_back(run_check(fmt::format("reduce {} {} root {}", dt, reduce_op_name(op), n - 1), [&] {
-        std::vector<double> in(count), want(count);
-        for (std::size_t i = 0; i < count; ++i) {
-          const double k = static_cast<double>(i % 3);
-          in[i] = (r + 1) + k;
-          double sum = 0, prod = 1;
-          for (int q = 0; q < n; ++q) { sum += (q + 1) + k; prod *= (q + 1) + k; }
-          switch (op) {
-            case ReduceOp::sum: want[i] = sum; break;
-            case ReduceOp::avg: want[i] = is_integer(dtype) ? std::trunc(sum / n) : sum / n; break;
-            case ReduceOp::min: want[i] = 1 + k; break;
-            case ReduceOp::max: want[i] = n + k; break;
-            case ReduceOp::product: want[i] = prod; break;
-          }
-        }
+        std::vector<double> in, want;
+        reduce_inputs(op, dtype, n, r, count, in, want);
         DeviceBuffer buf = to_device(in, dtype);
         pg.reduce(buf.view(count, dtype), ReduceOptions{op, n - 1})->wait();
         return compare(from_device(buf, count, dtype), r == n - 1 ? want : in);

@@ -140,6 +140,26 @@ inline std::unique_ptr<ProcessGroup> make_world_of_one(Duration op_timeout, std:
   return backend::find("nccl")(spec);
 }
 
+// Rank r's input ((r + 1) + i % 3) and the reduction over n ranks, for all_reduce and reduce.
+inline void reduce_inputs(ReduceOp op, DType dtype, int n, int r, std::size_t count, std::vector<double>& in,
+                          std::vector<double>& want) {
+  in.assign(count, 0);
+  want.assign(count, 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    const double k = static_cast<double>(i % 3);
+    in[i] = (r + 1) + k;
+    double sum = 0, prod = 1;
+    for (int q = 0; q < n; ++q) { sum += (q + 1) + k; prod *= (q + 1) + k; }
+    switch (op) {
+      case ReduceOp::sum: want[i] = sum; break;
+      case ReduceOp::avg: want[i] = is_integer(dtype) ? std::trunc(sum / n) : sum / n; break;
+      case ReduceOp::min: want[i] = 1 + k; break;
+      case ReduceOp::max: want[i] = n + k; break;
+      case ReduceOp::product: want[i] = prod; break;
+    }
+  }
+}
+
 // --- collectives (any group size) ---
 
 inline std::vector<Result> check_all_reduce(ProcessGroup& pg, std::size_t count = 1031) {
@@ -148,20 +168,8 @@ inline std::vector<Result> check_all_reduce(ProcessGroup& pg, std::size_t count 
   for (DType dtype : all_dtypes()) {
     for (ReduceOp op : all_ops()) {
       results.push_back(run_check(fmt::format("all_reduce {} {}", dtype_name(dtype), reduce_op_name(op)), [&] {
-        std::vector<double> in(count), want(count);
-        for (std::size_t i = 0; i < count; ++i) {
-          const double k = static_cast<double>(i % 3);
-          in[i] = (r + 1) + k;
-          double sum = 0, prod = 1;
-          for (int q = 0; q < n; ++q) { sum += (q + 1) + k; prod *= (q + 1) + k; }
-          switch (op) {
-            case ReduceOp::sum: want[i] = sum; break;
-            case ReduceOp::avg: want[i] = is_integer(dtype) ? std::trunc(sum / n) : sum / n; break;
-            case ReduceOp::min: want[i] = 1 + k; break;
-            case ReduceOp::max: want[i] = n + k; break;
-            case ReduceOp::product: want[i] = prod; break;
-          }
-        }
+        std::vector<double> in, want;
+        reduce_inputs(op, dtype, n, r, count, in, want);
         DeviceBuffer buf = to_device(in, dtype);
         WorkHandle w = pg.all_reduce(buf.view(count, dtype), AllReduceOptions{op});
         w->wait();

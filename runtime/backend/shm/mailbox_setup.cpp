@@ -30,7 +30,10 @@ const std::uint64_t* probe_address() {
   return &word;
 }
 
+std::atomic<bool> g_single_copy_allowed{true};
+
 bool can_read(pid_t pid, std::uint64_t addr, std::uint64_t expected) {
+  if (!g_single_copy_allowed.load(std::memory_order_relaxed)) return false;
   std::uint64_t got = 0;
   iovec local{&got, sizeof got};
   iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr)), sizeof got};
@@ -42,6 +45,8 @@ template <typename T> T& at(const Segment& seg, std::size_t offset) {
 }
 
 }  // namespace
+
+void set_single_copy_allowed(bool allowed) { g_single_copy_allowed.store(allowed, std::memory_order_relaxed); }
 
 std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, P2PEngine::Hooks hooks) {
   const MailboxLayout layout = MailboxLayout::for_ranks(static_cast<std::size_t>(spec.size));

@@ -123,6 +123,10 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::exception_ptr failed_;  // set once: every later op fails with it
 };
 
+// For tests of the fallback path: groups made after set_single_copy_allowed(false) in this
+// process behave as if process_vm_readv were forbidden (every message goes through the rings).
+void set_single_copy_allowed(bool allowed);
+
 // Builds the engine of a group of more than one rank: the mailbox segment named `name` (rank 0
 // creates it and publishes the name under "shm/mailboxes"), the CMA probe, two store barriers.
 std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, P2PEngine::Hooks hooks);
