@@ -35,6 +35,16 @@ void GroupHealth::fail(const std::string& why) {
   if (failure_.empty()) failure_ = why.empty() ? "unknown error" : why;
 }
 
+void GroupHealth::fail(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    fail(std::string(e.what()));
+  } catch (...) {
+    fail(std::string());
+  }
+}
+
 bool GroupHealth::failed() const {
   std::lock_guard lock(mutex_);
   return !failure_.empty();

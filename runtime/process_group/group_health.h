@@ -9,6 +9,7 @@
 //   - the peers' liveness (the PeerInfo each rank published at join, checked by pid), to name
 //     the rank behind a closed connection.
 // Thread-safe. Held by shared_ptr: a comm thread left blocked on a dead peer keeps it alive.
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,9 @@ class GroupHealth {
 
   // Marks the group failed with `why` (the first call wins; later ones are ignored).
   void fail(const std::string& why);
+  // The same with an op's error, as the op's Work reports it (its what(): a translated error
+  // names the op and the rank).
+  void fail(const std::exception_ptr& error);
   bool failed() const;
   std::string failure() const;  // "" while healthy
   // The error of an op issued after a failure (the same wording on every backend).

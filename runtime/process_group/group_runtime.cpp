@@ -68,11 +68,7 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
             BackendError(fmt::format("{}: {} failed: {}", s.health->label(), ctx.what, e.what())));
       }
     }
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      s.health->fail(e.what());
-    }
+    s.health->fail(error);
     if (s.hooks.op_failed) s.hooks.op_failed();  // peers waiting on us fail now, not at their timeout
     std::rethrow_exception(error);
   }

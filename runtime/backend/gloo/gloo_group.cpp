@@ -444,11 +444,7 @@ class GlooP2PWork final : public Work {
         if (aborted_) error_ = aborted_;
       } catch (...) {
         error_ = translate(*health_, what_, std::current_exception());
-        try {
-          std::rethrow_exception(error_);
-        } catch (const std::exception& e) {
-          health_->fail(e.what());  // the group is unusable after a failed send/recv, as after any op
-        }
+        health_->fail(error_);  // the group is unusable after a failed send/recv, as after any op
       }
       done_ = true;
     }
@@ -494,6 +490,9 @@ WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
     std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });
     transport_->p2p.push_back(work);
   }
+  // A transport failure between check_usable and the registration above missed this Work: its
+  // buffers would wait for a parked thread until the op timeout.
+  if (health->failed()) work->abort(std::make_exception_ptr(health->unusable(op)));
   return work;
 }
 
