@@ -68,6 +68,8 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
     } else if (layout.host_store) {
       c.hosted_ = host_store(layout.store_address, so);
       c.store_ = c.hosted_->connect();
+    } else if (!layout.store_prefix.empty()) {
+      c.store_ = std::make_shared<PrefixStore>(layout.store_prefix, connect_store(layout.store_address, so));
     } else {
       c.store_ = connect_store(layout.store_address, so);
     }
