@@ -51,7 +51,7 @@ void check_world(int world, const std::string& source, const std::function<Env(i
 // The agent's store is a real torch.distributed.TCPStore (python3-torch); torchrun_test.cpp runs
 // the real torchrun.
 TEST_CASE("launch_self under torchrun joins torchrun's world through its agent's c10d store", "[launcher][self]") {
-  if (!torch_python_available()) return skip_case("/usr/bin/python3 has no torch (python3-torch)");
+  if (!torch_python_available()) return skip_case(no_torch_reason());
   TorchStoreServer agent_store;
   check_world(2, "torchrun", [&](int r) -> Env {
     const std::string rs = std::to_string(r);

@@ -25,7 +25,7 @@ const std::string kTorchrunWrapper = TORCHRUN_WRAPPER;
 
 // python3 torchrun.py ARGS --no_python sparring_partner PARTNER_ARGS
 std::vector<std::string> torchrun(std::vector<std::string> args, const std::vector<std::string>& partner) {
-  std::vector<std::string> v{kTorchPython, kTorchrunWrapper};
+  std::vector<std::string> v{torch_python(), kTorchrunWrapper};
   v.insert(v.end(), args.begin(), args.end());
   v.push_back("--no_python");
   v.push_back(kPartner);
@@ -33,9 +33,12 @@ std::vector<std::string> torchrun(std::vector<std::string> args, const std::vect
   return v;
 }
 
-// No fastrun job around the agent; info logs say which store each rank used.
-const Env kEnv = {{"FASTRUN_RANK", std::nullopt}, {"FASTRUN_WORLD_SIZE", std::nullopt},
-                  {"FASTRUN_STORE", std::nullopt}, {"FASTRUN_LOG_LEVEL", "info"}};
+// No fastrun job around the agent; info logs say which store each rank used; torchrun's log
+// directory (a mkdtemp) goes into the test's own directory, removed with it.
+Env agent_env(const TempDir& dir) {
+  return {{"FASTRUN_RANK", std::nullopt}, {"FASTRUN_WORLD_SIZE", std::nullopt}, {"FASTRUN_STORE", std::nullopt},
+          {"FASTRUN_LOG_LEVEL", "info"}, {"TMPDIR", dir.str()}};
+}
 
 // Each of an agent's `local` ranks printed the right sum over `world` ranks, joined from
 // torchrun, with this store.
@@ -53,13 +56,13 @@ void check_ranks(const RunResult& r, int world, int local, const std::string& st
 }  // namespace
 
 TEST_CASE("torchrun static rendezvous: ranks join through the agent's c10d store", "[launcher][torchrun]") {
-  if (!torch_python_available()) return skip_case("/usr/bin/python3 has no torch (python3-torch)");
+  if (!torch_python_available()) return skip_case(no_torch_reason());
   const std::string port = std::to_string(free_port());
   TempDir dir;
   Process agent(torchrun({"--rdzv_backend", "static", "--master_addr", "127.0.0.1", "--master_port", port,
                           "--nnodes", "1", "--node_rank", "0", "--nproc_per_node", "2"},
                          {"--allreduce"}),
-                kEnv, dir.path());
+                agent_env(dir), dir.path());
   const auto r = agent.finish(100s);
   check_ranks(r, 2, 2, "store c10d://127.0.0.1:" + port);
   CHECK(contains(r.out, "layout rank 0 of 2 local 0 of 2 node 0 from torchrun"));
@@ -67,16 +70,16 @@ TEST_CASE("torchrun static rendezvous: ranks join through the agent's c10d store
 }
 
 TEST_CASE("torchrun standalone: rank 0 hosts fastrun's store on the agent's MASTER_PORT", "[launcher][torchrun]") {
-  if (!torch_python_available()) return skip_case("/usr/bin/python3 has no torch (python3-torch)");
+  if (!torch_python_available()) return skip_case(no_torch_reason());
   TempDir dir;
-  Process agent(torchrun({"--standalone", "--nproc_per_node", "2"}, {"--allreduce"}), kEnv, dir.path());
+  Process agent(torchrun({"--standalone", "--nproc_per_node", "2"}, {"--allreduce"}), agent_env(dir), dir.path());
   const auto r = agent.finish(100s);
   check_ranks(r, 2, 2, "store tcp://localhost:");
 }
 
 TEST_CASE("torchrun static rendezvous on two nodes: four ranks join through node 0's agent store",
           "[launcher][torchrun][multinode]") {
-  if (!torch_python_available()) return skip_case("/usr/bin/python3 has no torch (python3-torch)");
+  if (!torch_python_available()) return skip_case(no_torch_reason());
   const std::string port = std::to_string(free_port());
   std::vector<std::unique_ptr<TempDir>> dirs;
   std::vector<std::unique_ptr<Process>> agents;
@@ -86,7 +89,7 @@ TEST_CASE("torchrun static rendezvous on two nodes: four ranks join through node
         torchrun({"--rdzv_backend", "static", "--master_addr", "127.0.0.1", "--master_port", port, "--nnodes", "2",
                   "--node_rank", node, "--nproc_per_node", "2"},
                  {"--allreduce"}),
-        kEnv, dirs.back()->path()));
+        agent_env(*dirs.back()), dirs.back()->path()));
   }
   std::string all_out;
   for (std::size_t node = 0; node < agents.size(); ++node) {
@@ -103,13 +106,13 @@ TEST_CASE("torchrun static rendezvous on two nodes: four ranks join through node
 }
 
 TEST_CASE("torchrun static rendezvous: launch_self starts nothing and joins torchrun's world", "[launcher][torchrun][self]") {
-  if (!torch_python_available()) return skip_case("/usr/bin/python3 has no torch (python3-torch)");
+  if (!torch_python_available()) return skip_case(no_torch_reason());
   const std::string port = std::to_string(free_port());
   TempDir dir;
   Process agent(torchrun({"--rdzv_backend", "static", "--master_addr", "127.0.0.1", "--master_port", port,
                           "--nnodes", "1", "--node_rank", "0", "--nproc_per_node", "2"},
                          {"--self", "4", "--join", "--world-barrier"}),
-                kEnv, dir.path());
+                agent_env(dir), dir.path());
   const auto r = agent.finish(100s);
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 0);

@@ -28,7 +28,7 @@ int run_python_client(int port, const std::string& code) {
   const std::string script = "import datetime, sys\nimport torch.distributed as d\n"
                              "store = d.TCPStore('127.0.0.1', " + std::to_string(port) +
                              ", is_master=False, timeout=datetime.timedelta(seconds=30))\n" + code;
-  const std::string cmd = std::string(test::kTorchPython) + " -c \"$FASTRUN_TEST_SCRIPT\"";
+  const std::string cmd = std::string(test::torch_python()) + " -c \"$FASTRUN_TEST_SCRIPT\"";
   ::setenv("FASTRUN_TEST_SCRIPT", script.c_str(), 1);
   const int status = std::system(cmd.c_str());
   ::unsetenv("FASTRUN_TEST_SCRIPT");
@@ -38,7 +38,7 @@ int run_python_client(int port, const std::string& code) {
 }  // namespace
 
 TEST_CASE("c10d store: keys and counters are shared with Python's TCPStore, both ways", "[store][c10d]") {
-  if (!test::torch_python_available()) return test::skip_case("/usr/bin/python3 has no torch (python3-torch)");
+  if (!test::torch_python_available()) return test::skip_case(test::no_torch_reason());
   test::TorchStoreServer server;
   auto s = server.connect();
   s->set("from-cpp", to_bytes("hello"));
@@ -57,7 +57,7 @@ TEST_CASE("c10d store: keys and counters are shared with Python's TCPStore, both
 }
 
 TEST_CASE("c10d store: a wait that times out names the missing keys, and the client goes on", "[store][c10d]") {
-  if (!test::torch_python_available()) return test::skip_case("/usr/bin/python3 has no torch (python3-torch)");
+  if (!test::torch_python_available()) return test::skip_case(test::no_torch_reason());
   test::TorchStoreServer server;
   auto s = server.connect();
   s->set("here", to_bytes("1"));

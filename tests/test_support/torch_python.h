@@ -1,7 +1,8 @@
 #pragma once
 // PyTorch from Python, for tests that check fastrun against the real thing (docs/torchrun.md):
 // Debian's python3-torch under /usr/bin/python3 (a python3 earlier on PATH, e.g. pyenv's, may
-// have no torch). Tests that need it call torch_python_available() and, when false, skip with
+// have no torch); FASTRUN_TEST_TORCH_PYTHON names another interpreter (a path without torch
+// shows the skips). Tests that need it call torch_python_available() and, when false, skip with
 // skip.h's marker.
 //
 // TorchStoreServer: a real torch.distributed.TCPStore server (is_master=True) on 127.0.0.1 and a
@@ -25,18 +26,26 @@
 
 namespace fastrun::test {
 
-inline constexpr const char* kTorchPython = "/usr/bin/python3";
+inline const char* torch_python() {
+  const char* p = std::getenv("FASTRUN_TEST_TORCH_PYTHON");
+  return p != nullptr && *p != '\0' ? p : "/usr/bin/python3";
+}
 
-// True when /usr/bin/python3 finds the torch package (found without importing it: ~30 ms).
+// True when torch_python() finds the torch package (found without importing it: ~30 ms).
 inline bool torch_python_available() {
   static const bool available = [] {
-    if (::access(kTorchPython, X_OK) != 0) return false;
-    const std::string cmd = std::string(kTorchPython) +
+    if (::access(torch_python(), X_OK) != 0) return false;
+    const std::string cmd = std::string(torch_python()) +
                             " -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec(\"torch\") is None)'"
                             " >/dev/null 2>&1";
     return std::system(cmd.c_str()) == 0;
   }();
   return available;
+}
+
+// The skip reason of a case that needs torch.
+inline std::string no_torch_reason() {
+  return std::string(torch_python()) + " has no torch (Debian: apt-get install python3-torch)";
 }
 
 class TorchStoreServer final : public HostedStore {
@@ -60,7 +69,7 @@ class TorchStoreServer final : public HostedStore {
           " wait_for_workers=False)\n"
           "print(s.port, flush=True)\n"
           "sys.stdin.read()\n";
-      ::execl(kTorchPython, kTorchPython, "-c", script, static_cast<char*>(nullptr));
+      ::execl(torch_python(), torch_python(), "-c", script, static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(in[0]);
@@ -82,7 +91,7 @@ class TorchStoreServer final : public HostedStore {
     port_ = std::atoi(line.c_str());
     if (port_ <= 0) {
       stop();
-      throw std::runtime_error("TorchStoreServer: " + std::string(kTorchPython) +
+      throw std::runtime_error("TorchStoreServer: " + std::string(torch_python()) +
                                " did not start a torch.distributed.TCPStore (no port printed)");
     }
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/factory.h"
 
 namespace fastrun::c10d_store {
 
@@ -14,11 +15,6 @@ using tcp_store::deadline_after;
 using tcp_store::Socket;
 
 namespace {
-
-std::string format_address(const std::string& host, std::uint16_t port) {
-  if (host.find(':') != std::string::npos) return fmt::format("c10d://[{}]:{}", host, port);
-  return fmt::format("c10d://{}:{}", host, port);
-}
 
 std::string prefixed(const std::string& key) { return c10d_wire::kKeyPrefix + key; }
 
@@ -39,22 +35,27 @@ constexpr const char* kVersionHint =
 }  // namespace
 
 Client::Client(ClientOptions options)
-    : options_(std::move(options)), address_(format_address(options_.host, options_.port)) {
+    : options_(std::move(options)),
+      address_(StoreAddress{StoreAddress::Kind::c10d, options_.host, options_.port}.to_string()) {
   set_timeout(options_.timeout);
   connect();
 }
 
 void Client::connect() {
   socket_ = tcp_store::connect_with_retry(options_.host, options_.port, deadline_after(timeout()), address_);
-  // There is no handshake in the 1.x protocol: a CHECK of no keys must answer READY at once.
+  // There is no handshake in the 1.x protocol: a CHECK of no keys must answer READY at once. A
+  // server of another version may instead wait for bytes that never come (its one thread stuck
+  // on us, for torch's own users too): give up after kProbeTimeout at most and hang up.
   send(Request(Command::check).u64(0));
   std::string error;
   std::uint8_t answer = 0xff;
-  if (socket_.recv_exact(&answer, 1, deadline_after(timeout()), error) != Socket::Io::done ||
+  const Duration probe = std::min<Duration>(timeout(), kProbeTimeout);
+  if (socket_.recv_exact(&answer, 1, deadline_after(probe), error) != Socket::Io::done ||
       answer != c10d_wire::kReady) {
     socket_.reset();
-    throw StoreError(fmt::format("{}: the server does not answer as a c10d TCPStore of torch 1.x {}", address_,
-                                 kVersionHint));
+    throw StoreError(fmt::format("{}: the server does not answer as a c10d TCPStore of torch 1.x (no READY to a "
+                                 "CHECK of no keys within {:.3g} s) {}",
+                                 address_, seconds(probe), kVersionHint));
   }
 }
 

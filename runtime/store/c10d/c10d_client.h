@@ -5,8 +5,8 @@
 //
 // Like fastrun's tcp:// client: one connection, one request in flight, not thread-safe (clone()
 // opens another connection for another thread). The connection is opened with retry + backoff
-// within the store timeout and checked with a CHECK of no keys (a server of another protocol
-// version fails it with a message that says so). Every reply is awaited within the store
+// within the store timeout and checked with a CHECK of no keys, answered within 10 s at most (a
+// server of another protocol version fails it with a message that says so). Every reply is awaited within the store
 // timeout; get/wait within their own timeout, enforced here. A 1.x server wakes a WAIT on set
 // and add but not on compare_set, so a wait longer than kRecheck also checks the keys every
 // kRecheck on a second connection (opened then, kept for later waits). The 1.x protocol cannot
@@ -68,6 +68,7 @@ class Client final : public Store {
   [[noreturn]] void fail(c10d_wire::Command command, const std::string& why);
 
   static constexpr std::chrono::milliseconds kRecheck{100};
+  static constexpr std::chrono::milliseconds kProbeTimeout{10000};
 
   ClientOptions options_;
   std::string address_;
