@@ -55,6 +55,7 @@ class TorchStoreServer final : public HostedStore {
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
       throw std::runtime_error("TorchStoreServer: pipe2 failed");
     const pid_t parent = ::getpid();
+    const char* python = torch_python();  // before fork: the child makes only async-signal-safe calls
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("TorchStoreServer: fork failed");
     if (pid_ == 0) {
@@ -69,7 +70,7 @@ class TorchStoreServer final : public HostedStore {
           " wait_for_workers=False)\n"
           "print(s.port, flush=True)\n"
           "sys.stdin.read()\n";
-      ::execl(torch_python(), torch_python(), "-c", script, static_cast<char*>(nullptr));
+      ::execl(python, python, "-c", script, static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(in[0]);
