@@ -77,6 +77,11 @@ void pick_store(Layout& l) {
                                  foreign_int("TORCHELASTIC_RESTART_COUNT", 0).value_or(0));
     l.master_host = *addr;
     l.master_port = *port;
+    // A torch 2.x agent speaks a newer protocol than fastrun's c10d client: on one node, an shm
+    // store (what fastrun used here before it spoke c10d) still works.
+    if (l.world_size == 1 || l.local_world_size == l.world_size)
+      l.fallback_store = fmt::format("shm://torchrun-{}-{}", *port,
+                                     foreign_int("TORCHELASTIC_RESTART_COUNT", 0).value_or(0));
     return;
   }
   const auto engine = addr && port ? std::nullopt : engine_of(l.source);  // only when needed

@@ -132,6 +132,8 @@ TEST_CASE("environment sources: under a real torchrun every rank uses the agent'
     CHECK_FALSE(l.host_store);
     CHECK(l.master_host == "10.0.0.1");
     CHECK(l.master_port == 29500);
+    // A torch 2.x agent's store speaks another protocol: on one node rank 0 then hosts shm.
+    CHECK(l.fallback_store == (std::string(local_world) == "4" ? "shm://torchrun-29500-2" : ""));
   }
   {  // torchrun sets both; a half-copied environment is named
     test::ScopedEnv no_addr("MASTER_ADDR", nullptr);
