@@ -2,9 +2,6 @@
 // CLI, torchrun, srun, mpirun), it starts nothing and join() joins that world. Each rank here is
 // a real process started with the variables its launcher sets; had launch_self spawned, the
 // output would show extra ranks in private worlds ("joined rank 0 of 4").
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +12,7 @@
 
 #include "process_runner.h"
 #include "test_support/free_port.h"
+#include "test_support/silent_listener.h"
 #include "test_support/skip.h"
 #include "test_support/torch_python.h"
 
@@ -66,31 +64,14 @@ TEST_CASE("launch_self under torchrun joins torchrun's world through its agent's
   });
 }
 
-// A listening socket on a free loopback port that never answers: the store of a torch whose
-// protocol fastrun's c10d client does not speak, as far as the client can tell.
-struct SilentListener {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int port = 0;
-  SilentListener() {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 8) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~SilentListener() { ::close(fd); }
-};
-
 TEST_CASE("launch_self under a torchrun whose agent store fastrun cannot speak falls back to shm on one node",
           "[launcher][self]") {
   SilentListener agent_store;  // no answer to the client's probe within FASTRUN_TIMEOUT (2 s)
+  const std::string port = std::to_string(agent_store.port());
   check_world(2, "torchrun", [&](int r) -> Env {
     const std::string rs = std::to_string(r);
     return {{"RANK", rs}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", rs}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "0"},
-            {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(agent_store.port)},
+            {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
             {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"}, {"FASTRUN_TIMEOUT", "2"}};
   });
 }

@@ -1,9 +1,6 @@
 // fastrun's c10d:// client (runtime/store/c10d/) against a REAL torch.distributed.TCPStore
 // server (Debian's python3-torch 1.13, test_support/torch_python.h); the contract cases run in
 // the conformance suite (c10d_conformance_test.cpp). Here: what is c10d-specific.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +12,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"
+#include "test_support/silent_listener.h"
 #include "test_support/skip.h"
 #include "test_support/torch_python.h"
 
@@ -76,23 +74,14 @@ TEST_CASE("c10d store: a wait that times out names the missing keys, and the cli
 }
 
 TEST_CASE("c10d store: a server that does not speak c10d is refused, within the timeout", "[store][c10d]") {
-  // A listener that never answers: connect() completes from the backlog, the probe gets nothing.
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(fd, 4) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  test::SilentListener silent;  // connect() completes from the backlog, the probe gets nothing
   StoreOptions o;
   o.timeout = 300ms;
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH(connect_store("c10d://127.0.0.1:" + std::to_string(ntohs(a.sin_port)), o),
+  CHECK_THROWS_WITH(connect_store("c10d://127.0.0.1:" + std::to_string(silent.port()), o),
                     Catch::Contains("does not answer as a c10d TCPStore of torch 1.x") &&
                         Catch::Contains("torch 2.x"));
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
-  ::close(fd);
   // fastrun's own tcp:// server is not a c10d store either.
   auto hosted = host_store("tcp://127.0.0.1:0");
   const auto port = hosted->address().substr(hosted->address().rfind(':') + 1);
