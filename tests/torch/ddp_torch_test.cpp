@@ -16,6 +16,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/torch/ddp.h"
 #include "test_support/rank_runner.h"
+#include "test_support/skip.h"
 
 // No `using namespace fastrun;`: fastrun::torch would make TORCH_MODULE's unqualified torch:: ambiguous.
 using fastrun::join;
@@ -236,6 +237,47 @@ TEST_CASE("torch DDP: an unused parameter is named, or averaged when asked", "[t
           auto other = g.clone();
           ctx->world().broadcast(fastrun::BufferView{other.data_ptr(), static_cast<std::size_t>(other.numel()), fastrun::DType::float32}, {1})->wait();
           RANK_REQUIRE(torch::equal(g, other));
+        }
+      },
+      backend_options("gloo"));
+  REQUIRE(test::all_ok(results));
+}
+
+TEST_CASE("torch DDP: the loss curve matches PyTorch's own DDP (python3-torch, gloo) on the same model, data and weights",
+          "[torch][ddp][pytorch]") {
+  if (std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
+    test::skip_case("/usr/bin/python3 with torch (Debian: python3-torch) is not installed");
+    return;
+  }
+  const int steps = 30;
+  const std::string out = fmt::format("/tmp/fastrun-torch-ddp-python-{}.txt", ::getpid());
+  const std::string command = fmt::format("timeout -k 5 150 /usr/bin/python3 {} --nproc 2 --steps {} --out {}",
+                                          FASTRUN_TORCH_PY_REFERENCE, steps, out);
+  REQUIRE(std::system(command.c_str()) == 0);
+  std::vector<double> python;
+  {
+    std::ifstream in(out);
+    for (double v; in >> v;) python.push_back(v);
+  }
+  std::remove(out.c_str());
+  REQUIRE(python.size() == static_cast<std::size_t>(steps));
+  auto results = test::run_ranks(
+      2,
+      [&](int rank) {
+        torch::set_num_threads(1);
+        auto ctx = join();
+        Net net;
+        fastrun::torch::DistributedDataParallel ddp(ctx->world(), net);
+        torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05));
+        for (int step = 0; step < steps; ++step) {
+          opt.zero_grad();
+          auto [x, y] = batch(step, 2, rank, 8);
+          auto loss = torch::mse_loss(net->forward(x), y);
+          loss.backward();
+          opt.step();
+          const double mine = loss.item<double>();
+          if (rank == 0 && std::fabs(mine - python[step]) > 1e-5 * std::max(1.0, std::fabs(python[step])))
+            throw std::runtime_error(fmt::format("step {}: loss {} here, {} with PyTorch's DDP", step, mine, python[step]));
         }
       },
       backend_options("gloo"));
