@@ -3,9 +3,11 @@
 # CUDA/NCCL are optional and never installed here: the build uses them when it finds them.
 set -euo pipefail
 # iproute2, slurm-wlm, munge: the separate-hosts and Slurm tests (tests/multinode); openmpi-bin:
-# mpirun for the tests of jobs under Open MPI (tests/launcher/cluster_engine_test.cpp).
+# mpirun for the tests of jobs under Open MPI (tests/launcher/cluster_engine_test.cpp);
+# libtorch-dev: the optional LibTorch component (torch/, fastrun::torch); python3-torch: PyTorch's
+# own DDP that its tests and fastrun-bench-torch compare with.
 pkgs=(g++ cmake ninja-build pkg-config libboost-dev libfmt-dev catch2 libgloo-dev
-  iproute2 slurm-wlm munge openmpi-bin)
+  iproute2 slurm-wlm munge openmpi-bin libtorch-dev python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -210,7 +211,11 @@ DistributedDataParallel::DistributedDataParallel(Group& group, std::shared_ptr<:
   auto& s = *state_;
   std::vector<std::string> layout;
   std::vector<std::pair<std::string, at::Tensor>> broadcast_only;  // buffers and frozen parameters
+  std::vector<const void*> seen;  // a tensor registered under two names (shared weights) counts once
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    const void* impl = item.value().unsafeGetTensorImpl();
+    if (std::find(seen.begin(), seen.end(), impl) != seen.end()) continue;
+    seen.push_back(impl);
     layout.push_back(describe("parameter", item.key(), item.value()));
     if (item.value().requires_grad()) {
       s.names.push_back(item.key());
@@ -265,6 +270,7 @@ DistributedDataParallel::DistributedDataParallel(Group& group, std::shared_ptr<:
   // No scaling kernel for device memory in fastrun: nccl averages there.
   engine_options.reduce = s.cuda ? ReduceOp::avg : ReduceOp::sum;
   engine_options.timeout = options.timeout;
+  if (s.cuda) ::torch::cuda::synchronize();  // initialisation kernels done before nccl reads the values
   s.engine = std::make_unique<fastrun::DistributedDataParallel>(group, std::move(engine_params), engine_options);
   for (const auto& [name, t] : broadcast_only) {
     ::torch::NoGradGuard no_grad;
