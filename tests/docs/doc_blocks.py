@@ -119,8 +119,11 @@ def compile_block(block, args, workdir):
     flags += [f"-I{d}" for d in dict.fromkeys(args.include) if d not in ("/usr/include", "/usr/local/include")]
     flags += [f"-D{d}" for d in dict.fromkeys(args.define)]
     links = args.link
-    if block.torch:  # LibTorch's headers as system headers: their warnings are not ours
-        flags += [f"-isystem{d}" for d in dict.fromkeys(args.torch_include) if d and d not in ("/usr/include", "/usr/local/include")]
+    if block.torch:  # LibTorch's headers as system headers (their warnings are not ours), ours as -I
+        system = [os.path.normpath(d) for d in args.torch_include if d]
+        flags += [f"-I{d}" for d in dict.fromkeys(system) if d not in ("/usr/include", "/usr/local/include")
+                  and d not in args.include and "torch/csrc" not in d]  # fastrun/torch/...
+        flags += [f"-isystem{d}" for d in dict.fromkeys(system) if "torch/csrc" in d]  # LibTorch's own
         links = args.link + args.torch_link
     if re.search(r"\bint\s+main\s*\(", block.text):
         rpath = ":".join(sorted({os.path.dirname(lib) for lib in links}))
