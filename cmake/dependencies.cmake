@@ -19,3 +19,13 @@ if(FASTRUN_WITH_CUDA)
   endif()
 endif()
 message(STATUS "fastrun: CUDA ${FASTRUN_HAVE_CUDA}, NCCL ${FASTRUN_HAVE_NCCL}, sanitizer '${FASTRUN_SANITIZE}'")
+
+# LibTorch is optional too (Debian: libtorch-dev): the fastrun::torch component (torch/).
+set(FASTRUN_HAVE_TORCH OFF)
+if(FASTRUN_WITH_TORCH)
+  find_package(Torch QUIET)
+  if(Torch_FOUND OR TORCH_FOUND)
+    set(FASTRUN_HAVE_TORCH ON)
+  endif()
+endif()
+message(STATUS "fastrun: LibTorch ${FASTRUN_HAVE_TORCH}${Torch_VERSION}")

@@ -4,8 +4,10 @@
 set -euo pipefail
 # iproute2, slurm-wlm, munge: the separate-hosts and Slurm tests (tests/multinode); openmpi-bin:
 # mpirun for the tests of jobs under Open MPI (tests/launcher/cluster_engine_test.cpp).
+# libtorch-dev: the optional LibTorch layer (fastrun::torch, docs/torch-data.md), built when
+# found; python3-torch: PyTorch itself, which the LibTorch layer's tests compare against.
 pkgs=(g++ cmake ninja-build pkg-config libboost-dev libfmt-dev catch2 libgloo-dev
-  iproute2 slurm-wlm munge openmpi-bin)
+  iproute2 slurm-wlm munge openmpi-bin libtorch-dev python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,6 +7,8 @@ Marking convention (the HTML comment is invisible on GitHub), on the line right 
     <!-- runnable exit=2 -->     ... must exit 2 (a documented usage error)
     <!-- compile -->             the ```cpp block below must compile against the build tree, and
                                  link when it has a main()
+    <!-- runnable needs=torch -->  ... only when the build has that optional part (--have torch:
+                                 the LibTorch layer); else the block is listed as skipped
 
 A runnable block runs under `bash -e -o pipefail` in a fresh temporary directory, with the
 build's programs on PATH (fastrun, fastrun-bench, hello, hello_self_spawn, train_mlp, ...: the
@@ -39,13 +41,14 @@ import tempfile
 
 # Seconds per block: every marked block takes a few at most (the slowest, two benchmarks, ~7 s).
 BLOCK_TIMEOUT = int(os.environ.get("DOC_BLOCK_TIMEOUT", 60))
-MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(?:exit=(\d+))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*-->\s*$")
 FENCE_LANGS = {"runnable": ("sh", "bash"), "compile": ("cpp", "c++")}
 
 
 class Block:
-    def __init__(self, path, line, kind, want_exit, text):
+    def __init__(self, path, line, kind, want_exit, text, needs=None):
         self.path, self.line, self.kind, self.want_exit, self.text = path, line, kind, want_exit, text
+        self.needs = needs
 
     def where(self):
         return f"{self.path}:{self.line}"
@@ -74,7 +77,7 @@ def extract(path, rel):
         if end == len(lines):
             errors.append(f"{rel}:{i + 2}: the fence is never closed")
             break
-        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n"))
+        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n", m.group(3)))
         i = end + 1
     return blocks, errors
 
@@ -142,6 +145,7 @@ def main():
     parser.add_argument("--include", action="append", default=[])
     parser.add_argument("--define", action="append", default=[])
     parser.add_argument("--link", action="append", default=[])
+    parser.add_argument("--have", action="append", default=[], help="optional parts built (needs=NAME)")
     parser.add_argument("files", nargs="*", help="Markdown files relative to --source (default: README.md, docs/*.md)")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
@@ -155,6 +159,9 @@ def main():
         blocks += found
         failures += errors
     for block in blocks:
+        if block.needs and block.needs not in args.have:
+            print(f"skip {block.where()} ({block.kind}, needs {block.needs}, not built)", flush=True)
+            continue
         with tempfile.TemporaryDirectory(prefix="fastrun-doc-") as workdir:
             problem = (run_block if block.kind == "runnable" else compile_block)(block, args, workdir)
         print(f"{'ok  ' if problem is None else 'FAIL'} {block.where()} ({block.kind})", flush=True)
