@@ -16,30 +16,14 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/atomic_file.h"
 #include "test_support/children.h"
+#include "test_support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using fastrun::os::AtomicFile;
+using fastrun::test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fastrun-atomic-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  // The names in the directory, sorted.
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -54,9 +38,9 @@ void write_whole(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("AtomicFile: commit puts the whole new file in place; nothing else stays in the directory", "[os][atomic]") {
+TEST_CASE("AtomicFile: commit puts the whole new file in place and nothing else stays in the directory", "[os][atomic]") {
   TempDir dir;
-  const std::string path = (dir.path / "ck").string();
+  const std::string path = dir / "ck";
   write_whole(path, "first version");
   CHECK(slurp(path) == "first version");
   write_whole(path, std::string(100000, 'x') + "second");
@@ -66,7 +50,7 @@ TEST_CASE("AtomicFile: commit puts the whole new file in place; nothing else sta
 
 TEST_CASE("AtomicFile: without commit the previous file stays and no temporary is left", "[os][atomic]") {
   TempDir dir;
-  const std::string path = (dir.path / "ck").string();
+  const std::string path = dir / "ck";
   write_whole(path, "old");
   {
     AtomicFile f(path);
@@ -84,7 +68,7 @@ TEST_CASE("AtomicFile: without commit the previous file stays and no temporary i
 TEST_CASE("AtomicFile: a writer SIGKILLed mid-write leaves the previous file loadable and nothing else",
           "[os][atomic][process]") {
   TempDir dir;
-  const std::string path = (dir.path / "ck").string();
+  const std::string path = dir / "ck";
   write_whole(path, "old and complete");
   fastrun::test::Children kids;
   kids.spawn([&] {
@@ -101,10 +85,10 @@ TEST_CASE("AtomicFile: a writer SIGKILLed mid-write leaves the previous file loa
   CHECK(dir.names() == std::vector<std::string>{"ck"});
 }
 
-TEST_CASE("AtomicFile: a write cut short by the file-size limit fails naming the errno; the old file stays",
+TEST_CASE("AtomicFile: a write cut short by the file-size limit fails naming the errno and the old file stays",
           "[os][atomic][process]") {
   TempDir dir;
-  const std::string path = (dir.path / "ck").string();
+  const std::string path = dir / "ck";
   write_whole(path, "old");
   fastrun::test::Children kids(/*capture_messages=*/true);
   kids.spawn([&] {

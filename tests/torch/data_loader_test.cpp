@@ -27,11 +27,13 @@
 #include "fastrun/torch/checkpoint.h"
 #include "fastrun/torch/sampler.h"
 #include "test_support/children.h"
+#include "test_support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using fastrun::samplers::LazyRandomSampler;
 using fastrun::samplers::RandomBatchSampler;
 using fastrun::samplers::RandomSampler;
+using fastrun::test::TempDir;
 using fastrun::torch::DistributedSampler;
 using Batches = std::vector<std::vector<std::uint64_t>>;
 
@@ -83,28 +85,10 @@ RandomSampler random_sampler(std::uint64_t n, int R, int r, bool pad) {
   return s;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fastrun-torch-data-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
 
 }  // namespace
 
-TEST_CASE("DistributedSampler: a torch loader yields exactly the fastrun sampler's share, batch by batch",
+TEST_CASE("DistributedSampler: a torch loader yields exactly the fastrun sampler's share batch by batch",
           "[torch][sampler]") {
   torch::set_num_threads(1);
   for (std::uint64_t n : {64u, 103u})
@@ -183,7 +167,7 @@ TEST_CASE("DistributedSampler: a mid-epoch resume on another rank count gives ex
   CHECK(std::set<std::uint64_t>(order.begin(), order.begin() + 99) == unique);
 }
 
-TEST_CASE("DistributedSampler: with loader workers prefetching, state_after_batches is the exact resume point",
+TEST_CASE("DistributedSampler: with loader workers prefetching state_after_batches is the exact resume point",
           "[torch][sampler][resume][workers]") {
   torch::set_num_threads(1);
   const std::uint64_t n = 200;
@@ -207,7 +191,7 @@ TEST_CASE("DistributedSampler: with loader workers prefetching, state_after_batc
   CHECK(flat(take(*loader)) == std::vector<std::uint64_t>(expected.begin() + 28, expected.end()));
 }
 
-TEST_CASE("DistributedSampler: passes, epochs and restores follow torch's reset and fastrun's set_epoch",
+TEST_CASE("DistributedSampler: passes and epochs and restores follow torch's reset and fastrun's set_epoch",
           "[torch][sampler]") {
   torch::set_num_threads(1);
   const std::uint64_t n = 40;
@@ -233,7 +217,7 @@ TEST_CASE("DistributedSampler: passes, epochs and restores follow torch's reset 
   CHECK(flat(take(*loader)) == e3);  // the next pass restarts epoch 3
 }
 
-TEST_CASE("DistributedSampler over a batch sampler: its own batches; the loader's batch size must match",
+TEST_CASE("DistributedSampler over a batch sampler: its own batches and the loader's batch size must match",
           "[torch][sampler][batch]") {
   torch::set_num_threads(1);
   auto make = [] {
@@ -269,7 +253,7 @@ TEST_CASE("DistributedSampler over a batch sampler: its own batches; the loader'
   CHECK_THROWS_WITH(take(*wrong), Catch::Contains("batch_size is 5") && Catch::Contains("batches of 4"));
 }
 
-TEST_CASE("DistributedSampler: torch::save / torch::load of the sampler; misuse is named", "[torch][sampler][errors]") {
+TEST_CASE("DistributedSampler: torch::save and torch::load of the sampler and misuse named", "[torch][sampler][errors]") {
   torch::set_num_threads(1);
   TempDir dir;
   DistributedSampler sampler(random_sampler(30, 3, 2, false));
@@ -340,7 +324,7 @@ struct Block : torch::nn::Module {
 
 }  // namespace
 
-TEST_CASE("checkpoint: model, optimizer state, sampler state and counters round-trip", "[torch][checkpoint]") {
+TEST_CASE("checkpoint: model and optimizer state and sampler state and counters round-trip", "[torch][checkpoint]") {
   torch::set_num_threads(1);
   TempDir dir;
   torch::manual_seed(1);
@@ -370,7 +354,7 @@ TEST_CASE("checkpoint: model, optimizer state, sampler state and counters round-
   CHECK(fastrun::torch::load_checkpoint(dir / "ck.pt", c, nullptr).step == 345);
 }
 
-TEST_CASE("checkpoint: a file of another model, another kind or none is an error naming the problem; nothing changes",
+TEST_CASE("checkpoint: a file of another model or another kind or none is an error naming the problem and nothing changes",
           "[torch][checkpoint][errors]") {
   torch::set_num_threads(1);
   TempDir dir;

@@ -16,25 +16,15 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "test_support/temp_dir.h"
 #include "job_runner.h"  // tests/ddp: a program as a child in its own process group, with a deadline
 
 namespace fs = std::filesystem;
 using fastrun::test::run_job;
+using fastrun::test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fastrun-torch-train-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // 2048 samples, global batch 64: 32 steps per epoch, 2 epochs.
 std::vector<std::string> args(int nproc, std::vector<std::string> extra) {
@@ -78,7 +68,7 @@ void check_close(const Weights& a, const Weights& b, double rel) {
 
 }  // namespace
 
-TEST_CASE("torch_train: 4 ranks, one killed mid-epoch; resumed on 2 ranks it ends with the uninterrupted weights",
+TEST_CASE("torch_train: 4 ranks with one killed mid-epoch and resumed on 2 ranks end with the uninterrupted weights",
           "[torch][train][resume]") {
   torch::set_num_threads(1);
   TempDir dir;
