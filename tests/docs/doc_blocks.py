@@ -9,6 +9,8 @@ Marking convention (the HTML comment is invisible on GitHub), on the line right 
                                  link when it has a main()
     <!-- compile torch -->       the same, with LibTorch and fastrun::torch (docs/torch.md); shown
                                  as "skip" when the build has no LibTorch component
+    <!-- runnable needs=torch -->  ... only when the build has that optional part (--have torch:
+                                 the LibTorch layer); else the block is listed as skipped
 
 A runnable block runs under `bash -e -o pipefail` in a fresh temporary directory, with the
 build's programs on PATH (fastrun, fastrun-bench, hello, hello_self_spawn, train_mlp, ...: the
@@ -41,14 +43,15 @@ import tempfile
 
 # Seconds per block: every marked block takes a few at most (the slowest, two benchmarks, ~7 s).
 BLOCK_TIMEOUT = int(os.environ.get("DOC_BLOCK_TIMEOUT", 60))
-MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(torch\s*)?(?:exit=(\d+))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(torch\s*)?(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*-->\s*$")
 FENCE_LANGS = {"runnable": ("sh", "bash"), "compile": ("cpp", "c++")}
 
 
 class Block:
-    def __init__(self, path, line, kind, want_exit, text):
+    def __init__(self, path, line, kind, want_exit, text, needs=None):
         self.path, self.line, self.kind, self.want_exit, self.text = path, line, kind, want_exit, text
         self.torch = False
+        self.needs = needs
 
     def where(self):
         return f"{self.path}:{self.line}"
@@ -77,7 +80,7 @@ def extract(path, rel):
         if end == len(lines):
             errors.append(f"{rel}:{i + 2}: the fence is never closed")
             break
-        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n"))
+        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n", m.group(4)))
         blocks[-1].torch = kind == "compile" and m.group(2) is not None
         i = end + 1
     return blocks, errors
@@ -157,6 +160,7 @@ def main():
     # blocks; without --torch-link (a build without LibTorch) those blocks are skipped.
     parser.add_argument("--torch-include", action="append", default=[])
     parser.add_argument("--torch-link", action="append", default=[])
+    parser.add_argument("--have", action="append", default=[], help="optional parts built (needs=NAME)")
     parser.add_argument("files", nargs="*", help="Markdown files relative to --source (default: README.md, docs/*.md)")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
@@ -172,6 +176,9 @@ def main():
     for block in blocks:
         if block.torch and not args.torch_link:
             print(f"skip {block.where()} (compile torch: this build has no LibTorch component)", flush=True)
+            continue
+        if block.needs and block.needs not in args.have:
+            print(f"skip {block.where()} ({block.kind}, needs {block.needs}, not built)", flush=True)
             continue
         with tempfile.TemporaryDirectory(prefix="fastrun-doc-") as workdir:
             problem = (run_block if block.kind == "runnable" else compile_block)(block, args, workdir)
