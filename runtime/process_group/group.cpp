@@ -66,7 +66,7 @@ Group::Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, Cp
 Group::~Group() = default;
 
 WorkHandle Group::forward(OpDesc op, Issue issue) {
-  op.seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  op.seq = (op.point_to_point ? p2p_seq_ : seq_).fetch_add(1, std::memory_order_relaxed) + 1;
   const std::uint64_t slot = flight_->begin(op);
   WorkHandle work;
   try {

@@ -85,7 +85,7 @@ TEST_CASE("flight record: a rank whose monitor is gone is named as not answering
   CHECK_THAT(text, Catch::Contains("rank 1: no answer within 1.5 s"));
 }
 
-TEST_CASE("FASTRUN_NO_SYNC is read once; guards are seen by every thread", "[group][no_sync]") {
+TEST_CASE("FASTRUN_NO_SYNC is read once, and guards are seen by every thread", "[group][no_sync]") {
   const int before = no_sync_level();  // the environment's level, parsed now at the latest
   {
     test::ScopedEnv env("FASTRUN_NO_SYNC", before == 2 ? "1" : "2");
