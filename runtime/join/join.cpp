@@ -19,6 +19,7 @@
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/memory_store.h"
+#include "fastrun/runtime/store/prefix_store.h"
 
 namespace fastrun {
 namespace {
@@ -64,6 +65,20 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
     } else if (layout.host_store) {
       c.hosted_ = host_store(layout.store_address, so);
       c.store_ = c.hosted_->connect();
+    } else if (!layout.store_prefix.empty()) {
+      try {
+        c.store_ = std::make_shared<PrefixStore>(layout.store_prefix, connect_store(layout.store_address, so));
+      } catch (const StoreError& e) {
+        if (layout.fallback_store.empty()) throw;
+        // Every rank of the node sees the same server, so all of them take this branch.
+        log::warn("{}; the job is on one node: using {} (hosted by rank 0) instead", e.what(), layout.fallback_store);
+        if (c.rank_ == 0) {
+          c.hosted_ = host_store(layout.fallback_store, so);
+          c.store_ = c.hosted_->connect();
+        } else {
+          c.store_ = connect_store(layout.fallback_store, so);
+        }
+      }
     } else {
       c.store_ = connect_store(layout.store_address, so);
     }

@@ -22,6 +22,7 @@ void AsyncWork::complete() {
     std::lock_guard lock(mutex_);
     if (done_) return;  // failed from outside already (GroupRuntime::in_flight_failer)
     done_ = true;
+    error_ = outside_error_;  // the first outcome stands
   }
   cv_.notify_all();
 }
@@ -32,6 +33,7 @@ void AsyncWork::complete(const std::function<void()>& write_back) {
     if (done_) return;  // failed from outside already: the caller's memory is no longer ours
     if (!abandoned_) write_back();
     done_ = true;
+    error_ = outside_error_;  // the first outcome stands
   }
   cv_.notify_all();
 }
@@ -44,9 +46,28 @@ void AsyncWork::fail(std::exception_ptr error) {
     // A waiter may now return and free its buffers: the comm thread must leave them alone, as
     // after a wait that gave up (touch_caller_memory and complete(write_back) check this).
     abandoned_ = true;
-    error_ = std::move(error);
+    error_ = outside_error_ ? outside_error_ : std::move(error);
   }
   cv_.notify_all();
+}
+
+void AsyncWork::fail_from_outside(std::exception_ptr error) {
+  if (release_grace_ <= Duration::zero()) return fail(std::move(error));
+  std::string reason;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    reason = e.what();
+  } catch (...) {
+    reason = what_ + ": failed";
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (done_ || outside_error_) return;
+    outside_error_ = std::move(error);
+    outside_reason_ = std::move(reason);
+  }
+  cv_.notify_all();  // a waiter gives up on the op (give_up), which waits for it to let go
 }
 
 bool AsyncWork::touch_caller_memory(const std::function<void()>& touch) {
@@ -81,6 +102,7 @@ void AsyncWork::wait(Duration timeout) {
   const Duration slice = FailureWatch::kPollInterval / 2;
   std::unique_lock lock(mutex_);
   while (!done_) {
+    if (outside_error_) give_up(lock, outside_error_, outside_reason_);
     const auto now = clock::now();
     if (now >= deadline) {
       const std::string reason =

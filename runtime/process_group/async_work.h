@@ -53,6 +53,11 @@ class AsyncWork final : public Work {
   // to a wait() giving up: if one already did, the write-back is skipped.
   void complete(const std::function<void()>& write_back);
   void fail(std::exception_ptr error);
+  // Fails the op from outside the thread that runs it (GroupRuntime::in_flight_failer); the
+  // first outcome stands. An op that may be working on the caller's buffers (release_grace > 0)
+  // is then treated like a wait that gave up: a wait returns `error` once the op let go of them
+  // (at most release_grace); any other op's waits return it at once.
+  void fail_from_outside(std::exception_ptr error);
   // Runs `touch` unless a wait() gave up on this op; false when skipped.
   bool touch_caller_memory(const std::function<void()>& touch);
 
@@ -72,6 +77,8 @@ class AsyncWork final : public Work {
   bool done_ = false;
   bool abandoned_ = false;  // a wait() gave up: the caller's buffers are no longer ours
   std::exception_ptr error_;
+  std::exception_ptr outside_error_;  // fail_from_outside on an op that holds the caller's buffers
+  std::string outside_reason_;        // its text, for on_abort
 };
 
 }  // namespace fastrun

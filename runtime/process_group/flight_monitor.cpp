@@ -52,9 +52,7 @@ std::string FlightMonitor::dump() const {
   std::lock_guard lock(mutex_);  // recorders unregister under this lock before they go away
   std::string out;
   for (const FlightRecorder* r : recorders_) {
-    const auto entries = r->entries();
-    const std::int64_t last = entries.empty() ? 0 : entries.back().op.seq;
-    out += fmt::format("{}\t{}\t{}\t{}\n", r->name(), last, r->busy() ? 1 : 0, r->state_line());
+    out += fmt::format("{}\t{}\t{}\t{}\n", r->name(), r->last_collective_seq(), r->busy() ? 1 : 0, r->state_line());
   }
   return out;
 }

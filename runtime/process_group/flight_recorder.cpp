@@ -116,6 +116,15 @@ std::vector<FlightEntry> FlightRecorder::entries() const {
   return out;
 }
 
+std::int64_t FlightRecorder::last_collective_seq() const {
+  std::lock_guard lock(mutex_);
+  for (std::uint64_t s = next_slot_; s > next_slot_ - ring_.size(); --s) {
+    const FlightEntry& e = ring_[(s - 1) % kCapacity];
+    if (!e.op.point_to_point) return e.op.seq;
+  }
+  return 0;
+}
+
 bool FlightRecorder::busy() const {
   const auto all = entries();
   return !all.empty() && all.back().state == FlightEntry::State::issued;

@@ -63,6 +63,8 @@ class FlightRecorder {
   // One line on this group's state now: "in op #12 all_reduce(float32 x 4, sum) for 2.1 s",
   // "last op #11 barrier() completed 0.3 s ago", "no op yet".
   std::string state_line() const;
+  // The number of the last collective begun (0: none yet).
+  std::int64_t last_collective_seq() const;
   // True while an op of this group is issued and not complete.
   bool busy() const;
   const std::string& name() const { return name_; }

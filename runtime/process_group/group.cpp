@@ -67,10 +67,7 @@ Group::Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, Cp
 Group::~Group() = default;
 
 WorkHandle Group::forward(OpDesc op, Issue issue) {
-  // Point-to-point ops involve only some ranks: they carry the number of the last collective and
-  // do not advance it, so that every rank's op #k stays the same collective.
-  op.seq = op.point_to_point ? seq_.load(std::memory_order_relaxed)
-                             : seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  op.seq = (op.point_to_point ? p2p_seq_ : seq_).fetch_add(1, std::memory_order_relaxed) + 1;
   const std::uint64_t slot = flight_->begin(op);
   WorkHandle work;
   try {
@@ -172,9 +169,7 @@ WorkHandle Group::send(BufferView buffer, int peer, const SendOptions& options) 
     check_peer(where("send"), peer, options.tag, rank(), size());
     return completed_work();
   }
-  OpDesc d = op_desc("send", buffer).with_root(peer);
-  d.point_to_point = true;
-  return forward(std::move(d), [&](ProcessGroup& pg) { return pg.send(buffer, peer, options); });
+  return forward(op_desc("send", buffer).with_peer(peer), [&](ProcessGroup& pg) { return pg.send(buffer, peer, options); });
 }
 
 WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) {
@@ -182,9 +177,7 @@ WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) 
     check_peer(where("recv"), peer, options.tag, rank(), size());
     return completed_work();
   }
-  OpDesc d = op_desc("recv", buffer).with_root(peer);
-  d.point_to_point = true;
-  return forward(std::move(d), [&](ProcessGroup& pg) { return pg.recv(buffer, peer, options); });
+  return forward(op_desc("recv", buffer).with_peer(peer), [&](ProcessGroup& pg) { return pg.recv(buffer, peer, options); });
 }
 
 WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {

@@ -120,7 +120,8 @@ class Group : public ProcessGroup {
   std::string name_;
   bool check_sequence_ = false;
   std::shared_ptr<FlightRecorder> flight_;  // shared with the handles of ops in flight
-  std::atomic<std::int64_t> seq_{0};
+  std::atomic<std::int64_t> seq_{0};      // collectives: equal on every member
+  std::atomic<std::int64_t> p2p_seq_{0};  // send/recv: this rank's own count
   std::once_flag cpu_once_;
   std::shared_ptr<Group> cpu_group_;
 };

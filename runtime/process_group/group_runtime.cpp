@@ -96,6 +96,7 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
   }
 
   if (!thread_) thread_ = std::make_unique<CommThread>(thread_name_);
+  const bool staged = !buffers.empty() && bytes <= s.config.stage_up_to_bytes;
   std::weak_ptr<Shared> weak = shared_;
   auto work = std::make_shared<AsyncWork>(
       fmt::format("{}: {}", health_->label(), ctx.what), ctx.timeout + s.config.wait_margin,
@@ -107,21 +108,21 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
           if (shared->hooks.cancel) shared->hooks.cancel();
         }
       },
-      s.config.release_grace);
+      staged ? Duration::zero() : s.config.release_grace);
   {
     std::lock_guard lock(s.in_flight_mutex);
     std::erase_if(s.in_flight, [](const auto& w) { return w.expired(); });
     s.in_flight.push_back(work);
   }
   s.pending.fetch_add(1, std::memory_order_relaxed);
-  thread_->post([shared = shared_, work, ctx = std::move(ctx), buffers = std::move(buffers),
+  thread_->post([shared = shared_, work, staged, ctx = std::move(ctx), buffers = std::move(buffers),
                  body = std::move(body)]() mutable {
     Shared& s = *shared;
     std::exception_ptr error;
     std::function<void()> write_back;
     if (s.health->failed()) {
       error = std::make_exception_ptr(s.health->unusable(ctx.what));
-    } else if (!s.config.stage_buffers) {
+    } else if (!staged) {
       for (const auto& b : buffers) ctx.buffers.push_back(b.view);
     } else {
       // Copy in what the op reads; a wait that already gave up leaves the caller's memory alone.
@@ -165,7 +166,7 @@ std::function<void(std::exception_ptr)> GroupRuntime::in_flight_failer() const {
       works = shared->in_flight;
     }
     for (auto& w : works)
-      if (auto work = w.lock()) work->fail(error);
+      if (auto work = w.lock()) work->fail_from_outside(error);
   };
 }
 

@@ -13,11 +13,12 @@
 //     CommThread for large ones (config.async_from_bytes), never reordering ops: an op issued
 //     while earlier ones are still queued goes to the thread too; it returns a Work
 //     (CompletedWork inline, AsyncWork on the thread) that carries the op's error;
-//   - the caller's memory contract (async_work.h): with config.stage_buffers (a backend whose ops
-//     cannot be cancelled) an op on the thread works on op-owned copies of the caller's buffers,
-//     copied in and written back under the Work's lock and never after a wait() gave up;
-//     otherwise a wait that gives up cancels the op (Hooks::cancel) and waits up to
-//     config.release_grace for the thread to leave the caller's buffers.
+//   - the caller's memory contract (async_work.h): an op on the thread of at most
+//     config.stage_up_to_bytes (a backend whose ops cannot be cancelled: gloo's small ops) works
+//     on op-owned copies of the caller's buffers, copied in and written back under the Work's
+//     lock and never after a wait() gave up, so that wait returns at once; any other op works on
+//     the caller's buffers, and a wait that gives up cancels it (Hooks::cancel) and waits up to
+//     config.release_grace for the thread to leave them.
 // What a backend provides: its algorithms as op bodies, and Hooks: how an error of its transport
 // becomes fastrun's (translate), what to do when an op failed (op_failed) or a waiter gave up
 // (cancel).
@@ -47,7 +48,10 @@ struct RuntimeConfig {
   // Ops of this many bytes or more run on the comm thread; 0: every op; kNever: none (no thread).
   static constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
   std::size_t async_from_bytes = 0;
-  bool stage_buffers = false;      // ops on the thread work on op-owned copies (see above)
+  // Ops on the thread of at most this many bytes work on op-owned copies (see above); 0: none.
+  // Copies cost two passes over the buffers on the comm thread, so large ops of gloo rather
+  // wait for the thread to let go (its op ends at its own gloo timeout at the latest).
+  std::size_t stage_up_to_bytes = 0;
   bool watch_peers = false;        // read the peers' PeerInfo (GroupHealth::dead_peers)
   // AsyncWork::wait also polls the job's failure key (false when the transport's own waits do it
   // and name the peer better: shm's channel).
@@ -100,12 +104,11 @@ class GroupRuntime {
   // The next op number (backends that run ops their own way: nccl).
   std::uint64_t next_seq() { return ++seq_; }
 
-  // Fails every op still queued or running on the comm thread with `error` at once (their waits
-  // return it; the caller's memory is released as for a wait that gave up), for a transport that
-  // learns of a failure outside any op (gloo's transport threads). Safe to call from any thread,
-  // also after the runtime is gone (then it does nothing). For config.stage_buffers backends
-  // only: it neither cancels the op nor waits for it, so an op on the caller's own buffers could
-  // still be writing them when the wait returns.
+  // Fails every op still queued or running on the comm thread with `error`, for a transport that
+  // learns of a failure outside any op (gloo's transport threads): their waits return it at once
+  // for staged ops, and as a wait that gave up for ops on the caller's buffers (Hooks::cancel,
+  // then up to config.release_grace for the op to let go: AsyncWork::fail_from_outside). Safe to
+  // call from any thread, also after the runtime is gone (then it does nothing).
   std::function<void(std::exception_ptr error)> in_flight_failer() const;
 
   // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs

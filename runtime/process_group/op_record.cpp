@@ -31,7 +31,9 @@ std::string describe(const OpDesc& d) {
   return fmt::format("{}({})", d.op, args);
 }
 
-std::string describe_numbered(const OpDesc& d) { return fmt::format("op #{} {}", d.seq, describe(d)); }
+std::string describe_numbered(const OpDesc& d) {
+  return fmt::format("{}op #{} {}", d.point_to_point ? "p2p " : "", d.seq, describe(d));
+}
 
 // Layout: [0] seq, [1] count (-1: no buffer), [2] dtype, [3] root, [4] reduce, [5..7] the name.
 static_assert(Fingerprint::kNameBytes == 3 * sizeof(std::int64_t));

@@ -13,7 +13,7 @@ namespace fastrun {
 
 struct OpDesc {
   std::string op;           // "all_reduce", "broadcast", ...
-  std::int64_t seq = 0;     // 1, 2, ... per group, counting only ops that communicate
+  std::int64_t seq = 0;     // 1, 2, ... per group, counting only ops that communicate (p2p apart)
   bool has_buffer = false;  // false for barrier
   DType dtype = DType::float32;
   std::int64_t count = 0;   // elements of the input buffer
@@ -22,6 +22,9 @@ struct OpDesc {
   bool point_to_point = false;  // send/recv: not a collective, never compared across ranks
 
   OpDesc& with_root(int r) { root = r; return *this; }
+  // send/recv: numbered apart from the collectives (only two ranks take part, so the group's
+  // collective numbers stay equal on every rank) and never compared across ranks.
+  OpDesc& with_peer(int p) { root = p; point_to_point = true; return *this; }
   OpDesc& with_reduce(ReduceOp r) { reduce = static_cast<int>(r); return *this; }
 };
 
@@ -30,7 +33,7 @@ OpDesc op_desc(const char* op);                            // an op without one 
 
 // "all_reduce(float32 x 1024, sum)", "broadcast(float32 x 1024, root 0)", "barrier()".
 std::string describe(const OpDesc& d);
-// The same with its number: "op #12 all_reduce(float32 x 1024, sum)".
+// The same with its number: "op #12 all_reduce(float32 x 1024, sum)"; "p2p op #3 send(...)".
 std::string describe_numbered(const OpDesc& d);
 
 // A fixed-size image of an OpDesc that ranks exchange with one small all_gather (int64 words,

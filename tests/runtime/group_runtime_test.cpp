@@ -33,11 +33,12 @@ GroupSpec spec_of(std::shared_ptr<Store> failure_store = nullptr) {
   return spec;
 }
 
-RuntimeConfig config_of(std::size_t async_from_bytes, bool stage = false) {
+RuntimeConfig config_of(std::size_t async_from_bytes, bool stage = false, Duration release_grace = {}) {
   RuntimeConfig c;
   c.backend = "test";
   c.async_from_bytes = async_from_bytes;
-  c.stage_buffers = stage;
+  c.stage_up_to_bytes = stage ? 1024 : 0;
+  c.release_grace = release_grace;
   return c;
 }
 
@@ -146,6 +147,29 @@ TEST_CASE("group runtime: staged ops copy in and write back, and never after a w
   }
 }
 
+TEST_CASE("group runtime: an op on the caller's buffer holds a wait that gave up until it let go", "[runtime][group_runtime]") {
+  Gate gate;
+  std::atomic<bool> ran{false};
+  GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true, 10s));  // stages up to 1 KiB: this op is larger
+  std::vector<float> v(1024, 1.0f);
+  auto w = rt.run("all_reduce", v.size() * sizeof(float), {{view_of(v.data(), v.size()), OpBuffer::read_write}},
+                  [&](const OpContext& op) {
+                    CHECK(op.buffer(0).data == v.data());  // not staged
+                    gate.wait();
+                    static_cast<float*>(op.buffer(0).data)[0] = 2.0f;
+                    ran = true;
+                  });
+  std::thread opener([&] {
+    std::this_thread::sleep_for(300ms);
+    gate.open = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(w->wait(50ms), TimeoutError);
+  CHECK(ran.load());  // the wait returned only after the op let go of `v`
+  CHECK(std::chrono::steady_clock::now() - start >= 250ms);
+  opener.join();
+}
+
 TEST_CASE("group runtime: in_flight_failer fails running and queued ops at once, and the caller's buffer stays alone",
           "[runtime][group_runtime]") {
   std::function<void(std::exception_ptr)> failer;
@@ -174,4 +198,30 @@ TEST_CASE("group runtime: in_flight_failer fails running and queued ops at once,
   }  // joins the comm thread: the running op has finished and written nothing back
   CHECK(kept == std::vector<float>{1, 2, 3});
   failer(std::make_exception_ptr(BackendError("late")));  // the runtime is gone: does nothing
+}
+
+TEST_CASE("group runtime: in_flight_failer on an op on the caller's buffer returns its error once the op let go",
+          "[runtime][group_runtime]") {
+  Gate gate;
+  std::atomic<bool> ran{false};
+  GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true, 10s));  // stages up to 1 KiB: this op is larger
+  std::vector<float> v(1024, 1.0f);
+  auto w = rt.run("all_reduce", v.size() * sizeof(float), {{view_of(v.data(), v.size()), OpBuffer::read_write}},
+                  [&](const OpContext& op) {
+                    gate.wait();
+                    static_cast<float*>(op.buffer(0).data)[0] = 2.0f;  // the caller's buffer
+                    ran = true;
+                  });
+  std::thread opener([&] {
+    std::this_thread::sleep_for(300ms);
+    gate.open = true;
+  });
+  rt.in_flight_failer()(std::make_exception_ptr(BackendError("transport broke")));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(w->wait(), Catch::Contains("transport broke"));
+  CHECK(ran.load());  // the wait returned only after the op let go of `v`
+  CHECK(std::chrono::steady_clock::now() - start >= 250ms);
+  CHECK(rt.health().failed());  // as after a wait that gave up
+  CHECK_THROWS_WITH(w->wait(), Catch::Contains("transport broke"));  // the first outcome stands
+  opener.join();
 }

@@ -21,6 +21,7 @@ TEST_CASE("ops describe themselves the way messages name them", "[group][debug]"
   CHECK(describe(op_desc("broadcast", kF32).with_root(0)) == "broadcast(float32 x 1024, root 0)");
   CHECK(describe(op_desc("barrier")) == "barrier()");
   CHECK(describe_numbered(numbered(op_desc("all_gather", kF32), 12)) == "op #12 all_gather(float32 x 1024)");
+  CHECK(describe_numbered(numbered(op_desc("send", kF32).with_peer(2), 3)) == "p2p op #3 send(float32 x 1024, peer 2)");
 }
 
 TEST_CASE("a fingerprint keeps everything the ranks compare", "[group][debug]") {

@@ -9,8 +9,9 @@
 // handles are the group runtime's (process_group/group_runtime.h).
 // Threading: every collective goes to the group's comm thread (FIFO, the issue order) and
 // returns an AsyncWork at once; the caller's buffers must stay alive until wait() returns. A
-// gloo op cannot be cancelled, so it runs on op-owned copies of the buffers (copied in and back
-// on the comm thread, never after a wait() gave up: a timed-out op leaves the caller's memory).
+// gloo op cannot be cancelled, so a small one runs on op-owned copies of the buffers (copied in
+// and back on the comm thread, never after a wait() gave up), and a wait that gives up on a
+// larger one returns only when the op has let go of the buffers (gloo_runtime_config).
 // reduce_scatter: Gloo has no function-style reduce-scatter, so it is an allreduce of a copy of
 // the input followed by a copy of this rank's block (2x the optimal traffic; documented).
 // avg: sum, then divide by the group size (integer division for int32/int64).
