@@ -203,20 +203,24 @@ TEST_CASE("group runtime: in_flight_failer fails running and queued ops at once,
 TEST_CASE("group runtime: in_flight_failer on an op on the caller's buffer returns its error once the op let go",
           "[runtime][group_runtime]") {
   Gate gate;
-  std::atomic<bool> ran{false};
+  std::atomic<bool> started{false}, ran{false};
   GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true, 10s));  // stages up to 1 KiB: this op is larger
   std::vector<float> v(1024, 1.0f);
   auto w = rt.run("all_reduce", v.size() * sizeof(float), {{view_of(v.data(), v.size()), OpBuffer::read_write}},
                   [&](const OpContext& op) {
+                    started = true;
                     gate.wait();
                     static_cast<float*>(op.buffer(0).data)[0] = 2.0f;  // the caller's buffer
                     ran = true;
                   });
+  // Once the op runs (one still queued fails without touching the buffer, as the group failed).
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!started.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  rt.in_flight_failer()(std::make_exception_ptr(BackendError("transport broke")));
   std::thread opener([&] {
     std::this_thread::sleep_for(300ms);
     gate.open = true;
   });
-  rt.in_flight_failer()(std::make_exception_ptr(BackendError("transport broke")));
   const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(w->wait(), Catch::Contains("transport broke"));
   CHECK(ran.load());  // the wait returned only after the op let go of `v`
