@@ -70,6 +70,9 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
         2,
         [&c](int rank) {
           auto ctx = join({"gloo"});
+          // Freed when the rank returns, right after the failed op: the group runtime's contract
+          // (process_group/group_runtime.h) is that a small gloo op works on op-owned copies, so a
+          // Work that failed never leaves Gloo writing these (TSan runs this case).
           std::vector<float> f(400, 1.0f);
           std::vector<double> d(400, 1.0);
           std::string outcome = "completed";
@@ -84,17 +87,19 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
         options);
     REQUIRE(results.size() == 2);
     INFO(test::describe(results));
-    int errors = 0;
+    // Each error either says the ranks disagree, or (a rank that learned it later) that the
+    // peer, which exited on its own error, died.
+    int explained = 0;
     for (const auto& r : results) {
       CHECK(r.signal == 0);
       CHECK(!r.timed_out);
-      if (r.exit_code != 0) {
-        ++errors;
-        CHECK(r.message.find("different collective") != std::string::npos);
-      }
+      if (r.exit_code == 0) continue;
+      const bool disagree = r.message.find("different collective") != std::string::npos;
+      explained += disagree;
+      CHECK((disagree || r.message.find("died") != std::string::npos));
     }
     // A send smaller than its recv goes unnoticed by Gloo (documented); everything else fails
-    // at least the rank that noticed.
-    if (std::string(c.name) != "recv size") CHECK(errors >= 1);
+    // at least one rank with an error that says the ranks disagree.
+    if (std::string(c.name) != "recv size") CHECK(explained >= 1);
   }
 }
