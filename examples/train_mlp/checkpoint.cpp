@@ -1,8 +1,5 @@
 #include "checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,6 +7,8 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "fastrun/runtime/os/atomic_file.h"
 
 namespace train_mlp {
 namespace {
@@ -20,55 +19,17 @@ constexpr const char* kMagic = "fastrun-train-mlp-checkpoint 1";
   throw std::runtime_error(fmt::format("{}: {} (errno {})", what, std::strerror(errno), errno));
 }
 
-// Owns a file descriptor.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-void write_all(int fd, const char* p, std::size_t n, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) fail("writing " + path);
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
-std::string dir_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 void write_checkpoint_atomic(const std::string& path, const Checkpoint& c) {
   std::string header = fmt::format("{}\nepoch {}\nglobal_step {}\nseed {}\nlayout {} {} {}\nsampler {}\nfloats {}\n", kMagic,
                                    c.epoch, c.global_step, c.seed, c.dim, c.hidden, c.classes, c.sampler_state,
                                    c.values.size());
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    Fd f;
-    f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (f.fd < 0) fail("creating " + tmp);
-    write_all(f.fd, header.data(), header.size(), tmp);
-    write_all(f.fd, reinterpret_cast<const char*>(c.values.data()), c.values.size() * sizeof(float), tmp);
-    write_all(f.fd, "\nend\n", 5, tmp);
-    if (::fsync(f.fd) != 0) fail("fsync of " + tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    fail("renaming " + tmp + " to " + path);
-  }
-  Fd dir;
-  dir.fd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir.fd >= 0) ::fsync(dir.fd);  // best effort: the rename is already visible
+  fastrun::os::AtomicFile f(path);  // temporary in the same directory, fsync, rename, fsync of the directory
+  f.write(header.data(), header.size());
+  f.write(c.values.data(), c.values.size() * sizeof(float));
+  f.write("\nend\n", 5);
+  f.commit();
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

@@ -11,9 +11,9 @@
 //   <2372 little-endian float32 values>
 //   end
 //
-// Written atomically by rank 0: a temporary file in the same directory, fsync, rename over the
-// target, fsync of the directory. A reader therefore sees the old checkpoint or the new one,
-// never a torn one, even if the job is SIGKILLed mid-write.
+// Written atomically by rank 0 (fastrun::os::AtomicFile: an unnamed temporary in the same
+// directory, fsync, rename over the target, fsync of the directory). A reader therefore sees the
+// old checkpoint or the new one, never a torn one, even if the job is SIGKILLed mid-write.
 #include <cstdint>
 #include <string>
 #include <vector>

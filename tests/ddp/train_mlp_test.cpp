@@ -15,24 +15,14 @@
 
 #include "checkpoint.h"
 #include "job_runner.h"
+#include "test_support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using fastrun::test::run_job;
+using fastrun::test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fastrun-train-test-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // Small and quick: 2048 samples, global batch 64 -> 32 steps per epoch, 2 epochs.
 std::vector<std::string> base_args(int nproc, const std::string& weights_out) {

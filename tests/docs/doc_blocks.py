@@ -7,10 +7,10 @@ Marking convention (the HTML comment is invisible on GitHub), on the line right 
     <!-- runnable exit=2 -->     ... must exit 2 (a documented usage error)
     <!-- compile -->             the ```cpp block below must compile against the build tree, and
                                  link when it has a main()
+    <!-- compile torch -->       the same, with LibTorch and fastrun::torch (docs/torch.md); shown
+                                 as "skip" when the build has no LibTorch component
     <!-- runnable needs=torch -->  ... only when the build has that optional part (--have torch:
                                  the LibTorch layer); else the block is listed as skipped
-    <!-- compile needs=torch -->   a C++ block compiled (and linked) with fastrun::torch and
-                                 LibTorch (--torch-include, --torch-link)
 
 A runnable block runs under `bash -e -o pipefail` in a fresh temporary directory, with the
 build's programs on PATH (fastrun, fastrun-bench, hello, hello_self_spawn, train_mlp, ...: the
@@ -43,13 +43,14 @@ import tempfile
 
 # Seconds per block: every marked block takes a few at most (the slowest, two benchmarks, ~7 s).
 BLOCK_TIMEOUT = int(os.environ.get("DOC_BLOCK_TIMEOUT", 60))
-MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(torch\s*)?(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*-->\s*$")
 FENCE_LANGS = {"runnable": ("sh", "bash"), "compile": ("cpp", "c++")}
 
 
 class Block:
     def __init__(self, path, line, kind, want_exit, text, needs=None):
         self.path, self.line, self.kind, self.want_exit, self.text = path, line, kind, want_exit, text
+        self.torch = False
         self.needs = needs
 
     def where(self):
@@ -66,7 +67,7 @@ def extract(path, rel):
         if not m:
             i += 1
             continue
-        kind, want_exit = m.group(1), int(m.group(2) or 0)
+        kind, want_exit = m.group(1), int(m.group(3) or 0)
         fence = lines[i + 1].strip() if i + 1 < len(lines) else ""
         lang = fence[3:].strip() if fence.startswith("```") else None
         if lang not in FENCE_LANGS[kind]:
@@ -79,7 +80,8 @@ def extract(path, rel):
         if end == len(lines):
             errors.append(f"{rel}:{i + 2}: the fence is never closed")
             break
-        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n", m.group(3)))
+        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n", m.group(4)))
+        blocks[-1].torch = kind == "compile" and m.group(2) is not None
         i = end + 1
     return blocks, errors
 
@@ -120,11 +122,11 @@ def compile_block(block, args, workdir):
     flags += [f"-I{d}" for d in dict.fromkeys(args.include) if d not in ("/usr/include", "/usr/local/include")]
     flags += [f"-D{d}" for d in dict.fromkeys(args.define)]
     links = args.link
-    if block.needs == "torch":  # LibTorch's headers as system headers (their warnings are not ours), ours as -I
-        dirs = [os.path.normpath(d) for d in args.torch_include if d]
-        flags += [f"-I{d}" for d in dict.fromkeys(dirs) if d not in ("/usr/include", "/usr/local/include")
+    if block.torch:  # LibTorch's headers as system headers (their warnings are not ours), ours as -I
+        system = [os.path.normpath(d) for d in args.torch_include if d]
+        flags += [f"-I{d}" for d in dict.fromkeys(system) if d not in ("/usr/include", "/usr/local/include")
                   and d not in args.include and "torch/csrc" not in d]  # fastrun/torch/...
-        flags += [f"-isystem{d}" for d in dict.fromkeys(dirs) if "torch/csrc" in d]  # LibTorch's own
+        flags += [f"-isystem{d}" for d in dict.fromkeys(system) if "torch/csrc" in d]  # LibTorch's own
         links = args.link + args.torch_link
     if re.search(r"\bint\s+main\s*\(", block.text):
         rpath = ":".join(sorted({os.path.dirname(lib) for lib in links}))
@@ -154,10 +156,11 @@ def main():
     parser.add_argument("--include", action="append", default=[])
     parser.add_argument("--define", action="append", default=[])
     parser.add_argument("--link", action="append", default=[])
-    parser.add_argument("--have", action="append", default=[], help="optional parts built (needs=NAME)")
-    # With --have torch: fastrun::torch's and LibTorch's headers and libraries, for compile blocks.
+    # The LibTorch component's and LibTorch's headers and libraries, for <!-- compile torch -->
+    # blocks; without --torch-link (a build without LibTorch) those blocks are skipped.
     parser.add_argument("--torch-include", action="append", default=[])
     parser.add_argument("--torch-link", action="append", default=[])
+    parser.add_argument("--have", action="append", default=[], help="optional parts built (needs=NAME)")
     parser.add_argument("files", nargs="*", help="Markdown files relative to --source (default: README.md, docs/*.md)")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
@@ -171,6 +174,9 @@ def main():
         blocks += found
         failures += errors
     for block in blocks:
+        if block.torch and not args.torch_link:
+            print(f"skip {block.where()} (compile torch: this build has no LibTorch component)", flush=True)
+            continue
         if block.needs and block.needs not in args.have:
             print(f"skip {block.where()} ({block.kind}, needs {block.needs}, not built)", flush=True)
             continue

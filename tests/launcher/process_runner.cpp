@@ -23,17 +23,6 @@ extern char** environ;
 
 namespace fastrun::test {
 
-TempDir::TempDir() {
-  std::string tmpl = "/tmp/fastrun-launcher-test-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 Process::Process(std::vector<std::string> argv, std::map<std::string, std::optional<std::string>> env,
                  const std::filesystem::path& io_dir) {
   static std::atomic<int> counter{0};

@@ -11,21 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "test_support/temp_dir.h"  // TempDir
+
 namespace fastrun::test {
-
-// A fresh directory under /tmp, removed with everything in it when destroyed.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 struct RunResult {
   int status = -1;    // raw wait status
