@@ -20,7 +20,9 @@ if(FASTRUN_WITH_CUDA)
 endif()
 message(STATUS "fastrun: CUDA ${FASTRUN_HAVE_CUDA}, NCCL ${FASTRUN_HAVE_NCCL}, sanitizer '${FASTRUN_SANITIZE}'")
 
-# LibTorch is optional too (Debian: libtorch-dev): the fastrun::torch component (torch/).
+# LibTorch is optional too (Debian: libtorch-dev): the fastrun::torch component (torch/) and the
+# c10d interop program (tests/c10d). Without it (or with FASTRUN_WITH_TORCH=OFF) everything else
+# builds and the cases that need it are skipped. fastrun's own c10d store client needs no LibTorch.
 set(FASTRUN_HAVE_TORCH OFF)
 if(FASTRUN_WITH_TORCH)
   find_package(Torch QUIET)

@@ -9,6 +9,9 @@ set(_fastrun_libraries fastrun_samplers fastrun_runtime fastrun_launcher)
 if(TARGET fastrun_nccl)
   list(APPEND _fastrun_libraries fastrun_nccl)
 endif()
+if(TARGET fastrun_torch)
+  list(APPEND _fastrun_libraries fastrun_torch)
+endif()
 set(_fastrun_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/fastrun)
 
 install(TARGETS ${_fastrun_libraries} fastrun_all
@@ -26,7 +29,10 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/fastrun/fastrun.h DESTINATION ${CMAK
 foreach(lib ${_fastrun_libraries})
   get_target_property(headers ${lib} FASTRUN_PUBLIC_HEADERS)
   foreach(header ${headers})
-    get_filename_component(dir ${header} DIRECTORY)
+    # A component with its own include/ folder (torch/include/fastrun/torch/ddp.h) installs
+    # what is under include/fastrun/ (fastrun/torch/ddp.h).
+    string(REGEX REPLACE "^[^/]+/include/fastrun/" "" installed ${header})
+    get_filename_component(dir ${installed} DIRECTORY)
     install(FILES ${PROJECT_SOURCE_DIR}/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fastrun/${dir})
   endforeach()
 endforeach()

@@ -180,15 +180,15 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   so.job = j->job;
   so.exec_path = "/proc/self/exe";
   so.argv.assign(argv, argv + argc);
-  so.first_rank = 1;
   so.failure_store = j->resources->store();
   so.janitor = j->resources->janitor();
-  so.base_env = launcher::current_environment();
+  launcher::SelfSpawn& self = so.self.emplace();
+  self.base_env = launcher::current_environment();
   launcher::apply_to_self(j->job, 0);
 
   // 3. Rank 0's own output through the relay when it must be filed or tagged.
   j->self_done = check_syscall(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");
-  so.self_done = j->self_done;
+  self.done = j->self_done;
   if (!j->job.log_dir.empty() || j->job.tag_output) {
     int out[2], err[2];
     check_syscall(::pipe2(out, O_CLOEXEC), "pipe2");
@@ -202,16 +202,16 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
     ::close(out[1]);
     ::close(err[1]);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a pipe now: keep it line-buffered like a terminal
-    so.self_out = out[0];
-    so.self_err = err[0];
-    so.terminal_out = j->saved_out;
-    so.terminal_err = j->saved_err;
+    self.out = out[0];
+    self.err = err[0];
+    self.terminal_out = j->saved_out;
+    self.terminal_err = j->saved_err;
   }
 
   // 4. Rank 0's stop signals go to the supervisor while there are children to stop.
   if (j->job.world_size > 1) {
     check_syscall(::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK), "pipe2");
-    so.self_signals = g_signal_pipe[0];
+    self.signals = g_signal_pipe[0];
     install_stop_handlers();
   }
 

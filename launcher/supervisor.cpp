@@ -63,8 +63,9 @@ class Loop {
  public:
   explicit Loop(SupervisorOptions& o)
       : o_(o),
-        relay_(RelayOptions{o.job.output, o.job.tag_output, o.job.log_dir, o.terminal_out, o.terminal_err,
-                            o.job.node.rank_offset}) {}
+        first_rank_(o.first_rank()),
+        relay_(RelayOptions{o.job.output, o.job.tag_output, o.job.log_dir, o.self ? o.self->terminal_out : 1,
+                            o.self ? o.self->terminal_err : 2, o.job.node.rank_offset}) {}
 
   JobResult run() {
     epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
@@ -75,29 +76,16 @@ class Loop {
       if (!sigfd_) throw_errno("signalfd", errno);
       watch(sigfd_.get(), tag(kSignal, 0));
     }
-    if (o_.self_signals >= 0) watch(o_.self_signals, tag(kSelfSignal, 0));
     if (o_.nodes) watch(o_.nodes->fd(), tag(kRemote, 0));
     devnull_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     adopting_ = o_.handle_signals && o_.adopt_orphans && become_subreaper();
     const int world = o_.job.world_size;
     ranks_.resize(static_cast<std::size_t>(world));
-    for (int r = o_.first_rank; r < world; ++r) relay_.add_rank(r);  // log files before any rank runs
-    if (o_.self_out >= 0) {
-      // Rank 0 is this process; its output comes through pipes like the others'.
-      relay_.add_rank(0);
-      Rank& self = ranks_[0];
-      self.out.reset(o_.self_out);
-      self.err.reset(o_.self_err);
-      ::fcntl(self.out.get(), F_SETFL, O_NONBLOCK);
-      ::fcntl(self.err.get(), F_SETFL, O_NONBLOCK);
-      watch(self.out.get(), tag(kOut, 0));
-      watch(self.err.get(), tag(kErr, 0));
-      self_open_ = true;
-    }
-    if (o_.self_done >= 0) watch(o_.self_done, tag(kSelfDone, 0));
-    const std::vector<std::string> base_env = o_.base_env.empty() ? current_environment() : o_.base_env;
+    for (int r = first_rank_; r < world; ++r) relay_.add_rank(r);  // log files before any rank runs
+    if (o_.self) watch_self(*o_.self);
+    const std::vector<std::string> base_env = o_.self ? o_.self->base_env : current_environment();
     user_nofile_ = raise_fd_limit_for(world);
-    for (int r = o_.first_rank; r < world && !stopping_; ++r) {
+    for (int r = first_rank_; r < world && !stopping_; ++r) {
       try {
         start(r, base_env);
       } catch (const std::exception& e) {
@@ -111,7 +99,7 @@ class Loop {
     }
     // Until every child is reaped, and, while no child failed, until rank 0 is done with its output.
     while (live_ > 0 || (self_open_ && !stopping_)) wait_once();
-    if (o_.self_signals >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self_signals, nullptr);
+    if (o_.self && o_.self->signals >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self->signals, nullptr);
     if (!o_.job.keep_background) stop_what_ranks_left();
     if (self_open_) {
       // The job failed while rank 0 still runs, and the caller is about to end this process. Take
@@ -128,6 +116,24 @@ class Loop {
     ev.events = EPOLLIN;
     ev.data.u64 = t;
     check_syscall(::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev), "epoll_ctl");
+  }
+
+  // Rank 0 is this process (launch_self): its exit, its stop signals and, when relayed, its
+  // output come through the fds of SelfSpawn.
+  void watch_self(const SelfSpawn& self) {
+    if (self.signals >= 0) watch(self.signals, tag(kSelfSignal, 0));
+    if (self.out >= 0) {
+      relay_.add_rank(0);
+      Rank& rk = ranks_[0];
+      rk.out.reset(self.out);
+      rk.err.reset(self.err);
+      ::fcntl(rk.out.get(), F_SETFL, O_NONBLOCK);
+      ::fcntl(rk.err.get(), F_SETFL, O_NONBLOCK);
+      watch(rk.out.get(), tag(kOut, 0));
+      watch(rk.err.get(), tag(kErr, 0));
+      self_open_ = true;
+    }
+    watch(self.done, tag(kSelfDone, 0));
   }
 
   void start(int r, const std::vector<std::string>& base_env) {
@@ -226,8 +232,8 @@ class Loop {
   // Rank 0 (this process) is exiting normally with the status it wrote (+1).
   void on_self_done() {
     std::uint64_t value = 0;
-    if (::read(o_.self_done, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self_done, nullptr);
+    if (::read(o_.self->done, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, o_.self->done, nullptr);
     if (self_open_) {
       read_stream(0, Stream::out, true);
       read_stream(0, Stream::err, true);
@@ -311,6 +317,18 @@ class Loop {
     }
   }
 
+  // The job's failure record (kFailureKey), "" when none or unreadable.
+  std::string recorded_failure() const {
+    if (!o_.failure_store) return {};
+    try {
+      if (o_.failure_store->check({kFailureKey}))
+        return to_string(o_.failure_store->get(kFailureKey, std::chrono::seconds(1)));
+    } catch (const std::exception& e) {
+      log::warn("could not read {} in the job's store: {}", kFailureKey, e.what());
+    }
+    return {};
+  }
+
   // Global rank of local rank r, and " on node K (host H)" in a multi-node job.
   int global(int r) const { return o_.job.node.rank_offset + r; }
   std::string where() const {
@@ -385,7 +403,7 @@ class Loop {
     Leftovers scope;
     scope.adopted = adopting_;
     scope.spare = o_.janitor ? o_.janitor->pid() : -1;
-    for (int r = o_.first_rank; r < o_.job.world_size; ++r) {
+    for (int r = first_rank_; r < o_.job.world_size; ++r) {
       const Rank& rk = ranks_[static_cast<std::size_t>(r)];
       if (rk.pid > 0 && !rk.alive) scope.groups.push_back(rk.pid);
     }
@@ -394,7 +412,7 @@ class Loop {
 
   void on_self_signal() {
     unsigned char sig = 0;
-    while (::read(o_.self_signals, &sig, 1) == 1) stop_or_forward(sig);
+    while (::read(o_.self->signals, &sig, 1) == 1) stop_or_forward(sig);
   }
 
   void stop_or_forward(int sig) {
@@ -427,8 +445,8 @@ class Loop {
       result.stop_signal = launcher_signal_;
       const std::string why = launcher_signal_ == SIGPIPE ? std::string("the output was closed (SIGPIPE)")
                                                            : "got " + signal_name(launcher_signal_);
-      text += fmt::format("fastrun: {}; stopped {} rank{}\n", why, world - o_.first_rank,
-                          world - o_.first_rank == 1 ? "" : "s");
+      text += fmt::format("fastrun: {}; stopped {} rank{}\n", why, world - first_rank_,
+                          world - first_rank_ == 1 ? "" : "s");
     } else if (first_failure_) {
       const Rank& rk = ranks_[static_cast<std::size_t>(*first_failure_)];
       result.exit_code = status_exit_code(rk.status);
@@ -437,6 +455,11 @@ class Loop {
       if (WIFSIGNALED(rk.status) && WTERMSIG(rk.status) == SIGKILL) hint = " (out of memory? the OOM killer sends SIGKILL)";
       text += fmt::format("fastrun: rank {} (pid {}){} {}{}; stopped the other ranks\n", global(rk.rank), rk.pid,
                           where(), describe_status(rk.status), hint);
+      // A rank's own account of the failure (e.g. an op timeout naming the rank that did not
+      // arrive) when one was recorded before the launcher's generic one.
+      const std::string recorded = recorded_failure();
+      if (!recorded.empty() && recorded != fmt::format("rank {}: {}", global(rk.rank), describe_status(rk.status)))
+        text += fmt::format("fastrun: the job's first recorded failure: {}\n", recorded);
       const std::string dir = relay_.rank_log_dir(rk.rank);
       text += dir.empty() ? std::string("fastrun: its output was not filed (use --log-dir DIR to keep it)\n")
                           : fmt::format("fastrun: logs: {}/stdout.log, {}/stderr.log\n", dir, dir);
@@ -454,7 +477,7 @@ class Loop {
       result.exit_code = remote_->exit_code;
       result.stop_signal = 0;
       text = fmt::format("fastrun: the job failed on node {}: {}; stopped this node's {} rank{}\n", remote_->node,
-                         remote_->why, world - o_.first_rank, world - o_.first_rank == 1 ? "" : "s") +
+                         remote_->why, world - first_rank_, world - first_rank_ == 1 ? "" : "s") +
              text;
     }
     if (first_failure_) {
@@ -475,11 +498,12 @@ class Loop {
     if (stopped_leftovers_) {
       text += "fastrun: stopped the processes the ranks left running (--keep-background keeps them)\n";
     }
-    if (!text.empty()) os::write_all(o_.terminal_err, text.data(), text.size());
+    if (!text.empty()) os::write_all(o_.self ? o_.self->terminal_err : 2, text.data(), text.size());
     return result;
   }
 
   SupervisorOptions& o_;
+  const int first_rank_;  // 1 when rank 0 is this process (launch_self), else 0
   OutputRelay relay_;
   os::UniqueFd epoll_, sigfd_, devnull_;
   std::vector<Rank> ranks_;

@@ -22,11 +22,32 @@
 
 namespace fastrun::launcher {
 
+// The in-process spawn (self_launch.h): rank 0 is the calling process, so the supervisor starts
+// only ranks 1.. and learns about rank 0 through these fds instead of a pidfd and pipes of its
+// own. Only launch_self fills this in; the CLI's event loop never sees any of it.
+struct SelfSpawn {
+  // An eventfd rank 0 writes (its exit status + 1) when it exits normally. A non-zero status is
+  // rank 0's failure: the other ranks are stopped as for any failing rank.
+  int done = -1;
+  // With rank 0's own output relayed (--log-dir or --tag-output): the read ends of rank 0's
+  // stdout/stderr pipes (owned by the supervisor from then on); rank 0 puts its own fds back
+  // before writing `done`, and its pipes are then drained and closed. -1: not relayed.
+  int out = -1;
+  int err = -1;
+  // Read end of the pipe rank 0's SIGINT/SIGTERM/SIGHUP handler writes the signal number to (one
+  // byte); treated like a signal to the CLI launcher. -1: a world of one has nothing to stop.
+  int signals = -1;
+  // Where the relay writes: the terminal fds rank 0 saved before pointing 1 and 2 at the pipes.
+  int terminal_out = 1;
+  int terminal_err = 2;
+  // The environment the children's is built from: a copy taken before rank 0 changed its own.
+  std::vector<std::string> base_env;
+};
+
 struct SupervisorOptions {
   JobConfig job;
   std::string exec_path;           // resolved PROGRAM, or "/proc/self/exe"
   std::vector<std::string> argv;   // every rank's argv, argv[0] included
-  int first_rank = 0;              // 1 in the in-process spawn (rank 0 is the caller)
   bool handle_signals = false;     // CLI: the caller blocked kHandledSignals in every thread
   // CLI: become a child subreaper, so that what the ranks leave running is found and stopped
   // when the job ends (leftovers.h), and reap such orphans (SIGCHLD) while it runs.
@@ -35,23 +56,13 @@ struct SupervisorOptions {
   int rank0_stdin = -1;            // stdin of rank 0 (-1: /dev/null); other ranks get /dev/null
   Store* failure_store = nullptr;  // where the failure key is set (may be null)
   Janitor* janitor = nullptr;      // told each rank's pid (may be null; janitor.h)
-  int terminal_out = 1;
-  int terminal_err = 2;
-  std::vector<std::string> base_env;  // environment the children's is built from; empty = environ
-  // In-process spawn: an eventfd rank 0 writes (its exit status + 1) when it exits normally. A
-  // non-zero status is rank 0's failure: the other ranks are stopped as for any failing rank.
-  int self_done = -1;
-  // In-process spawn with rank 0's own output relayed (--log-dir or --tag-output): the read ends
-  // of rank 0's stdout/stderr pipes (owned by the supervisor from then on); rank 0 puts its own
-  // fds back before writing self_done, and its pipes are then drained and closed.
-  int self_out = -1;
-  int self_err = -1;
-  // In-process spawn: read end of the pipe rank 0's SIGINT/SIGTERM/SIGHUP handler writes the
-  // signal number to (one byte); treated like a signal to the CLI launcher.
-  int self_signals = -1;
   // Multi-node (node_watch.h): this node's first failure (a rank's, or a signal to the launcher)
   // is recorded there for every node, and another node's stops this node's ranks. Null: one node.
   NodeWatch* nodes = nullptr;
+  // Set only by launch_self: rank 0 is the caller (the spawned ranks are 1..world_size-1).
+  std::optional<SelfSpawn> self;
+
+  int first_rank() const { return self ? 1 : 0; }
 };
 
 // How a job ended.
@@ -64,7 +75,7 @@ struct JobResult {
 class Supervisor {
  public:
   explicit Supervisor(SupervisorOptions options);
-  // Spawns ranks first_rank..world_size-1, relays their output, applies the failure rules, and
+  // Spawns ranks first_rank()..world_size-1, relays their output, applies the failure rules, and
   // returns once every one of them has been reaped, with the summary already printed.
   // Throws Error only when set-up fails before any rank started (log files, epoll).
   JobResult run();

@@ -1,11 +1,7 @@
 #pragma once
 // A rank's view of its job: who it is, its store, its default process group. One call:
-//   auto ctx = fastrun::join();          // reads the environment (join/env_sources.h)
+//   auto ctx = fastrun::join();          // join/join.h (included here); reads the environment
 //   ctx->world().all_reduce(view_of(grad.data(), grad.size()))->wait();
-// join() steps: 1. layout from the environment (logged once with its source); 2. the store
-// (connect, or host it as torchrun's rank 0, or an in-process one for a world of one);
-// 3. exchange host, pid and device identity, refusing two ranks on one GPU, under
-// FASTRUN_TIMEOUT with the missing ranks named; 4. the world group on the chosen backend.
 // Threading: a Context is used by one thread at a time (its store and groups follow the
 // ProcessGroup rule: one issuing thread per group).
 #include <memory>
@@ -20,10 +16,7 @@ namespace fastrun {
 
 class HostedStore;
 
-struct JoinOptions {
-  std::string backend = "";  // "" = FASTRUN_BACKEND (auto|shm|gloo|nccl)
-  Duration timeout{};        // zero = FASTRUN_TIMEOUT; any unit: std::chrono::seconds(30), 500ms
-};
+struct JoinOptions;  // join/join.h
 
 class Context : public std::enable_shared_from_this<Context> {
  public:
@@ -84,10 +77,8 @@ class Context : public std::enable_shared_from_this<Context> {
   std::shared_ptr<Group> world_;
 };
 
-std::shared_ptr<Context> join(const JoinOptions& options = {});
-
-// The context of the last join() in this process that is still alive (nullptr if none): what
-// the driver surface (driver/driver.h) acts on.
-std::shared_ptr<Context> current_context();
-
 }  // namespace fastrun
+
+// join() and JoinOptions, so that including this header is enough to join (as before the
+// move). Included last: join/join.h includes this header for the complete Context.
+#include "fastrun/runtime/join/join.h"

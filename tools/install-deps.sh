@@ -3,9 +3,12 @@
 # CUDA/NCCL are optional and never installed here: the build uses them when it finds them.
 set -euo pipefail
 # iproute2, slurm-wlm, munge: the separate-hosts and Slurm tests (tests/multinode); openmpi-bin:
-# mpirun for the tests of jobs under Open MPI (tests/launcher/cluster_engine_test.cpp).
-# libtorch-dev: the optional LibTorch layer (fastrun::torch, docs/torch-data.md), built when
-# found; python3-torch: PyTorch itself, which the LibTorch layer's tests compare against.
+# mpirun for the tests of jobs under Open MPI (tests/launcher/cluster_engine_test.cpp);
+# libtorch-dev, python3-torch: LibTorch (CPU) for the optional component (torch/, fastrun::torch)
+# and the c10d program run under fastrun; the real torchrun, torch.distributed.TCPStore server
+# (fastrun's c10d client is tested against it) and PyTorch's own DDP that the torch tests and
+# fastrun-bench-torch compare with (docs/torchrun.md, docs/torch.md, docs/torch-data.md). The build and every other
+# test work without them.
 pkgs=(g++ cmake ninja-build pkg-config libboost-dev libfmt-dev catch2 libgloo-dev
   iproute2 slurm-wlm munge openmpi-bin libtorch-dev python3-torch)
 missing=()

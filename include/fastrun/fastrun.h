@@ -9,7 +9,8 @@
 
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/ddp/ddp.h"
-#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
+#include "fastrun/runtime/join/join.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/no_sync_guard.h"

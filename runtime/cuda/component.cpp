@@ -1,5 +1,6 @@
 #include "fastrun/runtime/cuda/component.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "fastrun/runtime/backend/nccl/nccl_process_group.h"
@@ -10,6 +11,10 @@
 namespace {
 
 std::string cuda_identity() {
+  // CUDA_VISIBLE_DEVICES set and empty (the launcher gives CPU ranks that): CUDA sees no device.
+  // Say so without initialising the CUDA runtime, which on a machine without a driver searches
+  // the library path for libcuda.so.1 in every rank of a CPU job (part of join()'s cost).
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr && *visible == '\0') return "cpu";
   const fastrun::CudaDeviceProbe probe = fastrun::cuda_device_probe();
   return probe.count > 0 ? fastrun::cuda_device_identity(0) : "cpu";
 }

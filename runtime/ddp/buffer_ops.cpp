@@ -9,6 +9,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/half_float.h"
+#include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::ddp {
 namespace {
@@ -23,24 +24,6 @@ void require_device_ops(const char* what) {
     throw ConfigError(fmt::format("DDP: {} needs device memory support, but this fastrun was built "
                                   "without CUDA (configure with FASTRUN_WITH_CUDA=ON and a CUDA toolkit)",
                                   what));
-}
-
-template <typename T>
-void scale_plain(void* dst, const void* src, std::size_t count, double scale) {
-  auto* d = static_cast<T*>(dst);
-  auto* s = static_cast<const T*>(src);
-  // Division rather than multiplication by 1/scale would differ in the last bit; DDP passes
-  // scale = 1/world, and for the power-of-two worlds of the equivalence tests both are exact.
-  const T f = static_cast<T>(scale);
-  for (std::size_t i = 0; i < count; ++i) d[i] = s[i] * f;
-}
-
-template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float)>
-void scale_16(void* dst, const void* src, std::size_t count, double scale) {
-  auto* d = static_cast<std::uint16_t*>(dst);
-  auto* s = static_cast<const std::uint16_t*>(src);
-  const float f = static_cast<float>(scale);
-  for (std::size_t i = 0; i < count; ++i) d[i] = FromFloat(ToFloat(s[i]) * f);
 }
 
 }  // namespace
@@ -64,14 +47,7 @@ void copy_scaled(void* dst, const void* src, std::size_t count, DType dtype, Dev
     std::memcpy(dst, src, count * dtype_size(dtype));
     return;
   }
-  switch (dtype) {
-    case DType::float32: return scale_plain<float>(dst, src, count, scale);
-    case DType::float64: return scale_plain<double>(dst, src, count, scale);
-    case DType::float16: return scale_16<half::half_to_float, half::float_to_half>(dst, src, count, scale);
-    case DType::bfloat16: return scale_16<half::bf16_to_float, half::float_to_bf16>(dst, src, count, scale);
-    case DType::int32:
-    case DType::int64: break;
-  }
+  if (dtype != DType::int32 && dtype != DType::int64) return kernels::scale(dtype, dst, src, count, scale);
   throw ConfigError(fmt::format("DDP: gradients of dtype {} cannot be averaged; accepted: float32, "
                                 "float64, float16, bfloat16",
                                 dtype_name(dtype)));

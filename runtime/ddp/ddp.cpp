@@ -73,34 +73,7 @@ void* contiguous_start(const ddp::BucketPlan& plan, const std::vector<DdpParamet
   return start;
 }
 
-// Presents a Group as a ProcessGroup, so DDP has one code path for both.
-class GroupAdapter : public ProcessGroup {
- public:
-  explicit GroupAdapter(Group& g) : g_(g) {}
-  int rank() const override { return g_.rank(); }
-  int size() const override { return g_.size(); }
-  std::string backend_name() const override { return g_.backend_name(); }
-  WorkHandle all_reduce(BufferView b, const AllReduceOptions& o) override { return g_.all_reduce(b, o); }
-  WorkHandle broadcast(BufferView b, const BroadcastOptions& o) override { return g_.broadcast(b, o); }
-  WorkHandle all_gather(BufferView i, BufferView o, const AllGatherOptions& op) override {
-    return g_.all_gather(i, o, op);
-  }
-  WorkHandle reduce_scatter(BufferView i, BufferView o, const ReduceScatterOptions& op) override {
-    return g_.reduce_scatter(i, o, op);
-  }
-  WorkHandle barrier(const BarrierOptions& o) override { return g_.barrier(o); }
-
- private:
-  Group& g_;
-};
-
 }  // namespace
-
-DistributedDataParallel::DistributedDataParallel(Group& group, std::vector<DdpParameter> params, DdpOptions options)
-    : adapter_(std::make_unique<GroupAdapter>(group)), group_(*adapter_), params_(std::move(params)),
-      options_(options) {
-  setup();
-}
 
 DistributedDataParallel::DistributedDataParallel(ProcessGroup& group, std::vector<DdpParameter> params,
                                                  DdpOptions options)
@@ -195,13 +168,11 @@ void DistributedDataParallel::mark_ready(std::size_t i) {
   auto& bucket = buckets_[b];
   const auto& plan = plan_[b];
   const auto& g = params_[i].grad;
-  const double scale = bucket.average_in_backend ? 1.0 : 1.0 / group_.size();
-  if (bucket.in_place) {
-    if (scale != 1.0) ddp::copy_scaled(g.data, g.data, g.count, g.dtype, g.device, scale);  // element-wise: safe
-  } else {
-    ddp::copy_scaled(at(bucket.buffer, plan.offsets[slot_of_[i]], plan.dtype), g.data, g.count, g.dtype, g.device,
-                     scale);
-  }
+  // With reduce=sum the gradients are pre-divided by the world size, but as part of the bucket's
+  // all-reduce (AllReduceOptions::prescale, the same multiplication as a scaled copy, so the same
+  // bits): on the backend's comm thread, not here on the caller's, which computes meanwhile.
+  if (!bucket.in_place)
+    ddp::copy_scaled(at(bucket.buffer, plan.offsets[slot_of_[i]], plan.dtype), g.data, g.count, g.dtype, g.device, 1.0);
   if (--bucket.pending == 0) {
     bucket.stats.ready_s = since_start();
     launch_ready_buckets();
@@ -219,7 +190,9 @@ void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     auto& bucket = buckets_[next_launch_];
     const auto& plan = plan_[next_launch_];
-    AllReduceOptions op{bucket.average_in_backend ? ReduceOp::avg : ReduceOp::sum};
+    AllReduceOptions op;
+    op.op = bucket.average_in_backend ? ReduceOp::avg : ReduceOp::sum;
+    op.prescale = bucket.average_in_backend ? 1.0 : 1.0 / group_.size();
     void* data = bucket.in_place ? bucket.in_place : bucket.buffer.data();
     bucket.work = group_.all_reduce(BufferView{data, plan.count, plan.dtype, plan.device}, op);
     bucket.stats.launched_s = since_start();

@@ -80,9 +80,9 @@ struct DdpBucketStats {
 
 class DistributedDataParallel {
  public:
-  // On a fastrun::Group (what join() gives: collectives go through its FASTRUN_NO_SYNC levels)
-  // or on a bare backend ProcessGroup. The group must outlive this object.
-  DistributedDataParallel(Group& group, std::vector<DdpParameter> params, DdpOptions options = {});
+  // On any ProcessGroup: a fastrun::Group (what join() gives, itself a ProcessGroup whose
+  // collectives go through the FASTRUN_NO_SYNC levels and the flight record) or a bare backend
+  // group. The group must outlive this object.
   DistributedDataParallel(ProcessGroup& group, std::vector<DdpParameter> params, DdpOptions options = {});
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
@@ -118,7 +118,6 @@ class DistributedDataParallel {
   Duration timeout() const { return options_.timeout; }
   double since_start() const;
 
-  std::unique_ptr<ProcessGroup> adapter_;  // set when constructed on a Group
   ProcessGroup& group_;
   std::vector<DdpParameter> params_;
   DdpOptions options_;

@@ -1,7 +1,7 @@
 #pragma once
 // The environment registry (docs/environment.md; NCCL's param.h is the model).
-// Every FASTRUN_* variable is declared exactly once, in variables.cpp, with its type, default
-// and one line of help. Reading goes through the typed getters below: a malformed value is a
+// Every FASTRUN_* variable is declared exactly once, in variables.def (one line: its constant,
+// name, type, default and one line of help); the constants below are generated from that list. Reading goes through the typed getters below: a malformed value is a
 // ConfigError naming the variable, the value and the accepted form — never a silent default.
 // `fastrun --help-env` prints help_text().
 #include <cstdint>
@@ -30,15 +30,12 @@ struct Variable {
 // that is a typo or an attempt at "never", which hides a hang for days.
 inline constexpr double kMaxSeconds = 86400;
 
-// --- the declarations (definitions and help in variables.cpp) ---
-extern const Variable kRank, kWorldSize, kLocalRank, kLocalWorldSize, kNodeRank, kNnodes;
-extern const Variable kMasterAddr, kMasterPort;
-extern const Variable kRunId, kStore, kStoreToken, kGlobalSeed;
-extern const Variable kTimeout, kOpTimeout, kLogLevel, kNoSync, kBackend, kGlooHost;
-extern const Variable kShmStoreBytes, kRuntimeDir;
-extern const Variable kNcclOnError;
+// --- the declarations: env::kRank, env::kTimeout, ... one per line of variables.def ---
+#define FASTRUN_ENV_VARIABLE(constant, ...) extern const Variable constant;
+#include "fastrun/runtime/env/variables.def"
+#undef FASTRUN_ENV_VARIABLE
 
-// Every declared variable, in declaration order.
+// Every declared variable, in the order of variables.def.
 const std::vector<const Variable*>& all();
 const Variable* find(std::string_view name);
 

@@ -41,8 +41,9 @@ constexpr ForeignSource kForeignSources[] = {
      "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},  // mpirun
 };
 
-// torchrun's agent already serves its own (c10d) store on MASTER_PORT and says so with
-// TORCHELASTIC_USE_AGENT_STORE=True: the port is taken, and we cannot speak that protocol.
+// torchrun's agent serves its own c10d TCPStore on MASTER_PORT and says so with
+// TORCHELASTIC_USE_AGENT_STORE=True (its static rendezvous): the port is taken, by a store
+// every rank of every node can reach.
 bool torchrun_agent_holds_master_port(const Layout& l) {
   return l.source == "torchrun" && getenv_opt("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
 }
@@ -55,10 +56,10 @@ std::optional<cluster::EngineJob> engine_of(const std::string& source) {
 }
 
 // The store: FASTRUN_STORE when given (hosted by whoever set it: the fastrun launcher, a test).
-// Else rank 0 hosts one: under a real torchrun on one node an shm store named after torchrun's
-// port and restart count; else tcp://MASTER_ADDR:MASTER_PORT, where under srun or mpirun the
-// engine says where task 0 runs (cluster/engine_job.h) and each of MASTER_ADDR and MASTER_PORT
-// wins over the engine's value when set.
+// Else under a real torchrun the agent's c10d store, under a prefix of fastrun's own (torch's
+// keys live there too) per run and restart. Else rank 0 hosts one at tcp://MASTER_ADDR:MASTER_PORT,
+// where under srun or mpirun the engine says where task 0 runs (cluster/engine_job.h) and each
+// of MASTER_ADDR and MASTER_PORT wins over the engine's value when set.
 void pick_store(Layout& l) {
   if (auto s = env::find_string(env::kStore); s && !s->empty()) {
     l.store_address = *s;
@@ -67,15 +68,20 @@ void pick_store(Layout& l) {
   auto addr = getenv_opt("MASTER_ADDR");
   auto port = foreign_int("MASTER_PORT", 1, 65535);
   if (port && torchrun_agent_holds_master_port(l)) {
-    if (l.world_size > 1 && l.local_world_size != l.world_size)
-      throw ConfigError(fmt::format(
-          "rank {} of {} (torchrun environment): torchrun's agent holds MASTER_PORT={} for its own store and this "
-          "job spans nodes (LOCAL_WORLD_SIZE={}), where fastrun has no store to use: start one `fastrun` per "
-          "node instead (--nnodes, --node-rank, --master-addr), or set FASTRUN_STORE to a store you host",
-          l.rank, l.world_size, *port, l.local_world_size ? std::to_string(*l.local_world_size) : "unset"));
-    l.store_address = fmt::format("shm://torchrun-{}-{}", *port,
-                                  foreign_int("TORCHELASTIC_RESTART_COUNT", 0).value_or(0));
-    l.host_store = l.rank == 0;
+    if (!addr)
+      throw ConfigError(fmt::format("rank {} of {} (torchrun environment): TORCHELASTIC_USE_AGENT_STORE=True and "
+                                    "MASTER_PORT={} are set but MASTER_ADDR is not: torchrun sets both",
+                                    l.rank, l.world_size, *port));
+    l.store_address = fmt::format("c10d://{}:{}", *addr, *port);
+    l.store_prefix = fmt::format("fastrun/{}/attempt_{}", getenv_opt("TORCHELASTIC_RUN_ID").value_or("none"),
+                                 foreign_int("TORCHELASTIC_RESTART_COUNT", 0).value_or(0));
+    l.master_host = *addr;
+    l.master_port = *port;
+    // A torch 2.x agent speaks a newer protocol than fastrun's c10d client: on one node, an shm
+    // store (what fastrun used here before it spoke c10d) still works.
+    if (l.world_size == 1 || l.local_world_size == l.world_size)
+      l.fallback_store = fmt::format("shm://torchrun-{}-{}", *port,
+                                     foreign_int("TORCHELASTIC_RESTART_COUNT", 0).value_or(0));
     return;
   }
   const auto engine = addr && port ? std::nullopt : engine_of(l.source);  // only when needed

@@ -5,10 +5,14 @@
 //   slurm     SLURM_PROCID + SLURM_NTASKS (+ SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE, SLURM_NODEID)
 //   openmpi   OMPI_COMM_WORLD_RANK + OMPI_COMM_WORLD_SIZE (+ _LOCAL_RANK, _LOCAL_SIZE)
 //   none      a world of one with an in-process store
-// The store: FASTRUN_STORE when set; else, with MASTER_ADDR and MASTER_PORT, rank 0 hosts a
-// tcp store there and the others connect (under a real torchrun, whose agent holds MASTER_PORT,
-// an shm store on one node instead); else, under srun or mpirun, the same at the host and port
-// the engine's variables give (cluster/engine_job.h); else (world > 1) a ConfigError.
+// The store: FASTRUN_STORE when set; else, under a real torchrun whose agent serves its own
+// c10d TCPStore on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), every rank connects to
+// that store (c10d://MASTER_ADDR:MASTER_PORT) under a key prefix of fastrun's own (when it
+// speaks another protocol version, a job on one node falls back to an shm store rank 0 hosts,
+// named after the port and restart count); else, with
+// MASTER_ADDR and MASTER_PORT, rank 0 hosts a tcp store there and the others connect; else,
+// under srun or mpirun, the same at the host and port the engine's variables give
+// (cluster/engine_job.h); else (world > 1) a ConfigError.
 #include <optional>
 #include <string>
 
@@ -22,6 +26,8 @@ struct Layout {
   std::optional<int> local_world_size;  // idem
   std::optional<int> node_rank;         // idem
   std::string store_address;            // "" = in-process store (world of one)
+  std::string store_prefix;             // keys go under this prefix ("" = none): a store others use too
+  std::string fallback_store;           // when store_address cannot be used: this one, hosted by rank 0
   bool host_store = false;              // this rank hosts store_address (torchrun-style rank 0)
   std::string store_token;              // token for a self-hosted tcp store ("" = FASTRUN_STORE_TOKEN)
   std::string run_id;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,15 +21,19 @@ std::vector<PeerInfo> exchange_peer_infos(const std::shared_ptr<Store>& job_stor
   store.set(peer_key(self.rank), to_bytes(self.encode()));
   store.set(arrival_key(self.rank), to_bytes(self.encode()));
 
-  // Poll with a growing interval rather than one long wait, so that at the deadline we know
+  // Block on the missing arrival keys: the store wakes a waiter as soon as a key is set (a
+  // futex in shm, the server in tcp), so the last rank's arrival is seen at once. (This was a
+  // sleep-poll from 2 ms doubling to 100 ms: with 32 ranks the early ones slept through the
+  // last arrival for up to as long again as the launch took.) The wait is cut into slices so
+  // that a failure the job records meanwhile is seen within one, and at the deadline we know
   // exactly which ranks are missing (and can say so).
+  constexpr Duration kSlice = std::chrono::milliseconds(50);
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + timeout;
   std::vector<int> missing;
   for (int r = 0; r < world_size; ++r)
     if (r != self.rank) missing.push_back(r);
-  Duration interval = std::chrono::milliseconds(2);
-  while (!missing.empty()) {
+  for (;;) {
     std::erase_if(missing, [&](int r) { return store.check({arrival_key(r)}); });
     if (missing.empty()) break;
     // A rank that ended before joining (its launcher records it), or failed: fail now, not at
@@ -40,15 +43,21 @@ std::vector<PeerInfo> exchange_peer_infos(const std::shared_ptr<Store>& job_stor
                                     "ranks had not arrived: [{}]",
                                     self.rank, kFailureKey, *why, missing.size(), world_size, fmt::join(missing, ", ")));
     }
-    if (clock::now() >= deadline) {
+    const auto now = clock::now();
+    if (now >= deadline) {
       throw TimeoutError(fmt::format(
           "rank {}: joining timed out after {:.3g} s: {} of {} ranks never arrived: [{}] (store {}; raise "
           "FASTRUN_TIMEOUT to wait longer, or check that those ranks started and use the same FASTRUN_STORE)",
           self.rank, std::chrono::duration<double>(timeout).count(), missing.size(), world_size,
           fmt::join(missing, ", "), store.describe()));
     }
-    std::this_thread::sleep_for(interval);
-    interval = std::min<Duration>(interval * 2, std::chrono::milliseconds(100));
+    std::vector<std::string> keys;
+    for (int r : missing) keys.push_back(arrival_key(r));
+    try {
+      store.wait(keys, std::min<Duration>(kSlice, Duration(deadline - now)));
+    } catch (const TimeoutError&) {
+      // The slice ended: check for a failure and the deadline, then wait again.
+    }
   }
 
   std::vector<PeerInfo> peers;

@@ -20,10 +20,10 @@ std::vector<std::uint8_t> broadcast_bytes(Group& group, std::vector<std::uint8_t
   if (root < 0 || root >= g.size())
     throw ConfigError(fmt::format("broadcast_object: root {} is not a rank of this group of {} ranks", root, g.size()));
   std::int64_t size = g.rank() == root ? static_cast<std::int64_t>(bytes.size()) : 0;
-  wait(g.process_group().broadcast(view_of(&size, 1), {root}));
+  wait(g.broadcast(view_of(&size, 1), {root}));
   std::vector<std::int64_t> words(words_for(static_cast<std::size_t>(size)));
   if (g.rank() == root && !bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
-  wait(g.process_group().broadcast(view_of(words.data(), words.size()), {root}));
+  wait(g.broadcast(view_of(words.data(), words.size()), {root}));
   if (g.rank() != root) {
     bytes.resize(static_cast<std::size_t>(size));
     if (size > 0) std::memcpy(bytes.data(), words.data(), bytes.size());
@@ -36,13 +36,13 @@ std::vector<std::vector<std::uint8_t>> all_gather_bytes(Group& group, const std:
   const auto n = static_cast<std::size_t>(g.size());
   std::int64_t mine = static_cast<std::int64_t>(bytes.size());
   std::vector<std::int64_t> sizes(n);
-  wait(g.process_group().all_gather(view_of(&mine, 1), view_of(sizes.data(), n)));
+  wait(g.all_gather(view_of(&mine, 1), view_of(sizes.data(), n)));
   const std::size_t slot = words_for(static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end())));
   // A separate padded input (not a view into the output): no backend has to support aliasing.
   std::vector<std::int64_t> mine_padded(slot, 0);
   if (!bytes.empty()) std::memcpy(mine_padded.data(), bytes.data(), bytes.size());
   std::vector<std::int64_t> all(slot * n);
-  wait(g.process_group().all_gather(view_of(mine_padded.data(), slot), view_of(all.data(), all.size())));
+  wait(g.all_gather(view_of(mine_padded.data(), slot), view_of(all.data(), all.size())));
   std::vector<std::vector<std::uint8_t>> out(n);
   for (std::size_t r = 0; r < n; ++r) {
     const auto* p = reinterpret_cast<const std::uint8_t*>(all.data() + slot * r);

@@ -10,15 +10,25 @@
 namespace fastrun {
 
 AsyncWork::AsyncWork(std::string what, Duration default_timeout, std::shared_ptr<FailureWatch> watch,
-                     std::function<void(const std::string&)> on_abort)
+                     std::function<void(const std::string&)> on_abort, Duration release_grace)
     : what_(std::move(what)),
       default_timeout_(default_timeout),
       watch_(std::move(watch)),
-      on_abort_(std::move(on_abort)) {}
+      on_abort_(std::move(on_abort)),
+      release_grace_(release_grace) {}
 
 void AsyncWork::complete() {
   {
     std::lock_guard lock(mutex_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+void AsyncWork::complete(const std::function<void()>& write_back) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!abandoned_) write_back();
     done_ = true;
   }
   cv_.notify_all();
@@ -33,9 +43,29 @@ void AsyncWork::fail(std::exception_ptr error) {
   cv_.notify_all();
 }
 
+bool AsyncWork::touch_caller_memory(const std::function<void()>& touch) {
+  std::lock_guard lock(mutex_);
+  if (abandoned_) return false;
+  touch();
+  return true;
+}
+
 bool AsyncWork::completed() {
   std::lock_guard lock(mutex_);
   return done_;
+}
+
+void AsyncWork::give_up(std::unique_lock<std::mutex>& lock, std::exception_ptr error, const std::string& reason) {
+  abandoned_ = true;  // from here on the thread leaves the caller's buffers alone
+  lock.unlock();
+  if (on_abort_) on_abort_(reason);
+  if (release_grace_ > Duration::zero()) {
+    // The op was cancelled: let it leave the caller's memory before the caller may free it.
+    lock.lock();
+    cv_.wait_for(lock, release_grace_, [&] { return done_; });
+    lock.unlock();
+  }
+  std::rethrow_exception(error);
 }
 
 void AsyncWork::wait(Duration timeout) {
@@ -51,9 +81,7 @@ void AsyncWork::wait(Duration timeout) {
           fmt::format("{}: not finished after {:.3g} s (the op timeout is FASTRUN_OP_TIMEOUT; a peer may be "
                       "stuck or issuing a different collective)",
                       what_, std::chrono::duration<double>(timeout).count());
-      lock.unlock();
-      if (on_abort_) on_abort_(reason);
-      throw TimeoutError(reason);
+      give_up(lock, std::make_exception_ptr(TimeoutError(reason)), reason);
     }
     cv_.wait_for(lock, std::min<Duration>(slice, Duration(deadline - now)));
     if (done_ || !watch_) continue;
@@ -62,9 +90,7 @@ void AsyncWork::wait(Duration timeout) {
     lock.lock();
     if (failure && !done_) {
       const std::string reason = fmt::format("{}: aborted because a peer failed: {}", what_, *failure);
-      lock.unlock();
-      if (on_abort_) on_abort_(reason);
-      throw PeerFailure(reason);
+      give_up(lock, std::make_exception_ptr(PeerFailure(reason)), reason);
     }
   }
   if (error_) std::rethrow_exception(error_);

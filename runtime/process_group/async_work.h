@@ -5,6 +5,14 @@
 //              PeerFailure within ~kPollInterval even while the comm thread is still blocked.
 //   CompletedWork: an already finished operation (local no-ops, world of one, NO_SYNC).
 // Threading: complete/fail from one thread, wait/completed from any number of others.
+//
+// The caller's memory: once a wait() gave up (timeout, peer failure) the caller may free its
+// buffers, so the comm thread touches them only inside touch_caller_memory() / complete(write
+// back), which run under the Work's lock and are skipped once a wait gave up: that is the
+// happens-before edge between the thread's last access and the caller's free. A backend that
+// cannot cancel an op (gloo) therefore runs it on op-owned copies (group_runtime.h, staging); one
+// that can (shm) touches the caller's buffers directly and gets `release_grace`: a wait that
+// gives up first cancels the op (on_abort) and then waits up to that long for the thread to let go.
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -33,26 +41,36 @@ inline WorkHandle completed_work() { return std::make_shared<CompletedWork>(); }
 
 class AsyncWork final : public Work {
  public:
-  // `what` names the operation for messages: "rank 1: all_reduce #7 on group 'world' (gloo)".
-  // `on_abort` runs (once) when wait() gives up on a failure or a timeout, so the backend can
-  // mark its group unusable.
+  // `what` names the operation for messages: "rank 1 in group 'world' (gloo): all_reduce #7".
+  // `watch` (may be null) is polled between wait slices. `on_abort` runs (once) when wait()
+  // gives up on a failure or a timeout, so the backend can mark its group unusable and cancel
+  // the op; wait() then waits up to `release_grace` for the op to end.
   AsyncWork(std::string what, Duration default_timeout, std::shared_ptr<FailureWatch> watch,
-            std::function<void(const std::string& reason)> on_abort);
+            std::function<void(const std::string& reason)> on_abort, Duration release_grace = Duration::zero());
 
   void complete();
+  // Runs `write_back` (copies into the caller's buffers) and completes, atomically with respect
+  // to a wait() giving up: if one already did, the write-back is skipped.
+  void complete(const std::function<void()>& write_back);
   void fail(std::exception_ptr error);
+  // Runs `touch` unless a wait() gave up on this op; false when skipped.
+  bool touch_caller_memory(const std::function<void()>& touch);
 
   void wait(Duration timeout = Duration::zero()) override;
   bool completed() override;
 
  private:
+  [[noreturn]] void give_up(std::unique_lock<std::mutex>& lock, std::exception_ptr error, const std::string& reason);
+
   std::string what_;
   Duration default_timeout_;
   std::shared_ptr<FailureWatch> watch_;
   std::function<void(const std::string&)> on_abort_;
+  Duration release_grace_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
+  bool abandoned_ = false;  // a wait() gave up: the caller's buffers are no longer ours
   std::exception_ptr error_;
 };
 

@@ -1,33 +1,120 @@
 #include "fastrun/runtime/process_group/group.h"
-#include "fastrun/runtime/process_group/shape_check.h"
 
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/flight_recorder.h"
 #include "fastrun/runtime/process_group/no_sync.h"
+#include "fastrun/runtime/process_group/op_record.h"
+#include "fastrun/runtime/process_group/sequence_check.h"
+#include "fastrun/runtime/process_group/shape_check.h"
 
 namespace fastrun {
+namespace {
 
-Group::Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, CpuFactory make_cpu_group)
-    : pg_(std::move(pg)), global_ranks_(std::move(global_ranks)), make_cpu_group_(std::move(make_cpu_group)) {
+// The handle of an op still running when forward() returned: records its end and explains a
+// timeout. Holds the recorder, not the Group, so it may outlive the Group like any handle.
+class TracedWork final : public Work {
+ public:
+  TracedWork(WorkHandle inner, std::shared_ptr<FlightRecorder> flight, std::uint64_t slot, OpDesc op)
+      : inner_(std::move(inner)), flight_(std::move(flight)), slot_(slot), op_(std::move(op)) {}
+
+  void wait(Duration timeout) override {
+    flight_->waiting(slot_);
+    try {
+      inner_->wait(timeout);
+    } catch (const TimeoutError& e) {
+      TimeoutError explained = flight_->explained(e, op_);  // before end(): this rank is still "in op #k"
+      flight_->end(slot_, false);
+      throw explained;
+    } catch (...) {
+      flight_->end(slot_, false);
+      throw;
+    }
+    flight_->end(slot_, true);
+  }
+  bool completed() override { return inner_->completed(); }
+
+ private:
+  WorkHandle inner_;
+  std::shared_ptr<FlightRecorder> flight_;
+  std::uint64_t slot_;
+  OpDesc op_;
+};
+
+}  // namespace
+
+Group::Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, CpuFactory make_cpu_group,
+             GroupPolicy policy)
+    : pg_(std::move(pg)), global_ranks_(std::move(global_ranks)), make_cpu_group_(std::move(make_cpu_group)),
+      name_(std::move(policy.name)) {
   if (!pg_) throw ConfigError("Group: null process group");
   if (global_ranks_.empty())
     for (int r = 0; r < pg_->size(); ++r) global_ranks_.push_back(r);
   if (static_cast<int>(global_ranks_.size()) != pg_->size())
     throw ConfigError(fmt::format("Group: {} global ranks given for a group of {}", global_ranks_.size(), pg_->size()));
+  // Read once per group, here, not per op: a malformed value fails the join, before any op.
+  (void)no_sync_level();
+  check_sequence_ = env::get_string(env::kDebug) == "sequence" && pg_->size() > 1;
+  flight_ = std::make_shared<FlightRecorder>(name_, global_ranks_, pg_->rank(), std::move(policy.job_store));
 }
 
+Group::~Group() = default;
+
+WorkHandle Group::forward(OpDesc op, Issue issue) {
+  op.seq = (op.point_to_point ? p2p_seq_ : seq_).fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::uint64_t slot = flight_->begin(op);
+  WorkHandle work;
+  try {
+    if (check_sequence_ && !op.point_to_point) check_same_op(sequence_group(), op, name_, global_ranks_);
+    work = issue(*pg_);
+  } catch (const TimeoutError& e) {
+    TimeoutError explained = flight_->explained(e, op);
+    flight_->end(slot, false);
+    throw explained;
+  } catch (...) {
+    flight_->end(slot, false);
+    throw;
+  }
+  if (!work->completed()) {
+    flight_->attach(slot, work);
+    return std::make_shared<TracedWork>(std::move(work), flight_, slot, std::move(op));
+  }
+  // Finished already (a backend that runs small ops on the caller's thread): no wrapper, but a
+  // timeout it carries is explained all the same.
+  try {
+    work->wait();
+  } catch (const TimeoutError& e) {
+    auto explained = std::make_exception_ptr(flight_->explained(e, op));
+    flight_->end(slot, false);
+    return std::make_shared<CompletedWork>(std::move(explained));
+  } catch (...) {
+    flight_->end(slot, false);
+    return work;
+  }
+  flight_->end(slot, true);
+  return work;
+}
+
+ProcessGroup& Group::sequence_group() { return works_on_host_memory() ? *pg_ : cpu_group().process_group(); }
+
 WorkHandle Group::all_reduce(BufferView buffer, const AllReduceOptions& options) {
-  if (no_sync_level() >= 2) return completed_work();  // local: the buffer keeps this rank's values
-  return pg_->all_reduce(buffer, options);
+  if (no_sync_level() >= 2) {  // local: the buffer keeps this rank's values (prescaled: DDP's pre-division)
+    if (buffer.device == DeviceKind::cpu) apply_prescale(buffer, options.prescale);
+    return completed_work();
+  }
+  return forward(op_desc("all_reduce", buffer).with_reduce(options.op),
+                 [&](ProcessGroup& pg) { return pg.all_reduce(buffer, options); });
 }
 
 WorkHandle Group::broadcast(BufferView buffer, const BroadcastOptions& options) {
   if (no_sync_level() >= 2) return completed_work();  // local: every rank keeps its own buffer
-  return pg_->broadcast(buffer, options);
+  return forward(op_desc("broadcast", buffer).with_root(options.root),
+                 [&](ProcessGroup& pg) { return pg.broadcast(buffer, options); });
 }
 
 WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGatherOptions& options) {
@@ -40,7 +127,7 @@ WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGathe
     }
     // Device memory cannot be copied from here: let the backend run it (documented).
   }
-  return pg_->all_gather(input, output, options);
+  return forward(op_desc("all_gather", input), [&](ProcessGroup& pg) { return pg.all_gather(input, output, options); });
 }
 
 WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -50,12 +137,13 @@ WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const Redu
                  output.bytes());
     return completed_work();
   }
-  return pg_->reduce_scatter(input, output, options);
+  return forward(op_desc("reduce_scatter", input).with_reduce(options.op),
+                 [&](ProcessGroup& pg) { return pg.reduce_scatter(input, output, options); });
 }
 
 WorkHandle Group::barrier(const BarrierOptions& options) {
   if (no_sync_level() >= 1) return completed_work();
-  return pg_->barrier(options);
+  return forward(op_desc("barrier"), [&](ProcessGroup& pg) { return pg.barrier(options); });
 }
 
 bool Group::works_on_host_memory() const {

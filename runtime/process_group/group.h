@@ -1,54 +1,108 @@
 #pragma once
-// fastrun::Group: what user code holds. It wraps a backend's ProcessGroup and adds
+// fastrun::Group: what user code holds. A ProcessGroup decorator around a backend's group that
+// adds the job-level policies, so anything written against ProcessGroup (DDP, the torch layer,
+// a user's own code) takes a Group as it is:
 //   - the FASTRUN_NO_SYNC levels (no_sync.h) in front of every collective;
 //   - the global ranks of its members (for messages and the driver surface);
 //   - a CPU companion group for object collectives: the group itself when its backend works on
 //     host memory (gloo, shm), else a gloo group over the same ranks, made on first use (every
-//     member reaches that first use in the same collective order, so creation is collective).
+//     member reaches that first use in the same collective order, so creation is collective);
+//   - op numbering and a flight record of the last ops (flight_recorder.h): an op that times out
+//     fails with an explanation of which ranks did not reach it and what each was doing, which is
+//     also recorded as the job's failure (docs/errors.md, "How to read a hang");
+//   - FASTRUN_DEBUG=sequence (read when the group is made): the members compare each op before
+//     issuing it, and a mismatch fails on every rank with a ConfigError (sequence_check.h).
+// Every forwarded op goes through one private helper (forward()), so adding an op is one line.
 // Collectives have the ProcessGroup contracts (process_group.h): the same order on every rank,
 // handles waited with wait(timeout) that rethrow the operation's error.
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun {
 
-class Group {
+class FlightRecorder;
+struct OpDesc;
+
+// The job-level settings of a group (Context::make_group fills them; all optional).
+struct GroupPolicy {
+  std::string name = "group";         // in messages: "op #12 on group 'world'"
+  std::shared_ptr<Store> job_store;   // unprefixed job store: failure record, flight-record dumps
+};
+
+class Group : public ProcessGroup {
  public:
   using CpuFactory = std::function<std::shared_ptr<Group>()>;
 
   // `global_ranks[i]` is the global rank of group rank i. `make_cpu_group` is called at most
   // once, when cpu_group() is first needed and the backend is not a host-memory one.
-  Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, CpuFactory make_cpu_group = {});
+  Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, CpuFactory make_cpu_group = {},
+        GroupPolicy policy = {});
+  ~Group() override;
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
 
-  int rank() const { return pg_->rank(); }
-  int size() const { return pg_->size(); }
-  std::string backend_name() const { return pg_->backend_name(); }
+  int rank() const override { return pg_->rank(); }
+  int size() const override { return pg_->size(); }
+  std::string backend_name() const override { return pg_->backend_name(); }
+  const std::string& name() const { return name_; }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   int global_rank(int group_rank) const { return global_ranks_.at(static_cast<std::size_t>(group_rank)); }
 
+  // The backend's group under this one (no policies: no NO_SYNC, no numbering, no checks).
   ProcessGroup& process_group() { return *pg_; }
   const std::shared_ptr<ProcessGroup>& process_group_ptr() const { return pg_; }
 
-  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {});
-  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {});
-  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {});
-  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {});
-  WorkHandle barrier(const BarrierOptions& options = {});
+  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) override;
+  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {}) override;
+  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {}) override;
+  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
+  WorkHandle barrier(const BarrierOptions& options = {}) override;
 
   // True for backends whose collectives take host memory (gloo, shm).
   bool works_on_host_memory() const;
   // The group object collectives run on (see above).
   Group& cpu_group();
 
+  // FASTRUN_DEBUG=sequence was on when the group was made.
+  bool checks_sequence() const { return check_sequence_; }
+  // This rank's record of the group's last ops (flight_recorder.h).
+  const FlightRecorder& flight_record() const { return *flight_; }
+
  private:
+  // A non-owning reference to the lambda that issues one op on the backend (no allocation,
+  // unlike std::function: this is on every collective's path). Valid for one forward() call.
+  class Issue {
+   public:
+    template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Issue>>>
+    Issue(F&& f)  // NOLINT: implicit, so that ops pass their lambda directly
+        : fn_(static_cast<const void*>(&f)),
+          call_([](const void* fn, ProcessGroup& pg) { return (*static_cast<const std::decay_t<F>*>(fn))(pg); }) {}
+    WorkHandle operator()(ProcessGroup& pg) const { return call_(fn_, pg); }
+
+   private:
+    const void* fn_;
+    WorkHandle (*call_)(const void*, ProcessGroup&);
+  };
+  // Numbers `op`, checks it across ranks in debug mode, records it, issues it on the backend and
+  // wraps its handle so that a timeout is explained (flight_recorder.h).
+  WorkHandle forward(OpDesc op, Issue issue);
+  ProcessGroup& sequence_group();  // where fingerprints are exchanged: host memory
+
   std::shared_ptr<ProcessGroup> pg_;
   std::vector<int> global_ranks_;
   CpuFactory make_cpu_group_;
+  std::string name_;
+  bool check_sequence_ = false;
+  std::shared_ptr<FlightRecorder> flight_;  // shared with the handles of ops in flight
+  std::atomic<std::int64_t> seq_{0};      // collectives: equal on every member
+  std::atomic<std::int64_t> p2p_seq_{0};  // send/recv: this rank's own count
   std::once_flag cpu_once_;
   std::shared_ptr<Group> cpu_group_;
 };

@@ -1,5 +1,7 @@
 #include "fastrun/runtime/process_group/no_sync.h"
 
+#include <pthread.h>
+
 #include <atomic>
 
 #include <fmt/format.h>
@@ -9,9 +11,24 @@
 
 namespace fastrun {
 namespace {
-// -1: no guard/setter active, the level is FASTRUN_NO_SYNC (read on every call, as fastNLP reads
-// its variable, so a child forked after a parent's read still sees its own environment).
+// -1: no guard/setter active, the level is FASTRUN_NO_SYNC.
 std::atomic<int> g_override{-1};
+// FASTRUN_NO_SYNC, parsed once per process (-1: not read yet). A forked child reads its own
+// environment again (the atfork handler forgets the parent's value), as a fastNLP child would.
+std::atomic<int> g_env_level{-1};
+
+int env_level() {
+  int l = g_env_level.load(std::memory_order_acquire);
+  if (l >= 0) return l;
+  static const bool registered = [] {
+    ::pthread_atfork(nullptr, nullptr, [] { g_env_level.store(-1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  l = static_cast<int>(env::get_int(env::kNoSync));  // ConfigError names a malformed value; not cached
+  g_env_level.store(l, std::memory_order_release);
+  return l;
+}
 
 void check_level(int level) {
   if (level < 0 || level > 2)
@@ -24,7 +41,7 @@ void check_level(int level) {
 int no_sync_level() {
   const int l = g_override.load(std::memory_order_acquire);
   if (l >= 0) return l;
-  return static_cast<int>(env::get_int(env::kNoSync));
+  return env_level();
 }
 
 void set_no_sync_level(int level) {

@@ -27,7 +27,13 @@ class Work {
 };
 using WorkHandle = std::shared_ptr<Work>;
 
-struct AllReduceOptions { ReduceOp op = ReduceOp::sum; };
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  // Every rank's input is multiplied by this before the reduction (floating dtypes, host
+  // buffers; kernels::scale's rounding), as part of the op: on the comm thread when the op runs
+  // there. DDP's sum of pre-divided gradients passes 1 / world size. 1 = none.
+  double prescale = 1.0;
+};
 struct BroadcastOptions { int root = 0; };             // root: rank within the group
 struct AllGatherOptions {};
 struct ReduceScatterOptions { ReduceOp op = ReduceOp::sum; };

@@ -132,4 +132,39 @@ void reduce(DType dtype, ReduceOp op, void* dst, void* dst2, const void* const* 
   throw BackendError("reduce kernel: unknown dtype");
 }
 
+namespace {
+
+template <typename T>
+void scale_plain(void* dst, const void* src, std::size_t count, double factor) {
+  auto* d = static_cast<T*>(dst);
+  auto* s = static_cast<const T*>(src);
+  // Multiplication by the factor (DDP passes 1/world), not division by its inverse: the two can
+  // differ in the last bit, and this is what DDP has always done.
+  const T f = static_cast<T>(factor);
+  for (std::size_t i = 0; i < count; ++i) d[i] = s[i] * f;
+}
+
+template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float)>
+void scale_16(void* dst, const void* src, std::size_t count, double factor) {
+  auto* d = static_cast<std::uint16_t*>(dst);
+  auto* s = static_cast<const std::uint16_t*>(src);
+  const float f = static_cast<float>(factor);
+  for (std::size_t i = 0; i < count; ++i) d[i] = FromFloat(ToFloat(s[i]) * f);
+}
+
+}  // namespace
+
+void scale(DType dtype, void* dst, const void* src, std::size_t count, double factor) {
+  switch (dtype) {
+    case DType::float32: return scale_plain<float>(dst, src, count, factor);
+    case DType::float64: return scale_plain<double>(dst, src, count, factor);
+    case DType::float16: return scale_16<half::half_to_float, half::float_to_half>(dst, src, count, factor);
+    case DType::bfloat16: return scale_16<half::bf16_to_float, half::float_to_bf16>(dst, src, count, factor);
+    case DType::int32:
+    case DType::int64: break;
+  }
+  throw ConfigError("scaling a buffer of dtype " + std::string(dtype_name(dtype)) +
+                    ": only floating dtypes can be scaled; accepted: float32, float64, float16, bfloat16");
+}
+
 }  // namespace fastrun::kernels

@@ -27,4 +27,10 @@ namespace fastrun::kernels {
 
 void reduce(DType dtype, ReduceOp op, void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count);
 
+// dst[i] = src[i] * factor (dst may be src), for the floating dtypes: float32/float64 multiply in
+// their own type, float16/bfloat16 widen to float, multiply by (float)factor and round once. The
+// pre-division of an all-reduce (AllReduceOptions::prescale, DDP's sum of pre-divided
+// gradients) and DDP's scaled copies both use it, so their bits agree. ConfigError on integers.
+void scale(DType dtype, void* dst, const void* src, std::size_t count, double factor);
+
 }  // namespace fastrun::kernels

@@ -1,5 +1,7 @@
 #include "fastrun/runtime/process_group/shape_check.h"
 
+#include "fastrun/runtime/process_group/reduce_kernels.h"
+
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
@@ -26,6 +28,22 @@ void check_all_gather_shapes(std::string_view where, const BufferView& input, co
 void check_reduce_scatter_shapes(std::string_view where, const BufferView& input, const BufferView& output,
                                  int group_size) {
   check_blocks(where, "input", input, "output", output, group_size);
+}
+
+void check_prescale(std::string_view where, const BufferView& buffer, double prescale) {
+  if (prescale == 1.0) return;
+  if (buffer.dtype == DType::int32 || buffer.dtype == DType::int64)
+    throw ConfigError(fmt::format("{}: prescale {} on a {} buffer: only floating dtypes can be prescaled; accepted: "
+                                  "float32, float64, float16, bfloat16",
+                                  where, prescale, dtype_name(buffer.dtype)));
+  if (buffer.device != DeviceKind::cpu)
+    throw ConfigError(fmt::format("{}: prescale {} on a CUDA buffer: prescale is for host buffers (use ReduceOp::avg "
+                                  "for device memory)",
+                                  where, prescale));
+}
+
+void apply_prescale(const BufferView& buffer, double prescale) {
+  if (prescale != 1.0 && buffer.count > 0) kernels::scale(buffer.dtype, buffer.data, buffer.data, buffer.count, prescale);
 }
 
 }  // namespace fastrun

@@ -15,4 +15,9 @@ void check_all_gather_shapes(std::string_view where, const BufferView& input, co
 void check_reduce_scatter_shapes(std::string_view where, const BufferView& input, const BufferView& output,
                                  int group_size);
 
+// An all-reduce's prescale (process_group.h): 1, or a floating dtype (ConfigError otherwise).
+void check_prescale(std::string_view where, const BufferView& buffer, double prescale);
+// Applies it in place (nothing for 1).
+void apply_prescale(const BufferView& buffer, double prescale);
+
 }  // namespace fastrun

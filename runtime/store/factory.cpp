@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kAcceptedForms =
     "accepted forms: shm://NAME (NAME of letters, digits, '.', '_', '-'), file://PATH, tcp://HOST:PORT "
-    "(PORT 0-65535; 0 = pick a free port when hosting)";
+    "(PORT 0-65535; 0 = pick a free port when hosting), c10d://HOST:PORT (a torch TCPStore, connect only)";
 
 [[noreturn]] void reject(std::string_view address, std::string_view why) {
   throw ConfigError(fmt::format("store address '{}' is not valid: {}; {}", address, why, kAcceptedForms));
@@ -26,7 +26,7 @@ bool valid_shm_name(std::string_view name) {
   return os::all_name_chars(name);
 }
 
-StoreAddress parse_tcp(std::string_view address, std::string_view rest) {
+StoreAddress parse_host_port(StoreAddress::Kind kind, std::string_view address, std::string_view rest) {
   std::string_view host;
   std::string_view port_text;
   if (!rest.empty() && rest.front() == '[') {  // [ipv6]:port
@@ -47,7 +47,7 @@ StoreAddress parse_tcp(std::string_view address, std::string_view rest) {
   const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535)
     reject(address, fmt::format("port '{}' is not a number from 0 to 65535", port_text));
-  StoreAddress a{StoreAddress::Kind::tcp, std::string(host)};
+  StoreAddress a{kind, std::string(host)};
   a.port = static_cast<std::uint16_t>(port);
   return a;
 }
@@ -68,8 +68,11 @@ std::string StoreAddress::to_string() const {
     case Kind::shm: return "shm://" + name;
     case Kind::file: return "file://" + name;
     case Kind::tcp:
-      if (name.find(':') != std::string::npos) return fmt::format("tcp://[{}]:{}", name, port);
-      return fmt::format("tcp://{}:{}", name, port);
+    case Kind::c10d: {
+      const char* scheme = kind == Kind::tcp ? "tcp" : "c10d";
+      if (name.find(':') != std::string::npos) return fmt::format("{}://[{}]:{}", scheme, name, port);
+      return fmt::format("{}://{}:{}", scheme, name, port);
+    }
   }
   return "?";
 }
@@ -90,7 +93,8 @@ StoreAddress parse_store_address(std::string_view address) {
     if (rest.find('\0') != std::string_view::npos) reject(address, "the path contains a NUL byte");
     return {StoreAddress::Kind::file, std::string(rest)};
   }
-  if (scheme == "tcp") return parse_tcp(address, rest);
+  if (scheme == "tcp") return parse_host_port(StoreAddress::Kind::tcp, address, rest);
+  if (scheme == "c10d") return parse_host_port(StoreAddress::Kind::c10d, address, rest);
   reject(address, fmt::format("unknown scheme '{}'", scheme));
 }
 
@@ -101,6 +105,7 @@ std::unique_ptr<HostedStore> host_store(std::string_view address, const StoreOpt
     case StoreAddress::Kind::shm: return store_kinds::host_shm(a, o);
     case StoreAddress::Kind::file: return store_kinds::host_file(a, o);
     case StoreAddress::Kind::tcp: return store_kinds::host_tcp(a, o);
+    case StoreAddress::Kind::c10d: return store_kinds::host_c10d(a, o);
   }
   reject(address, "unknown kind");
 }
@@ -113,6 +118,7 @@ std::unique_ptr<Store> connect_store(std::string_view address, const StoreOption
     case StoreAddress::Kind::shm: s = store_kinds::connect_shm(a, o); break;
     case StoreAddress::Kind::file: s = store_kinds::connect_file(a, o); break;
     case StoreAddress::Kind::tcp: s = store_kinds::connect_tcp(a, o); break;
+    case StoreAddress::Kind::c10d: s = store_kinds::connect_c10d(a, o); break;
   }
   s->set_timeout(o.timeout);
   return s;

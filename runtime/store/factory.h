@@ -3,6 +3,7 @@
 //   shm://NAME         shared memory on one node (the default for one node)
 //   file://PATH        a file on a filesystem every rank shares (NFS across nodes)
 //   tcp://HOST:PORT    Boost.Asio server in the launcher / rank 0, clients everywhere
+//   c10d://HOST:PORT   a PyTorch c10d TCPStore someone else hosts (torchrun's agent); connect only
 // Bad addresses are ConfigErrors that say which forms are accepted.
 //
 // Ownership: host_store() creates the store (segment, file, listening server) and the returned
@@ -18,10 +19,10 @@
 namespace fastrun {
 
 struct StoreAddress {
-  enum class Kind { shm, file, tcp };
+  enum class Kind { shm, file, tcp, c10d };
   Kind kind;
-  std::string name;       // shm: segment name; file: path; tcp: host
-  std::uint16_t port = 0; // tcp only; 0 = pick a free port (host_store only)
+  std::string name;       // shm: segment name; file: path; tcp, c10d: host
+  std::uint16_t port = 0; // tcp, c10d; 0 = pick a free port (tcp host_store only)
   std::string to_string() const;
 };
 

@@ -10,6 +10,10 @@ std::string join_arrival_key(int generation, int global_rank) {
   return fmt::format("fastrun/join/{}/{}", generation, global_rank);
 }
 
+std::string flight_answer_key(std::int64_t request, int global_rank) {
+  return fmt::format("fastrun/flight/{}/{}", request, global_rank);
+}
+
 std::string set_if_absent(Store& store, const std::string& key, const std::string& value) {
   return to_string(store.compare_set(key, {}, to_bytes(value)));
 }

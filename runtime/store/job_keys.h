@@ -1,8 +1,9 @@
 #pragma once
 // The job-level keys that the launcher, join() and the backends share in the job's unprefixed
 // store, declared once here so that no layer includes another's header to learn a key's name.
-// Layout: fastrun/failure, fastrun/peer/<rank>, fastrun/join/<generation>/<rank>, and the
+// Layout: fastrun/failure, fastrun/peer/<rank>, fastrun/join/<generation>/<rank>, fastrun/flight/..., and the
 // launchers' own keys under fastrun/launcher/.
+#include <cstdint>
 #include <string>
 
 #include "fastrun/runtime/store/store.h"
@@ -16,6 +17,10 @@ inline constexpr const char* kFailureKey = "fastrun/failure";
 std::string peer_key(int global_rank);
 // A rank's arrival at the join of round `generation` (runtime/join/rendezvous.cpp).
 std::string join_arrival_key(int generation, int global_rank);
+// Flight-record dumps (process_group/flight_recorder.h): a counter a timing-out rank increments
+// to ask every rank what it is doing, and where rank R answers request n.
+inline constexpr const char* kFlightRequestKey = "fastrun/flight/request";
+std::string flight_answer_key(std::int64_t request, int global_rank);
 
 // Sets `key` to `value` unless it already holds a value (compare_set with an empty
 // expectation), and returns the value the key holds afterwards: `value` when this call was

@@ -1,6 +1,6 @@
 #pragma once
 // The per-kind entry points the factory (factory.cpp) dispatches to. Each kind's folder
-// implements its pair: store/shm/, store/file/, store/tcp/.
+// implements its pair: store/shm/, store/file/, store/tcp/, store/c10d/.
 #include <memory>
 
 #include "fastrun/runtime/store/factory.h"
@@ -15,5 +15,8 @@ std::unique_ptr<Store> connect_file(const StoreAddress& address, const StoreOpti
 
 std::unique_ptr<HostedStore> host_tcp(const StoreAddress& address, const StoreOptions& options);
 std::unique_ptr<Store> connect_tcp(const StoreAddress& address, const StoreOptions& options);
+
+std::unique_ptr<HostedStore> host_c10d(const StoreAddress& address, const StoreOptions& options);  // ConfigError
+std::unique_ptr<Store> connect_c10d(const StoreAddress& address, const StoreOptions& options);
 
 }  // namespace fastrun::store_kinds

@@ -19,6 +19,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
+#include "fastrun/runtime/process_group/shape_check.h"
 
 namespace fastrun::test {
 
@@ -106,6 +107,7 @@ class ThreadGroup : public ProcessGroup {
   // Reduces with the CPU backends' kernel in rank order, so the bits are what shm and gloo give.
   WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options) override {
     issued.push_back(fmt::format("all_reduce {} {}", buffer.count, dtype_name(buffer.dtype)));
+    apply_prescale(buffer, options.prescale);  // DDP's pre-division, as the CPU backends do it
     hub_->in_[rank_] = buffer;
     hub_->arrive(rank_);
     std::vector<const void*> srcs;

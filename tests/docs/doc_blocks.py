@@ -7,6 +7,8 @@ Marking convention (the HTML comment is invisible on GitHub), on the line right 
     <!-- runnable exit=2 -->     ... must exit 2 (a documented usage error)
     <!-- compile -->             the ```cpp block below must compile against the build tree, and
                                  link when it has a main()
+    <!-- compile torch -->       the same, with LibTorch and fastrun::torch (docs/torch.md); shown
+                                 as "skip" when the build has no LibTorch component
     <!-- runnable needs=torch -->  ... only when the build has that optional part (--have torch:
                                  the LibTorch layer); else the block is listed as skipped
 
@@ -41,13 +43,14 @@ import tempfile
 
 # Seconds per block: every marked block takes a few at most (the slowest, two benchmarks, ~7 s).
 BLOCK_TIMEOUT = int(os.environ.get("DOC_BLOCK_TIMEOUT", 60))
-MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(torch\s*)?(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*-->\s*$")
 FENCE_LANGS = {"runnable": ("sh", "bash"), "compile": ("cpp", "c++")}
 
 
 class Block:
     def __init__(self, path, line, kind, want_exit, text, needs=None):
         self.path, self.line, self.kind, self.want_exit, self.text = path, line, kind, want_exit, text
+        self.torch = False
         self.needs = needs
 
     def where(self):
@@ -64,7 +67,7 @@ def extract(path, rel):
         if not m:
             i += 1
             continue
-        kind, want_exit = m.group(1), int(m.group(2) or 0)
+        kind, want_exit = m.group(1), int(m.group(3) or 0)
         fence = lines[i + 1].strip() if i + 1 < len(lines) else ""
         lang = fence[3:].strip() if fence.startswith("```") else None
         if lang not in FENCE_LANGS[kind]:
@@ -77,7 +80,8 @@ def extract(path, rel):
         if end == len(lines):
             errors.append(f"{rel}:{i + 2}: the fence is never closed")
             break
-        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n", m.group(3)))
+        blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n", m.group(4)))
+        blocks[-1].torch = kind == "compile" and m.group(2) is not None
         i = end + 1
     return blocks, errors
 
@@ -117,9 +121,16 @@ def compile_block(block, args, workdir):
     # The compiler's own directories stay out of -I: listing /usr/include breaks #include_next.
     flags += [f"-I{d}" for d in dict.fromkeys(args.include) if d not in ("/usr/include", "/usr/local/include")]
     flags += [f"-D{d}" for d in dict.fromkeys(args.define)]
+    links = args.link
+    if block.torch:  # LibTorch's headers as system headers (their warnings are not ours), ours as -I
+        system = [os.path.normpath(d) for d in args.torch_include if d]
+        flags += [f"-I{d}" for d in dict.fromkeys(system) if d not in ("/usr/include", "/usr/local/include")
+                  and d not in args.include and "torch/csrc" not in d]  # fastrun/torch/...
+        flags += [f"-isystem{d}" for d in dict.fromkeys(system) if "torch/csrc" in d]  # LibTorch's own
+        links = args.link + args.torch_link
     if re.search(r"\bint\s+main\s*\(", block.text):
-        rpath = ":".join(sorted({os.path.dirname(lib) for lib in args.link}))
-        argv = [args.cxx, *flags, source, "-o", os.path.join(workdir, "snippet"), *args.link, "-lfmt", "-pthread",
+        rpath = ":".join(sorted({os.path.dirname(lib) for lib in links}))
+        argv = [args.cxx, *flags, source, "-o", os.path.join(workdir, "snippet"), *links, "-lfmt", "-pthread",
                 f"-Wl,-rpath,{rpath}"]
     else:
         argv = [args.cxx, *flags, "-fsyntax-only", source]
@@ -145,6 +156,10 @@ def main():
     parser.add_argument("--include", action="append", default=[])
     parser.add_argument("--define", action="append", default=[])
     parser.add_argument("--link", action="append", default=[])
+    # The LibTorch component's and LibTorch's headers and libraries, for <!-- compile torch -->
+    # blocks; without --torch-link (a build without LibTorch) those blocks are skipped.
+    parser.add_argument("--torch-include", action="append", default=[])
+    parser.add_argument("--torch-link", action="append", default=[])
     parser.add_argument("--have", action="append", default=[], help="optional parts built (needs=NAME)")
     parser.add_argument("files", nargs="*", help="Markdown files relative to --source (default: README.md, docs/*.md)")
     args = parser.parse_args()
@@ -159,6 +174,9 @@ def main():
         blocks += found
         failures += errors
     for block in blocks:
+        if block.torch and not args.torch_link:
+            print(f"skip {block.where()} (compile torch: this build has no LibTorch component)", flush=True)
+            continue
         if block.needs and block.needs not in args.have:
             print(f"skip {block.where()} ({block.kind}, needs {block.needs}, not built)", flush=True)
             continue

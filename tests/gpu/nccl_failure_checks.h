@@ -43,7 +43,9 @@ inline Result check_op_timeout() {
     try {
       pg->barrier();
       return std::string("a collective on the failed group did not throw");
-    } catch (const TimeoutError&) {
+    } catch (const BackendError& e) {  // the group runtime's one "unusable after a failure" error
+      if (std::string(e.what()).find("earlier failure") == std::string::npos)
+        return std::string("the refusal does not name the earlier failure: ") + e.what();
     }
     return std::string();
   });

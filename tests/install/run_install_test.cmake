@@ -3,7 +3,7 @@
 # consumer project with find_package (default C++ standard, the umbrella header, a program that
 # links only fastrun::launcher), check what a CPU program loads, and compile a program with
 # `pkg-config --cflags --libs fastrun`. Any failing step fails the test with that step's output.
-# Inputs: BUILD_DIR, SOURCE_DIR, WORK_DIR, GENERATOR, CXX, HAVE_NCCL, LIBDIR.
+# Inputs: BUILD_DIR, SOURCE_DIR, WORK_DIR, GENERATOR, CXX, HAVE_NCCL, HAVE_TORCH, LIBDIR.
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK_DIR})
 # The loader must find fastrun's libraries through RUNPATH alone.
@@ -65,12 +65,16 @@ step(${WORK_DIR}/build/consumer)
 expect("consumer" "consumer: rank 0 of 1, 2 samples, backend gloo")
 step(${WORK_DIR}/build/self_spawn)
 expect("self_spawn (links only fastrun::launcher)" "self_spawn: rank 0")
+if(HAVE_TORCH)
+  step(${WORK_DIR}/build/torch_consumer)
+  expect("torch_consumer (fastrun::torch)" "torch_consumer: 2 parameters, step open 0, grad sum 6.0")
+endif()
 
 # 5. A CPU program loads no CUDA or NCCL, nor gloo and its libibverbs until it makes a gloo
 #    group (the consumer above did, through the module beside the moved runtime), and asking
 #    it for nccl says what to link.
 step(ldd ${WORK_DIR}/build/consumer)
-if(STEP_OUTPUT MATCHES "libcudart|libnccl|libcuda\\.|libfastrun_nccl|libibverbs|libgloo")
+if(STEP_OUTPUT MATCHES "libcudart|libnccl|libcuda\\.|libfastrun_nccl|libibverbs|libgloo|libtorch|libfastrun_torch")
   message(FATAL_ERROR "a CPU program loads the CUDA/NCCL layer or gloo's dependencies:\n${STEP_OUTPUT}")
 endif()
 set(ENV{FASTRUN_BACKEND} nccl)

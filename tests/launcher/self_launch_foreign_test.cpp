@@ -2,9 +2,6 @@
 // CLI, torchrun, srun, mpirun), it starts nothing and join() joins that world. Each rank here is
 // a real process started with the variables its launcher sets; had launch_self spawned, the
 // output would show extra ranks in private worlds ("joined rank 0 of 4").
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +12,9 @@
 
 #include "process_runner.h"
 #include "test_support/free_port.h"
+#include "test_support/silent_listener.h"
+#include "test_support/skip.h"
+#include "test_support/torch_python.h"
 
 using namespace fastrun::test;
 using namespace std::chrono_literals;
@@ -47,34 +47,32 @@ void check_world(int world, const std::string& source, const std::function<Env(i
   }
 }
 
-// A listening socket on a free loopback port: what torchrun's agent store holds on MASTER_PORT.
-struct Listener {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int port = 0;
-  Listener() {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 8) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~Listener() { ::close(fd); }
-};
-
 }  // namespace
 
-TEST_CASE("launch_self under torchrun joins torchrun's world (its agent holds MASTER_PORT)", "[launcher][self]") {
-  Listener agent_store;
+// The agent's store is a real torch.distributed.TCPStore (python3-torch); torchrun_test.cpp runs
+// the real torchrun.
+TEST_CASE("launch_self under torchrun joins torchrun's world through its agent's c10d store", "[launcher][self]") {
+  if (!torch_python_available()) return skip_case(no_torch_reason());
+  TorchStoreServer agent_store;
   check_world(2, "torchrun", [&](int r) -> Env {
     const std::string rs = std::to_string(r);
     return {{"RANK", rs}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", rs}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "0"},
             {"ROLE_RANK", rs}, {"ROLE_WORLD_SIZE", "2"}, {"GROUP_WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
-            {"MASTER_PORT", std::to_string(agent_store.port)}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+            {"MASTER_PORT", std::to_string(agent_store.port())}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
             {"TORCHELASTIC_RUN_ID", "none"}, {"TORCHELASTIC_RESTART_COUNT", "0"}, {"TORCHELASTIC_MAX_RESTARTS", "0"},
             {"OMP_NUM_THREADS", "1"}};
+  });
+}
+
+TEST_CASE("launch_self under a torchrun whose agent store fastrun cannot speak falls back to shm on one node",
+          "[launcher][self]") {
+  SilentListener agent_store;  // no answer to the client's probe within FASTRUN_TIMEOUT (2 s)
+  const std::string port = std::to_string(agent_store.port());
+  check_world(2, "torchrun", [&](int r) -> Env {
+    const std::string rs = std::to_string(r);
+    return {{"RANK", rs}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", rs}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "0"},
+            {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+            {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"}, {"FASTRUN_TIMEOUT", "2"}};
   });
 }
 

@@ -26,6 +26,8 @@
 //                       error print it to stderr and exit 67. The context lives until main
 //                       returns (the README's shape: join, then leave)
 //   --world-barrier     a barrier on the joined world (after --join; exit 67 on an error)
+//   --world-allreduce   an all-reduce of 4 floats on the joined world (after --join; exit 67 on an
+//                       error, printing it to stderr)
 //   --shm-leftover      create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it
 //   --rest              stop reading flags (the remaining arguments are only data)
 #include <fcntl.h>
@@ -43,7 +45,7 @@
 
 #include "fastrun/launcher/self_launch.h"
 #include "fastrun/runtime/context.h"
-#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
 
@@ -266,15 +268,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "sparring_partner: --allreduce: %s\n", e.what());
         return 66;
       }
-    } else if (a == "--join" || a == "--world-barrier") {
+    } else if (a == "--join" || a == "--world-barrier" || a == "--world-allreduce") {
       if (!active) continue;
       try {
         if (a == "--join") {
           ctx = fastrun::join();
           std::printf("joined rank %d of %d from %s\n", ctx->rank(), ctx->world_size(), ctx->source().c_str());
           std::fflush(stdout);
-        } else {
+        } else if (a == "--world-barrier") {
           ctx->world().barrier()->wait();
+        } else {
+          float v[4] = {1, 2, 3, 4};
+          ctx->world().all_reduce(fastrun::view_of(v, 4))->wait();
         }
       } catch (const std::exception& e) {
         std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());

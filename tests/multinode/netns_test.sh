@@ -4,7 +4,7 @@
 # machines would not share (the TCP store, gloo, failure propagation all go over the bridge).
 # The mpirun_* cases start the job with mpirun on n0, reaching n1 through an rsh agent that
 # enters n1's namespaces (hosts_rsh_agent), as ssh would reach another machine.
-#   netns_test.sh CASE FASTRUN SPARRING_PARTNER HELLO
+#   netns_test.sh CASE FASTRUN SPARRING_PARTNER HELLO [C10D_ALLREDUCE]
 # CASE is one of the functions named case_* below; CTest runs each as its own test.
 # Prints FASTRUN-SKIPPED (CTest: Skipped) when not root (and, for mpirun_*, without Open MPI).
 set -uo pipefail
@@ -14,8 +14,12 @@ source "$here/hosts.sh"
 # shellcheck source=tests/multinode/checks.sh
 source "$here/checks.sh"
 
-case_name=$1 fastrun=$2 partner=$3 hello=$4
+case_name=$1 fastrun=$2 partner=$3 hello=$4 c10d=${5:-}
 hosts_skip_unless_able
+if [[ $case_name == c10d_allreduce && -z $c10d ]]; then
+  echo "FASTRUN-SKIPPED: tests/c10d/c10d_allreduce not built (LibTorch not found, FASTRUN_WITH_TORCH=OFF, or a sanitizer build)"
+  exit 0
+fi
 hosts=(n0 n1)
 [[ $case_name == gloo_allreduce ]] && hosts=(n0 n1 n2)
 hosts_up "${hosts[@]}" || exit 1
@@ -235,6 +239,20 @@ case_mpirun_fastrun() {
   run_mpirun failing "${per_node[@]}" "$partner" --on 3 --sleep 0.5 --on 3 --exit 3 --sleep 60
   expect_eq "$mpirun_code" 3 "mpirun's exit code: the failed rank's (stderr: $(cat "$work/err-failing"))"
   expect_contains "$work/err-failing" "on node 1 (host n1) exited with code 3" "the launchers name the failed rank's node and host"
+  nothing_left
+}
+case_c10d_allreduce() {
+  # A plain c10d program (tests/c10d/c10d_allreduce.cpp: LibTorch's TCPStore + ProcessGroupGloo
+  # from env://) on two hosts of two ranks each: fastrun's MASTER_ADDR/MASTER_PORT are all it needs.
+  local t0 k
+  t0=$(now)
+  start_node 1 --nproc 2 "$c10d"
+  start_node 0 --nproc 2 "$c10d"
+  for k in 0 1; do
+    finish_node "$k" 60 "$t0"
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+  done
+  expect_eq "$(cat "$work"/out-* | grep -c 'all_reduce 10 ok')" 4 "c10d ranks with the right sum across hosts"
   nothing_left
 }
 

@@ -80,3 +80,16 @@ TEST_CASE("help text lists every variable with its default", "[env]") {
   for (const env::Variable* v : env::all()) CHECK(text.find(std::string(v->name)) != std::string::npos);
   CHECK(text.find("default: 300") != std::string::npos);
 }
+
+TEST_CASE("all() lists the variables of variables.def once each, in its order", "[env]") {
+  // The constants and all() come from the same X-macro list, so they cannot drift apart.
+  const auto& vars = env::all();
+  REQUIRE(vars.size() >= 2);
+  CHECK(vars.front() == &env::kRank);
+  std::vector<const env::Variable*> expected = {
+#define FASTRUN_ENV_VARIABLE(constant, ...) &env::constant,
+#include "fastrun/runtime/env/variables.def"
+#undef FASTRUN_ENV_VARIABLE
+  };
+  CHECK(vars == expected);
+}

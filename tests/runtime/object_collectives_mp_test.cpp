@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fastrun/runtime/context.h"
-#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/objects/object_collectives.h"
 #include "test_support/rank_runner.h"
 

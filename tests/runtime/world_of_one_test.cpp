@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "fastrun/runtime/context.h"
-#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/join/env_sources.h"
 #include "fastrun/runtime/objects/object_collectives.h"
 #include "test_support/scoped_env.h"
@@ -117,19 +117,27 @@ TEST_CASE("environment sources: Open MPI and Slurm layouts", "[join]") {
   }
 }
 
-TEST_CASE("environment sources: under a real torchrun the agent holds MASTER_PORT", "[join]") {
+TEST_CASE("environment sources: under a real torchrun every rank uses the agent's c10d store", "[join]") {
   NoLauncherEnv clean;
-  test::ScopedEnv r("RANK", "0"), w("WORLD_SIZE", "4"), a("MASTER_ADDR", "127.0.0.1"), p("MASTER_PORT", "29500"),
-      agent("TORCHELASTIC_USE_AGENT_STORE", "True"), restart("TORCHELASTIC_RESTART_COUNT", "2");
-  {  // one node: rank 0 hosts an shm store named after the port and the restart
-    test::ScopedEnv lw("LOCAL_WORLD_SIZE", "4");
+  test::ScopedEnv r("RANK", "3"), w("WORLD_SIZE", "4"), a("MASTER_ADDR", "10.0.0.1"), p("MASTER_PORT", "29500"),
+      agent("TORCHELASTIC_USE_AGENT_STORE", "True"), restart("TORCHELASTIC_RESTART_COUNT", "2"),
+      run("TORCHELASTIC_RUN_ID", "job7");
+  // On one node and across nodes alike: nobody hosts; keys go under fastrun's prefix per run and
+  // restart (torch's own keys live in that store too).
+  for (const char* local_world : {"4", "2"}) {
+    test::ScopedEnv lw("LOCAL_WORLD_SIZE", local_world);
     const auto l = join_detail::detect_layout();
-    CHECK(l.store_address == "shm://torchrun-29500-2");
-    CHECK(l.host_store);
+    CHECK(l.store_address == "c10d://10.0.0.1:29500");
+    CHECK(l.store_prefix == "fastrun/job7/attempt_2");
+    CHECK_FALSE(l.host_store);
+    CHECK(l.master_host == "10.0.0.1");
+    CHECK(l.master_port == 29500);
+    // A torch 2.x agent's store speaks another protocol: on one node rank 0 then hosts shm.
+    CHECK(l.fallback_store == (std::string(local_world) == "4" ? "shm://torchrun-29500-2" : ""));
   }
-  {  // across nodes there is no store to use: say so, and what works
-    test::ScopedEnv lw("LOCAL_WORLD_SIZE", "2");
+  {  // torchrun sets both; a half-copied environment is named
+    test::ScopedEnv no_addr("MASTER_ADDR", nullptr);
     CHECK_THROWS_WITH(join_detail::detect_layout(),
-                      Catch::Contains("MASTER_PORT=29500") && Catch::Contains("spans nodes") && Catch::Contains("--nnodes"));
+                      Catch::Contains("MASTER_PORT=29500") && Catch::Contains("MASTER_ADDR is not"));
   }
 }

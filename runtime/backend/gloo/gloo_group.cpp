@@ -25,10 +25,8 @@
 #include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/log.h"
-#include "fastrun/runtime/process_group/async_work.h"
-#include "fastrun/runtime/process_group/comm_thread.h"
+#include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::gloo_backend {
@@ -42,24 +40,9 @@ void check_cpu(const BufferView& b, const char* op) {
   if (b.count > 0 && b.data == nullptr) throw ConfigError(fmt::format("{}: buffer of {} elements at nullptr", op, b.count));
 }
 
-// State the comm thread shares with the group: it outlives the group when the thread is
-// abandoned on a dead peer.
-struct Shared {
-  std::shared_ptr<::gloo::Context> context;
-  std::shared_ptr<FailureWatch> watch;
-  std::vector<PeerInfo> peers;  // group members' host/pid, to name a dead one
-  std::string label;            // "rank 1 in group 'world' (gloo)"
-  int global_rank = 0;
-  std::vector<int> global_ranks;
-  Duration op_timeout{};
-  std::mutex mutex;
-  std::string failure;  // first failure; non-empty = unusable
-};
-
 class GlooGroup final : public ProcessGroup {
  public:
   explicit GlooGroup(const GroupSpec& spec);
-  ~GlooGroup() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -72,15 +55,24 @@ class GlooGroup final : public ProcessGroup {
   WorkHandle barrier(const BarrierOptions& options) override;
 
  private:
-  // Queues `body(tag, timeout)` on the comm thread and returns its handle.
-  WorkHandle submit(const char* op, std::function<void(std::uint32_t tag, Duration timeout)> body);
-
   int rank_;
   int size_;
-  std::shared_ptr<Shared> shared_;
-  std::uint32_t next_tag_ = 1;
-  std::unique_ptr<CommThread> thread_;
+  // Held by every queued op (the comm thread may outlive the group on a dead peer).
+  std::shared_ptr<::gloo::Context> context_;
+  std::unique_ptr<GroupRuntime> runtime_;
 };
+
+std::exception_ptr translate(GroupHealth& health, const std::string& what, std::exception_ptr error);
+
+RuntimeConfig gloo_runtime_config() {
+  RuntimeConfig c;
+  c.backend = "gloo";
+  c.async_from_bytes = 0;      // every op on the comm thread (gloo's calls block)
+  c.stage_buffers = true;      // a gloo op cannot be cancelled: it works on op-owned copies
+  c.watch_peers = true;        // to name the rank behind a closed connection
+  c.detach_on_failure = true;  // a thread blocked on a dead peer is left behind
+  return c;
+}
 
 // Gloo's tcp pairs write with writev, which raises SIGPIPE when the peer has gone: that would
 // kill a survivor instead of letting it report the dead rank. Ignore SIGPIPE once, unless the
@@ -93,17 +85,12 @@ void ignore_sigpipe_once() {
   });
 }
 
-GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size), shared_(std::make_shared<Shared>()) {
+GlooGroup::GlooGroup(const GroupSpec& spec)
+    : rank_(spec.rank),
+      size_(spec.size),
+      runtime_(std::make_unique<GroupRuntime>(spec, gloo_runtime_config(), GroupRuntime::Hooks{&translate, {}, {}})) {
   const auto start = std::chrono::steady_clock::now();
-  auto& s = *shared_;
-  s.global_ranks = spec.global_ranks;
-  if (s.global_ranks.empty())
-    for (int r = 0; r < spec.size; ++r) s.global_ranks.push_back(r);
-  s.global_rank = s.global_ranks.at(static_cast<std::size_t>(spec.rank));
-  s.label = fmt::format("rank {} in group '{}' (gloo)", s.global_rank, spec.name);
-  s.op_timeout = spec.op_timeout;
-  s.watch = std::make_shared<FailureWatch>(spec.failure_store);
-  if (spec.failure_store) s.peers = read_peer_infos(*spec.failure_store, s.global_ranks);
+  const std::string& label = runtime_->label();
 
   if (spec.size > 1) {
     ignore_sigpipe_once();
@@ -117,7 +104,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
     try {
       device = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
-      throw BackendError(fmt::format("{}: cannot create a tcp device on '{}' (FASTRUN_GLOO_HOST): {}", s.label,
+      throw BackendError(fmt::format("{}: cannot create a tcp device on '{}' (FASTRUN_GLOO_HOST): {}", label,
                                      attr.hostname, e.what()));
     }
     auto context = std::make_shared<::gloo::rendezvous::Context>(spec.rank, spec.size);
@@ -126,102 +113,61 @@ GlooGroup::GlooGroup(const GroupSpec& spec) : rank_(spec.rank), size_(spec.size)
     try {
       context->connectFullMesh(adapter, device);
     } catch (const TimeoutError& e) {
-      throw TimeoutError(fmt::format("{}: connecting the full mesh timed out: {}", s.label, e.what()));
+      throw TimeoutError(fmt::format("{}: connecting the full mesh timed out: {}", label, e.what()));
     } catch (const fastrun::Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw BackendError(fmt::format("{}: connecting the full mesh failed: {}", s.label, e.what()));
+      throw BackendError(fmt::format("{}: connecting the full mesh failed: {}", label, e.what()));
     }
     // A rank may leave right after set-up (join() can end a program); closing its sockets while
     // a slower peer is still connecting to it fails that peer's set-up. So nobody returns until
     // every rank's mesh is connected; after that a closed socket matters only to an op.
     store_barrier(*spec.store, "gloo/connected", spec.size, spec.timeout);
-    s.context = context;
-    thread_ = std::make_unique<CommThread>(fmt::format("gloo-{}", spec.name));
+    context_ = context;
   }
-  log::debug("{}: ready, {} ranks, {:.1f} ms", s.label, spec.size,
+  log::debug("{}: ready, {} ranks, {:.1f} ms", label, spec.size,
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
 }
 
-GlooGroup::~GlooGroup() {
-  bool failed;
-  {
-    std::lock_guard lock(shared_->mutex);
-    failed = !shared_->failure.empty();
-  }
-  // A comm thread stuck with a dead peer cannot be joined quickly: let it go (it holds `shared_`).
-  if (thread_ && failed) thread_->abandon();
-}
-
-// Turns what a Gloo op threw into fastrun's exception, records the failure, returns it.
-std::exception_ptr translate(Shared& s, const std::string& what, const std::exception& e, bool io_error) {
-  std::exception_ptr error;
-  if (io_error) {
+// Turns what a Gloo op threw into fastrun's exception (the group runtime records it as the
+// group's failure). Root cause first: a failure already recorded (by the launcher, or by the
+// survivor that saw the death first and then exited, closing *its* sockets too) names the right
+// rank; else a dead local peer; else a timeout; else a broken connection.
+std::exception_ptr translate(GroupHealth& h, const std::string& what, std::exception_ptr thrown) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const ::gloo::IoException& e) {
     const std::string text = e.what();
     const bool timed_out = text.find("imed out") != std::string::npos || text.find("imeout") != std::string::npos;
-    // Root cause first: a failure already recorded (by the launcher, or by the survivor that saw
-    // the death first and then exited, closing *its* sockets too) names the right rank.
     const auto recorded_failure = [&]() -> std::exception_ptr {
-      if (auto failure = s.watch->poll(/*force=*/true))
+      if (auto failure = h.recorded_failure(/*force=*/true))
         return std::make_exception_ptr(PeerFailure(
-            fmt::format("{}: {} failed because a peer failed: {} (gloo: {})", s.label, what, *failure, text)));
+            fmt::format("{}: {} failed because a peer failed: {} (gloo: {})", h.label(), what, *failure, text)));
       return nullptr;
     };
-    if ((error = recorded_failure())) {
-    } else if (std::vector<int> dead = dead_local_peers(s.peers, timed_out ? Duration() : Duration(std::chrono::seconds(1)));
-               !dead.empty()) {
+    if (auto error = recorded_failure()) return error;
+    if (std::vector<int> dead = h.dead_peers(timed_out ? Duration() : Duration(std::chrono::seconds(1)));
+        !dead.empty()) {
       // Read the record again: a survivor that saw the death first recorded it before it exited,
       // possibly while we waited for the dead to show, and it names the root cause where `dead`
       // would also list that survivor.
-      if (!(error = recorded_failure())) {
-        s.watch->publish(fmt::format("rank {}: process gone (connection closed during {})", dead.front(), what));
-        error = std::make_exception_ptr(PeerFailure(fmt::format("{}: {} failed: rank {} died (its connection closed; "
-                                                                "gloo: {})",
-                                                                s.label, what, fmt::join(dead, ", "), text)));
-      }
-    } else if (timed_out) {
-      error = std::make_exception_ptr(TimeoutError(fmt::format(
-          "{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT): {}", s.label, what,
-          std::chrono::duration<double>(s.op_timeout).count(), text)));
-    } else {
-      s.watch->publish(fmt::format("rank {}: {} failed: {}", s.global_rank, what, text));
-      error = std::make_exception_ptr(
-          PeerFailure(fmt::format("{}: {} failed: a peer connection broke (gloo: {})", s.label, what, text)));
+      if (auto error = recorded_failure()) return error;
+      h.publish_as(fmt::format("rank {}: process gone (connection closed during {})", dead.front(), what));
+      return std::make_exception_ptr(PeerFailure(fmt::format(
+          "{}: {} failed: rank {} died (its connection closed; gloo: {})", h.label(), what, fmt::join(dead, ", "), text)));
     }
-  } else {
-    error = std::make_exception_ptr(BackendError(fmt::format("{}: {} failed: {}", s.label, what, e.what())));
+    if (timed_out)
+      return std::make_exception_ptr(TimeoutError(fmt::format("{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT): {}",
+                                                              h.label(), what,
+                                                              std::chrono::duration<double>(h.op_timeout()).count(), text)));
+    h.publish(fmt::format("{} failed: {}", what, text));
+    return std::make_exception_ptr(
+        PeerFailure(fmt::format("{}: {} failed: a peer connection broke (gloo: {})", h.label(), what, text)));
+  } catch (const fastrun::Error&) {
+    return std::current_exception();
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(BackendError(fmt::format("{}: {} failed: {}", h.label(), what, e.what())));
   }
-  std::lock_guard lock(s.mutex);
-  if (s.failure.empty()) s.failure = e.what();
-  return error;
-}
-
-WorkHandle GlooGroup::submit(const char* op, std::function<void(std::uint32_t, Duration)> body) {
-  const std::uint32_t tag = next_tag_++;
-  auto shared = shared_;
-  {
-    std::lock_guard lock(shared->mutex);
-    if (!shared->failure.empty())
-      throw PeerFailure(fmt::format("{}: {} refused: the group failed earlier ({}); create a new context",
-                                    shared->label, op, shared->failure));
-  }
-  const std::string what = fmt::format("{} #{}", op, tag);
-  auto work = std::make_shared<AsyncWork>(fmt::format("{}: {}", shared->label, what), shared->op_timeout, shared->watch,
-                                          [shared](const std::string& reason) {
-                                            std::lock_guard lock(shared->mutex);
-                                            if (shared->failure.empty()) shared->failure = reason;
-                                          });
-  thread_->post([shared, work, what, tag, body = std::move(body)] {
-    try {
-      body(tag, shared->op_timeout);
-      work->complete();
-    } catch (const ::gloo::IoException& e) {
-      work->fail(translate(*shared, what, e, true));
-    } catch (const std::exception& e) {
-      work->fail(translate(*shared, what, e, false));
-    }
-  });
-  return work;
 }
 
 // While the bytes it moves (the buffer from each of the n - 1 peers) stay under this, an
@@ -307,14 +253,23 @@ void run_allreduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, Re
   ::gloo::allgatherv(g);
 }
 
+// Each op's body runs on the comm thread on op-owned copies of the caller's buffers
+// (ctx.buffer(i), in the order given to run(); group_runtime.h), numbered by the runtime: the
+// op number is gloo's tag.
+std::uint32_t tag_of(const OpContext& op) { return static_cast<std::uint32_t>(op.seq); }
+
 WorkHandle GlooGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
   check_cpu(buffer, "all_reduce");
-  if (size_ == 1 || buffer.count == 0) return completed_work();  // avg over one rank is the value
-  auto ctx = shared_->context;
-  const ReduceOp op = options.op;
-  return submit("all_reduce", [ctx, buffer, op](std::uint32_t tag, Duration timeout) {
-    run_allreduce(ctx, buffer, op, tag, timeout);
-  });
+  check_prescale("all_reduce", buffer, options.prescale);
+  if (size_ == 1 || buffer.count == 0) {  // avg over one rank is the value
+    apply_prescale(buffer, options.prescale);
+    return completed_work();
+  }
+  return runtime_->run("all_reduce", buffer.bytes(), {{buffer, OpBuffer::read_write}},
+                       [ctx = context_, op = options.op, prescale = options.prescale](const OpContext& o) {
+                         apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
+                         run_allreduce(ctx, o.buffer(0), op, tag_of(o), o.timeout);
+                       });
 }
 
 WorkHandle GlooGroup::broadcast(BufferView buffer, const BroadcastOptions& options) {
@@ -322,16 +277,17 @@ WorkHandle GlooGroup::broadcast(BufferView buffer, const BroadcastOptions& optio
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("broadcast: root {} is not a rank of this group of {} ranks", options.root, size_));
   if (size_ == 1 || buffer.count == 0) return completed_work();
-  auto ctx = shared_->context;
-  const int root = options.root;
-  return submit("broadcast", [ctx, buffer, root](std::uint32_t tag, Duration timeout) {
-    ::gloo::BroadcastOptions o(ctx);
-    o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(buffer.data), buffer.bytes());
-    o.setRoot(root);
-    o.setTag(tag);
-    o.setTimeout(timeout);
-    ::gloo::broadcast(o);
-  });
+  const auto access = options.root == rank_ ? OpBuffer::read : OpBuffer::write;
+  return runtime_->run("broadcast", buffer.bytes(), {{buffer, access}},
+                       [ctx = context_, root = options.root](const OpContext& op) {
+                         const BufferView& b = op.buffer(0);
+                         ::gloo::BroadcastOptions o(ctx);
+                         o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(b.data), b.bytes());
+                         o.setRoot(root);
+                         o.setTag(tag_of(op));
+                         o.setTimeout(op.timeout);
+                         ::gloo::broadcast(o);
+                       });
 }
 
 WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
@@ -343,15 +299,22 @@ WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllG
     if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
-  auto ctx = shared_->context;
-  return submit("all_gather", [ctx, input, output](std::uint32_t tag, Duration timeout) {
+  // In place when the input already sits at this rank's slot of the output: then only the
+  // output is staged (and the staged input is its own slot).
+  const bool in_place =
+      input.data == static_cast<std::uint8_t*>(output.data) + input.bytes() * static_cast<std::size_t>(rank_);
+  std::vector<OpBuffer> buffers{{output, in_place ? OpBuffer::read_write : OpBuffer::write}};
+  if (!in_place) buffers.push_back({input, OpBuffer::read});
+  return runtime_->run("all_gather", output.bytes(), std::move(buffers), [ctx = context_, in_place](const OpContext& op) {
+    const BufferView& out = op.buffer(0);
     ::gloo::AllgatherOptions o(ctx);
-    // In place when the input already sits at this rank's slot of the output.
-    auto* own_slot = static_cast<std::uint8_t*>(output.data) + input.bytes() * static_cast<std::size_t>(ctx->rank);
-    if (input.data != own_slot) o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(input.data), input.bytes());
-    o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(output.data), output.bytes());
-    o.setTag(tag);
-    o.setTimeout(timeout);
+    if (!in_place) {
+      const BufferView& in = op.buffer(1);
+      o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(in.data), in.bytes());
+    }
+    o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(out.data), out.bytes());
+    o.setTag(tag_of(op));
+    o.setTimeout(op.timeout);
     ::gloo::allgather(o);
   });
 }
@@ -366,21 +329,20 @@ WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const 
     if (output.data != input.data) std::memmove(output.data, input.data, block);
     return completed_work();
   }
-  auto ctx = shared_->context;
-  const ReduceOp op = options.op;
-  return submit("reduce_scatter", [ctx, input, output, op](std::uint32_t tag, Duration timeout) {
-    reduce_blocks(ctx, input.data, std::vector<std::size_t>(ctx->size, output.count), output.data, input.dtype, op,
-                  tag, timeout);
-  });
+  return runtime_->run("reduce_scatter", input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+                       [ctx = context_, op = options.op](const OpContext& o) {
+                         const BufferView &in = o.buffer(0), &out = o.buffer(1);
+                         reduce_blocks(ctx, in.data, std::vector<std::size_t>(ctx->size, out.count), out.data,
+                                       in.dtype, op, tag_of(o), o.timeout);
+                       });
 }
 
 WorkHandle GlooGroup::barrier(const BarrierOptions&) {
   if (size_ == 1) return completed_work();
-  auto ctx = shared_->context;
-  return submit("barrier", [ctx](std::uint32_t tag, Duration timeout) {
+  return runtime_->run("barrier", 0, [ctx = context_](const OpContext& op) {
     ::gloo::BarrierOptions o(ctx);
-    o.setTag(tag);
-    o.setTimeout(timeout);
+    o.setTag(tag_of(op));
+    o.setTimeout(op.timeout);
     ::gloo::barrier(o);
   });
 }

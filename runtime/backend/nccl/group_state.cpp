@@ -8,7 +8,6 @@
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
-#include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::nccl {
 
@@ -50,20 +49,11 @@ void GroupState::fail(std::exception_ptr error, const std::string& reason, Origi
       failed_at = Clock::now();
       failed.store(true);
     }
+    if (health) health->fail(reason);
     log::error("{}", reason);
 
-    if (origin == Origin::self) {
-      std::lock_guard lock(store_mutex);
-      if (failure_store) {
-        try {
-          // The first rank to fail keeps the key.
-          record_failure(*failure_store, fmt::format("rank {}: {}", global_rank, reason));
-        } catch (const std::exception& e) {
-          log::warn("{}: could not publish the failure under '{}' in {}: {}", label, kFailureKey,
-                    failure_store->describe(), e.what());
-        }
-      }
-    }
+    // The first rank to fail keeps the key (the runtime's record, first writer wins).
+    if (origin == Origin::self && health) health->publish(reason);
 
     std::vector<std::shared_ptr<WorkRecord>> pending_works;
     {
@@ -90,6 +80,11 @@ void GroupState::throw_if_failed() {
     e = failure;
   }
   if (e) std::rethrow_exception(e);
+}
+
+void GroupState::check_usable(const std::string& op) {
+  if (failed.load() && health) throw health->unusable(op);
+  throw_if_failed();
 }
 
 int GroupState::poll(WorkRecord& record) {

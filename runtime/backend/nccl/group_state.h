@@ -7,7 +7,8 @@
 //               watchdog's ncclCommGetAsyncError, abort). One thread issues; abort may come
 //               from another thread, so the mutex makes abort and enqueue exclusive.
 //   mutex:      in_flight and the failure fields.
-//   store_mutex: the cloned failure-store handle (used by the watchdog and by fail()).
+// The job's failure record and the first failure's text go through the group runtime's
+// GroupHealth (process_group/group_health.h), which has its own lock.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "fastrun/runtime/backend/nccl/communicator.h"
+#include "fastrun/runtime/process_group/group_health.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::nccl {
@@ -54,7 +56,7 @@ struct WorkRecord {
 };
 
 struct GroupState {
-  std::string label;     // "nccl group 'world' rank 0/2 (global rank 0)"
+  std::string label;     // "rank 0 in group 'world' (nccl)" (GroupHealth::label)
   int global_rank = 0;
   int device = 0;
   Duration op_timeout{};
@@ -72,8 +74,9 @@ struct GroupState {
   std::condition_variable wake;  // with `mutex`: wakes the watchdog (failure, stop)
   bool stopping = false;
 
-  std::mutex store_mutex;
-  std::unique_ptr<Store> failure_store;  // a clone of GroupSpec::failure_store; may be null
+  // The group runtime's failure state: the job's failure record (one FailureWatch, polled at
+  // the runtime's one interval), the first failure's text, the "unusable" error.
+  std::shared_ptr<GroupHealth> health;
 
   // The failure path, whoever detects it (watchdog, a waiter, the issuing thread):
   //  1. the first failure wins (later ones only log);
@@ -85,8 +88,10 @@ struct GroupState {
   enum class Origin { self, peer };
   void fail(std::exception_ptr error, const std::string& reason, Origin origin) noexcept;
 
-  // Rethrows the group's failure, if any.
+  // Rethrows the group's failure, if any (the op that failed it).
   void throw_if_failed();
+  // Before an op is issued: once the group failed, the runtime's "unusable" BackendError.
+  void check_usable(const std::string& op);
 
   // Queries the record's event (without blocking) and returns its status; a CUDA error other
   // than "not ready" fails the group.

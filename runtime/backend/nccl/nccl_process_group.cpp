@@ -14,6 +14,7 @@
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/group_runtime.h"
 
 namespace fastrun::nccl {
 namespace {
@@ -21,12 +22,13 @@ namespace {
 // The orderly close of a healthy group may need peers that are gone: bound it.
 constexpr Duration kCloseLimit = std::chrono::seconds(60);
 
-std::string make_label(const GroupSpec& spec) {
-  const int global = spec.rank >= 0 && spec.rank < static_cast<int>(spec.global_ranks.size())
-                         ? spec.global_ranks[spec.rank]
-                         : spec.rank;
-  return fmt::format("nccl group '{}' rank {}/{} (global rank {})", spec.name.empty() ? "world" : spec.name,
-                     spec.rank, spec.size, global);
+RuntimeConfig nccl_runtime_config() {
+  RuntimeConfig c;
+  c.backend = "nccl";
+  // Ops are enqueued on the group's stream by the issuing thread and waited for through their
+  // CUDA event (NcclWork): no comm thread. The runtime gives the label, failure record and op numbers.
+  c.async_from_bytes = RuntimeConfig::kNever;
+  return c;
 }
 
 // Makes the group's device current for the calling thread while enqueueing (the stream,
@@ -55,7 +57,11 @@ std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", d
 std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return std::make_unique<NcclProcessGroup>(spec); }
 
 NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
-    : rank_(spec.rank), size_(spec.size), label_(make_label(spec)), close_limit_(std::min(spec.timeout, kCloseLimit)) {
+    : rank_(spec.rank),
+      size_(spec.size),
+      runtime_(spec, nccl_runtime_config()),
+      label_(runtime_.label()),
+      close_limit_(std::min(spec.timeout, kCloseLimit)) {
   // 1. arguments and the join deadline (set-up as a whole must fit in it)
   if (spec.size < 1 || spec.rank < 0 || spec.rank >= spec.size) {
     throw ConfigError(fmt::format("{}: rank {} is not in 0..{} (group size {})", label_, spec.rank, spec.size - 1,
@@ -73,7 +79,8 @@ NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
   }
   state_ = std::make_shared<GroupState>();
   state_->label = label_;
-  state_->global_rank = spec.rank < static_cast<int>(spec.global_ranks.size()) ? spec.global_ranks[spec.rank] : spec.rank;
+  state_->global_rank = runtime_.health().global_rank();
+  state_->health = runtime_.shared_health();
   state_->device = cuda_current_device();
   state_->op_timeout = spec.op_timeout;
   state_->policy = error_policy_from_env();
@@ -91,10 +98,7 @@ NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
   // 4. the communicator (unique id through the store, non-blocking init under the deadline)
   state_->comm = Communicator::create(spec, label_, deadline);
 
-  // 5. the watchdog's own handle on the failure store (a Store serves one thread at a time)
-  if (spec.failure_store) state_->failure_store = spec.failure_store->clone();
-
-  // 6. the watchdog
+  // 5. the watchdog (it reads the job's failure record through state_->health)
   watchdog_ = std::make_unique<Watchdog>(state_);
   log::info("{}: ready on CUDA device {} (op timeout {:.3g} s, on error: {})", label_, state_->device,
             std::chrono::duration<double>(spec.op_timeout).count(),
@@ -146,7 +150,7 @@ void NcclProcessGroup::require_device(const BufferView& buffer, const char* op, 
 
 WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
   std::unique_lock lock(state_->comm_mutex);
-  state_->throw_if_failed();
+  state_->check_usable(op);
   const DeviceGuard device_guard(state_->device);  // before the event: events belong to a device
   const auto start = Clock::now();
   auto record = std::make_shared<WorkRecord>(std::move(op), start, start + state_->op_timeout);
@@ -192,9 +196,10 @@ WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
 
 WorkHandle NcclProcessGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
   require_device(buffer, "all_reduce", "in-place");
+  check_prescale(fmt::format("{}: all_reduce", label_), buffer, options.prescale);  // host buffers only
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("all_reduce #{} ({}, {})", ++sequence_, describe_view(buffer), reduce_op_name(options.op)),
+  return enqueue(fmt::format("all_reduce #{} ({}, {})", runtime_.next_seq(), describe_view(buffer), reduce_op_name(options.op)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclAllReduce(buffer.data, buffer.data, buffer.count, type, op, comm, s);
                  });
@@ -207,7 +212,7 @@ WorkHandle NcclProcessGroup::broadcast(BufferView buffer, const BroadcastOptions
                                    options.root, size_ - 1));
   }
   const ncclDataType_t type = to_nccl(buffer.dtype);
-  return enqueue(fmt::format("broadcast #{} ({}, root {})", ++sequence_, describe_view(buffer), options.root),
+  return enqueue(fmt::format("broadcast #{} ({}, root {})", runtime_.next_seq(), describe_view(buffer), options.root),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclBroadcast(buffer.data, buffer.data, buffer.count, type, options.root, comm, s);
                  });
@@ -218,7 +223,7 @@ WorkHandle NcclProcessGroup::all_gather(BufferView input, BufferView output, con
   require_device(output, "all_gather", "output");
   check_all_gather_shapes(fmt::format("{}: all_gather", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
-  return enqueue(fmt::format("all_gather #{} ({} per rank)", ++sequence_, describe_view(input)),
+  return enqueue(fmt::format("all_gather #{} ({} per rank)", runtime_.next_seq(), describe_view(input)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclAllGather(input.data, output.data, input.count, type, comm, s);
                  });
@@ -230,7 +235,7 @@ WorkHandle NcclProcessGroup::reduce_scatter(BufferView input, BufferView output,
   check_reduce_scatter_shapes(fmt::format("{}: reduce_scatter", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", ++sequence_, describe_view(output),
+  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", runtime_.next_seq(), describe_view(output),
                              reduce_op_name(options.op)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclReduceScatter(input.data, output.data, output.count, type, op, comm, s);
@@ -239,7 +244,7 @@ WorkHandle NcclProcessGroup::reduce_scatter(BufferView input, BufferView output,
 
 WorkHandle NcclProcessGroup::barrier(const BarrierOptions&) {
   void* scratch = barrier_scratch_.data();
-  return enqueue(fmt::format("barrier #{}", ++sequence_), [=](ncclComm_t comm, cudaStream_t s) {
+  return enqueue(fmt::format("barrier #{}", runtime_.next_seq()), [=](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
   });
 }

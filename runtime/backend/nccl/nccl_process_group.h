@@ -20,6 +20,7 @@
 #include "fastrun/runtime/backend/nccl/group_state.h"
 #include "fastrun/runtime/backend/nccl/watchdog.h"
 #include "fastrun/runtime/cuda/device_buffer.h"
+#include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::nccl {
@@ -56,9 +57,9 @@ class NcclProcessGroup final : public ProcessGroup {
 
   int rank_ = 0;
   int size_ = 1;
+  GroupRuntime runtime_;  // label, failure record, op numbers (no comm thread: ops go on the stream)
   std::string label_;
   Duration close_limit_{};
-  std::uint64_t sequence_ = 0;  // issuing thread only
   std::shared_ptr<GroupState> state_;
   // Declared before the watchdog: destroyed after it (members go in reverse order).
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;

@@ -16,7 +16,6 @@ namespace fastrun::nccl {
 namespace {
 
 constexpr auto kRound = std::chrono::milliseconds(100);
-constexpr auto kFailureKeyInterval = std::chrono::milliseconds(500);
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -58,26 +57,17 @@ void check_operations(GroupState& state) {
   }
 }
 
-// Returns false when the store cannot be reached (logged once by the caller).
-bool check_failure_key(GroupState& state, std::string& store_error) {
-  std::string value;
-  {
-    std::lock_guard lock(state.store_mutex);
-    if (!state.failure_store) return true;
-    try {
-      if (!state.failure_store->check({kFailureKey})) return true;
-      value = to_string(state.failure_store->get(kFailureKey, std::chrono::seconds(5)));
-    } catch (const std::exception& e) {
-      store_error = e.what();
-      return false;
-    }
-  }
+// The job's failure record, through the group runtime's one FailureWatch (rate-limited to its
+// poll interval, like every backend's; a store that cannot be read reads as "no failure yet").
+void check_failure_key(GroupState& state) {
+  if (!state.health) return;
+  const auto value = state.health->recorded_failure();
+  if (!value) return;
   const std::string reason =
       fmt::format("{}: peer failure marked in the store ('{}'): {}; this rank's NCCL operations fail and the "
                   "communicator was aborted",
-                  state.label, kFailureKey, value);
+                  state.label, kFailureKey, *value);
   state.fail(std::make_exception_ptr(PeerFailure(reason)), reason, GroupState::Origin::peer);
-  return true;
 }
 
 [[noreturn]] void end_process(const std::string& message) noexcept {
@@ -114,8 +104,6 @@ void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
     // Event queries need no current device, but NCCL and CUDA calls made from this thread
     // should see the group's device, not device 0 by default.
     (void)cudaSetDevice(state->device);
-    auto next_key_check = Clock::now();
-    bool store_error_logged = false;
     std::unique_lock lock(state->mutex);
     while (!state->stopping) {
       if (state->failed.load()) {
@@ -135,15 +123,7 @@ void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
       lock.unlock();
       check_async_error(*state);
       if (!state->failed.load()) check_operations(*state);
-      if (!state->failed.load() && Clock::now() >= next_key_check) {
-        next_key_check = Clock::now() + kFailureKeyInterval;
-        std::string store_error;
-        if (!check_failure_key(*state, store_error) && !store_error_logged) {
-          store_error_logged = true;
-          log::warn("{}: cannot read the failure key '{}' ({}); peer failures will surface only as op timeouts",
-                    state->label, kFailureKey, store_error);
-        }
-      }
+      if (!state->failed.load()) check_failure_key(*state);
       lock.lock();
     }
   } catch (const std::exception& e) {

@@ -35,90 +35,43 @@ struct Slices {
 
 std::size_t line_elems(std::size_t esize) { return std::max<std::size_t>(1, 64 / esize); }
 
-const WorkHandle& done() {
-  static const WorkHandle work = std::make_shared<CompletedWork>();
-  return work;
+RuntimeConfig shm_runtime_config(bool local) {
+  RuntimeConfig c;
+  c.backend = "shm";
+  c.async_from_bytes = local ? RuntimeConfig::kNever : kAsyncOpBytes;
+  // The channel watches peers and the failure key itself, and names the peer that failed.
+  c.wait_watches_failure_key = false;
+  // The channel's deadline (which names the ranks that did not arrive) should fire first; the
+  // margin covers an op that started a little after its wait() did.
+  c.wait_margin = std::chrono::seconds(1);
+  // A cancelled op leaves its wait within a sleep slice; this bounds the rare slow case.
+  c.release_grace = std::chrono::seconds(2);
+  return c;
 }
 
 }  // namespace
 
-ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel)
-    : rank_(spec.rank), size_(spec.size), name_(spec.name), op_timeout_(spec.op_timeout), chan_(std::move(channel)) {}
+ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel, std::shared_ptr<GroupHealth> health)
+    : rank_(spec.rank), size_(spec.size), name_(spec.name), chan_(std::move(channel)) {
+  GroupRuntime::Hooks hooks;
+  if (Channel* ch = chan_.get()) {
+    hooks.op_failed = [ch] { ch->abort(); };  // peers waiting on us fail now instead of at their timeout
+    hooks.cancel = [ch] { ch->cancel(); };    // the op in flight returns within a wait slice
+  }
+  runtime_ = std::make_unique<GroupRuntime>(spec, shm_runtime_config(!chan_), std::move(hooks), std::move(health));
+}
 
 ShmGroup::~ShmGroup() = default;
 
-std::string ShmGroup::broken() const {
-  std::lock_guard lock(mutex_);
-  return broken_;
-}
-
-void ShmGroup::mark_broken(const std::string& why) {
-  std::lock_guard lock(mutex_);
-  if (broken_.empty()) broken_ = why;
-}
-
-std::exception_ptr ShmGroup::unusable(const char* op) const {
-  return std::make_exception_ptr(BackendError(fmt::format(
-      "shm {} on group '{}' rank {}: the group is unusable after an earlier failure: {}", op, name_, rank_, broken())));
-}
-
-void ShmGroup::run_on_channel(const char* op, const std::function<void()>& body) {
-  try {
-    chan_->begin_op(op, op_timeout_);
-    body();
-  } catch (const std::exception& e) {
-    mark_broken(e.what());
-    chan_->abort();  // peers waiting on us fail now instead of at their timeout
-    throw;
-  }
-}
-
-template <typename Body>
-WorkHandle ShmGroup::run(const char* op, std::size_t bytes, Body body) {
-  if (!broken().empty()) return std::make_shared<CompletedWork>(unusable(op));
-  if (!chan_) {  // a group of one: the body handles it locally
-    body();
-    return done();
-  }
-  // Inline only while the comm thread holds no op: otherwise this one would overtake them.
-  if (bytes >= kAsyncOpBytes || pending_.load(std::memory_order_acquire) != 0) return post(op, std::move(body));
-  try {
-    run_on_channel(op, body);
-    return done();
-  } catch (const std::exception&) {
-    return std::make_shared<CompletedWork>(std::current_exception());
-  }
-}
-
-WorkHandle ShmGroup::post(const char* op, std::function<void()> body) {
-  if (!thread_) thread_ = std::make_unique<CommThread>(fmt::format("shm-{}", name_));
-  // The channel's deadline (which names the ranks that did not arrive) should fire first; the
-  // margin covers an op that started a little after its wait() did.
-  auto work = std::make_shared<AsyncWork>(
-      fmt::format("shm {} on group '{}' rank {}", op, name_, rank_), op_timeout_ + std::chrono::seconds(1),
-      nullptr,  // the channel watches peers and the failure key itself, and fails the op
-      [this](const std::string& reason) {
-        // Runs on a waiter's thread before the op finished, so the group (and its thread) is alive.
-        mark_broken(reason);
-        chan_->cancel();
-      });
-  pending_.fetch_add(1, std::memory_order_relaxed);
-  thread_->post([this, op, work, body = std::move(body)] {
-    std::exception_ptr error;
-    if (!broken().empty()) {
-      error = unusable(op);
-    } else {
-      try {
-        run_on_channel(op, body);
-      } catch (const std::exception&) {
-        error = std::current_exception();
-      }
+WorkHandle ShmGroup::run(const char* op, std::size_t bytes, std::function<void()> body) {
+  const Duration timeout = runtime_->health().op_timeout();
+  return runtime_->run(op, bytes, [this, timeout, body = std::move(body)](const OpContext& ctx) {
+    if (chan_) {
+      current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
+      chan_->begin_op(current_op_.c_str(), timeout);
     }
-    pending_.fetch_sub(1, std::memory_order_release);  // the channel is free before the wait returns
-    if (error) work->fail(error);
-    else work->complete();
+    body();
   });
-  return work;
 }
 
 void ShmGroup::check_host(const char* op, const BufferView& b) const {
@@ -134,7 +87,9 @@ void ShmGroup::check_host(const char* op, const BufferView& b) const {
 
 WorkHandle ShmGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
   check_host("all_reduce", buffer);
-  return run("all_reduce", buffer.bytes(), [this, buffer, op = options.op] {
+  check_prescale(fmt::format("shm all_reduce on group '{}'", name_), buffer, options.prescale);
+  return run("all_reduce", buffer.bytes(), [this, buffer, op = options.op, prescale = options.prescale] {
+    apply_prescale(buffer, prescale);  // part of the op: on the comm thread when the op runs there
     if (!chan_ || buffer.count == 0) return;
     if (buffer.bytes() <= kSmallAllReduceBytes) {
       all_reduce_small(buffer, op);

@@ -1,19 +1,21 @@
 #pragma once
 // The shm backend's ProcessGroup: every rank of the group on one node, data moving through one
-// shared segment per group (see docs/backend-shm.md for the design and the numbers).
+// shared segment per group (see docs/backend-shm.md for the design and the numbers). Only the
+// algorithms live here; where an op runs, failures and the Work handles are the group runtime's
+// (process_group/group_runtime.h).
 //
 // Where an op runs: one of kAsyncOpBytes or more (and any op issued while such an op is still
 // queued or running, so that the issue order is kept) goes to the group's communication thread
-// (process_group/comm_thread.h, started on the first such op) and returns an AsyncWork at once:
-// the caller computes while it runs (DDP's buckets overlap the backward pass). A smaller op runs
-// to completion on the calling thread and returns an already-completed Work, because the
-// hand-off costs more than it does (figures at kAsyncOpBytes). Either way an error
-// (PeerFailure, TimeoutError) is carried by the Work and rethrown by wait(); the channel's own
-// waits (peer pidfds, the job's failure key, the op deadline) bound how long a queued op can
-// block. After a failure the group is unusable: later ops fail with BackendError naming the
-// first error. Bad arguments (wrong counts, device memory, a root out of range) throw
-// ConfigError at once. A wait() that gives up early (a timeout shorter than the op's) makes the
-// group unusable too, and cancels the op in flight so the thread returns within a wait slice.
+// and returns an AsyncWork at once: the caller computes while it runs (DDP's buckets overlap the
+// backward pass). A smaller op runs to completion on the calling thread and returns an
+// already-completed Work, because the hand-off costs more than it does (figures at
+// kAsyncOpBytes). Either way an error (PeerFailure, TimeoutError) is carried by the Work and
+// rethrown by wait(); the channel's own waits (peer pidfds, the job's failure key, the op
+// deadline) bound how long a queued op can block. After a failure the group is unusable: later
+// ops throw BackendError naming the first error. Bad arguments (wrong counts, device memory, a
+// root out of range) throw ConfigError at once. A wait() that gives up early (a timeout shorter
+// than the op's) makes the group unusable too, and cancels the op in flight; the wait returns
+// once the thread has left the caller's buffers (within a wait slice).
 //
 // Threading: one thread issues collectives on a group (process_group.h); Works may be waited
 // on from any thread. The caller's buffers must stay alive until wait() returns. Destruction
@@ -27,7 +29,7 @@
 #include <string>
 
 #include "fastrun/runtime/backend/shm/channel.h"
-#include "fastrun/runtime/process_group/comm_thread.h"
+#include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::shm {
@@ -54,8 +56,9 @@ Layout shm_layout(int nranks, int cpus);
 
 class ShmGroup final : public ProcessGroup {
  public:
-  // `channel` is null for a group of one (everything is local then).
-  ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel);
+  // `channel` is null for a group of one (everything is local then). `health`: the one the
+  // channel watches (null: made here).
+  ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel, std::shared_ptr<GroupHealth> health = nullptr);
   ~ShmGroup() override;
 
   int rank() const override { return rank_; }
@@ -69,14 +72,8 @@ class ShmGroup final : public ProcessGroup {
   WorkHandle barrier(const BarrierOptions& options = {}) override;
 
  private:
-  // Runs `body` (which captures its arguments by value) inline or on the comm thread.
-  template <typename Body> WorkHandle run(const char* op, std::size_t bytes, Body body);
-  // Runs one op on the channel; a failure marks the group unusable and tells the peers.
-  void run_on_channel(const char* op, const std::function<void()>& body);
-  WorkHandle post(const char* op, std::function<void()> body);
-  std::string broken() const;
-  void mark_broken(const std::string& why);
-  std::exception_ptr unusable(const char* op) const;  // the BackendError of an op after a failure
+  // Runs `body` (which captures its arguments by value) through the group runtime.
+  WorkHandle run(const char* op, std::size_t bytes, std::function<void()> body);
   void check_host(const char* op, const BufferView& b) const;
 
   void all_reduce_small(const BufferView& b, ReduceOp op);
@@ -88,14 +85,10 @@ class ShmGroup final : public ProcessGroup {
   int rank_;
   int size_;
   std::string name_;
-  Duration op_timeout_;
   std::unique_ptr<Channel> chan_;
-  mutable std::mutex mutex_;  // guards broken_ (written by the comm thread and by waiters)
-  std::string broken_;        // the first error; non-empty = unusable
-  // Ops posted and not yet finished. The comm thread's release decrement pairs with the issuing
-  // thread's acquire load: at 0 the channel is back in the issuing thread's hands.
-  std::atomic<int> pending_{0};
-  std::unique_ptr<CommThread> thread_;  // declared last: joined before the channel goes away
+  // The op the channel is running (its messages point at this), set by whichever thread drives it.
+  std::string current_op_;
+  std::unique_ptr<GroupRuntime> runtime_;  // declared last: its thread is joined before the channel goes away
 };
 
 // The backend factory (registered as "shm"): builds the segment through spec.store.

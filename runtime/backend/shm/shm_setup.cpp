@@ -138,13 +138,14 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
 
   // 4. The channel watches every peer's liveness from now on.
   ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name, cpus};
-  auto watch = spec.failure_store ? std::make_shared<FailureWatch>(spec.failure_store) : nullptr;
-  auto chan = std::make_unique<Channel>(std::move(seg), layout, std::move(info), std::move(watch));
+  // The group's one failure watch (group_health.h): the channel's waits poll it.
+  auto health = std::make_shared<GroupHealth>(spec, "shm", /*watch_peers=*/false);
+  auto chan = std::make_unique<Channel>(std::move(seg), layout, std::move(info), health->watch());
   chan->watch_peers();
   log::info("shm group '{}': rank {} of {} ready in {:.1f} ms ({} x {} KiB regions per rank)", spec.name, spec.rank,
             spec.size, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
             layout.ring, layout.region_bytes / 1024);
-  return std::make_unique<ShmGroup>(spec, std::move(chan));
+  return std::make_unique<ShmGroup>(spec, std::move(chan), std::move(health));
 }
 
 }  // namespace fastrun::shm

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
 
 #include <cstdlib>
 

@@ -4,7 +4,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "fastrun/runtime/driver/driver.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/join/rendezvous.h"
 #include "test_support/scoped_env.h"

@@ -1,0 +1,145 @@
+#include "fastrun/runtime/join/join.h"
+
+// join(): the four numbered steps that turn the environment into a Context (context.h).
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/device_probe.h"
+#include "fastrun/runtime/cluster/local_address.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/env_sources.h"
+#include "fastrun/runtime/join/peer_info.h"
+#include "fastrun/runtime/join/rendezvous.h"
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/memory_store.h"
+#include "fastrun/runtime/store/prefix_store.h"
+
+namespace fastrun {
+namespace {
+
+std::mutex g_current_mutex;
+std::weak_ptr<Context> g_current;
+std::atomic<int> g_generation{0};
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+std::shared_ptr<Context> join(const JoinOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Context> ctx(new Context());
+  Context& c = *ctx;
+
+  // 1. Who am I: the first environment source present.
+  const join_detail::Layout layout = join_detail::detect_layout();
+  c.rank_ = layout.rank;
+  c.world_size_ = layout.world_size;
+  c.source_ = layout.source;
+  c.run_id_ = layout.run_id;
+  c.timeout_ = options.timeout > Duration::zero() ? options.timeout : env::get_timeout(env::kTimeout);
+  c.op_timeout_ = env::get_timeout(env::kOpTimeout);
+  c.backend_request_ = options.backend.empty() ? env::get_string(env::kBackend) : options.backend;
+  c.generation_ = g_generation.fetch_add(1);
+  log::set_rank(c.rank_);
+  static std::once_flag source_logged;
+  std::call_once(source_logged, [&] {
+    log::info("rank layout from the {} environment: rank {} of {}", layout.source, layout.rank, layout.world_size);
+  });
+
+  // 2. The store.
+  StoreOptions so;
+  so.timeout = c.timeout_;
+  so.token = layout.store_token;
+  try {
+    if (layout.store_address.empty()) {
+      c.store_ = std::make_shared<MemoryStore>();
+    } else if (layout.host_store) {
+      c.hosted_ = host_store(layout.store_address, so);
+      c.store_ = c.hosted_->connect();
+    } else if (!layout.store_prefix.empty()) {
+      try {
+        c.store_ = std::make_shared<PrefixStore>(layout.store_prefix, connect_store(layout.store_address, so));
+      } catch (const StoreError& e) {
+        if (layout.fallback_store.empty()) throw;
+        // Every rank of the node sees the same server, so all of them take this branch.
+        log::warn("{}; the job is on one node: using {} (hosted by rank 0) instead", e.what(), layout.fallback_store);
+        if (c.rank_ == 0) {
+          c.hosted_ = host_store(layout.fallback_store, so);
+          c.store_ = c.hosted_->connect();
+        } else {
+          c.store_ = connect_store(layout.fallback_store, so);
+        }
+      }
+    } else {
+      c.store_ = connect_store(layout.store_address, so);
+    }
+  } catch (const StoreError& e) {
+    // An address fastrun derived (srun, mpirun) must say where it came from and how to override it.
+    if (layout.store_origin.empty()) throw;
+    throw StoreError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
+  }
+  c.store_->set_timeout(c.timeout_);
+  // Across hosts gloo must not advertise 127.0.0.1: unless FASTRUN_GLOO_HOST says otherwise,
+  // bind the interface that routes to the store's host (as the launcher does for its ranks).
+  if (!layout.master_host.empty() && !env::raw(env::kGlooHost))
+    c.gloo_host_ = cluster::local_address_towards(layout.master_host, static_cast<std::uint16_t>(layout.master_port));
+
+  // 3. Exchange host, pid and device identity; refuse two ranks on one GPU.
+  c.device_identity_ = probe_device_identity();
+  c.device_ = c.device_identity_ == "cpu" ? DeviceKind::cpu : DeviceKind::cuda;
+  PeerInfo self = local_peer_info(c.rank_, c.device_identity_);
+  self.node = layout.node_rank.value_or(-1);
+  const auto peers = join_detail::exchange_peer_infos(c.store_, self, c.world_size_, c.generation_, c.timeout_);
+  join_detail::check_distinct_devices(peers);
+  for (const auto& p : peers) {
+    c.hosts_.push_back(p.host);
+    c.places_.push_back(fmt::format("{}#{}", p.host, p.node));
+  }
+
+  // Local layout: from the environment when given, else from the host names.
+  std::vector<std::string> distinct_hosts;
+  for (const auto& h : c.hosts_)
+    if (std::find(distinct_hosts.begin(), distinct_hosts.end(), h) == distinct_hosts.end()) distinct_hosts.push_back(h);
+  const std::string& my_host = c.hosts_[static_cast<std::size_t>(c.rank_)];
+  int computed_local_rank = 0, computed_local_size = 0;
+  for (int r = 0; r < c.world_size_; ++r) {
+    if (c.hosts_[static_cast<std::size_t>(r)] != my_host) continue;
+    if (r < c.rank_) ++computed_local_rank;
+    ++computed_local_size;
+  }
+  c.local_rank_ = layout.local_rank.value_or(computed_local_rank);
+  c.local_world_size_ = layout.local_world_size.value_or(computed_local_size);
+  c.node_rank_ = layout.node_rank.value_or(static_cast<int>(
+      std::find(distinct_hosts.begin(), distinct_hosts.end(), my_host) - distinct_hosts.begin()));
+
+  // 4. The default process group.
+  std::vector<int> all(static_cast<std::size_t>(c.world_size_));
+  for (int r = 0; r < c.world_size_; ++r) all[static_cast<std::size_t>(r)] = r;
+  c.world_ = c.make_group(all, c.backend_request_, "world");
+
+  log::info("joined in {:.1f} ms: rank {} of {} (local {} of {}, node {}) from the {} environment, device {}, "
+            "store {}, backend {}",
+            ms_since(start), c.rank_, c.world_size_, c.local_rank_, c.local_world_size_, c.node_rank_, c.source_,
+            c.device_identity_, c.store_->describe(), c.world_->backend_name());
+  {
+    std::lock_guard lock(g_current_mutex);
+    g_current = ctx;
+  }
+  return ctx;
+}
+
+std::shared_ptr<Context> current_context() {
+  std::lock_guard lock(g_current_mutex);
+  return g_current.lock();
+}
+
+}  // namespace fastrun

@@ -1,0 +1,89 @@
+#include "fastrun/runtime/process_group/flight_monitor.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/flight_recorder.h"
+#include "fastrun/runtime/store/job_keys.h"
+
+namespace fastrun {
+namespace {
+std::mutex g_current_mutex;
+// The monitor of each rank in this process (one, except in tests that run ranks as threads)
+// while a group holds it.
+std::map<int, std::weak_ptr<FlightMonitor>> g_current;
+}  // namespace
+
+std::shared_ptr<FlightMonitor> FlightMonitor::acquire(const std::shared_ptr<Store>& job_store, int global_rank) {
+  std::lock_guard lock(g_current_mutex);
+  if (auto m = g_current[global_rank].lock()) return m;
+  auto m = std::make_shared<FlightMonitor>(job_store->clone(), global_rank);
+  g_current[global_rank] = m;
+  return m;
+}
+
+FlightMonitor::FlightMonitor(std::unique_ptr<Store> store, int global_rank)
+    : store_(std::move(store)), global_rank_(global_rank), thread_([this] { run(); }) {}
+
+FlightMonitor::~FlightMonitor() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void FlightMonitor::add(const FlightRecorder* recorder) {
+  std::lock_guard lock(mutex_);
+  recorders_.push_back(recorder);
+}
+
+void FlightMonitor::remove(const FlightRecorder* recorder) {
+  std::lock_guard lock(mutex_);
+  recorders_.erase(std::remove(recorders_.begin(), recorders_.end(), recorder), recorders_.end());
+}
+
+std::string FlightMonitor::dump() const {
+  std::lock_guard lock(mutex_);  // recorders unregister under this lock before they go away
+  std::string out;
+  for (const FlightRecorder* r : recorders_) {
+    out += fmt::format("{}\t{}\t{}\t{}\n", r->name(), r->last_collective_seq(), r->busy() ? 1 : 0, r->state_line());
+  }
+  return out;
+}
+
+void FlightMonitor::run() {
+  bool logged = false;
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    cv_.wait_for(lock, kInterval, [&] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    try {
+      // Non-blocking calls only, so that stopping never waits on a store timeout.
+      if (store_->check({kFlightRequestKey})) {
+        const std::int64_t n = store_->add(kFlightRequestKey, 0);
+        if (n > answered_) {
+          // Every request since the last answer: ranks that time out together ask together.
+          // (At most kMaxBacklog: older askers have given up already.)
+          const Bytes answer = to_bytes(dump());
+          for (std::int64_t k = std::max(answered_ + 1, n - kMaxBacklog + 1); k <= n; ++k)
+            store_->set(flight_answer_key(k, global_rank_), answer);
+          answered_ = n;
+        }
+      }
+    } catch (const std::exception& e) {
+      // The store may be gone at the very end of a job; the monitor has nothing to add then.
+      if (!logged) log::debug("flight monitor: cannot read '{}': {}", kFlightRequestKey, e.what());
+      logged = true;
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace fastrun

@@ -1,0 +1,54 @@
+#pragma once
+// The per-process thread that answers flight-record dump requests through the job store
+// (protocol in flight_recorder.h). One per process (per rank, where tests run ranks as threads),
+// made by the first group with a job store and stopped (joined) when the last one lets go. It never blocks on the store for long: it polls
+// one key every kInterval with non-blocking calls, so stopping it takes at most one interval
+// plus one store round trip.
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun {
+
+class FlightRecorder;
+
+class FlightMonitor {
+ public:
+  static constexpr Duration kInterval = std::chrono::milliseconds(200);
+  static constexpr std::int64_t kMaxBacklog = 64;  // requests answered in one round, at most
+
+  // The monitor of `global_rank` in this process, started on first use with its own clone of
+  // `job_store`.
+  static std::shared_ptr<FlightMonitor> acquire(const std::shared_ptr<Store>& job_store, int global_rank);
+
+  FlightMonitor(std::unique_ptr<Store> store, int global_rank);
+  ~FlightMonitor();
+  FlightMonitor(const FlightMonitor&) = delete;
+  FlightMonitor& operator=(const FlightMonitor&) = delete;
+
+  // Recorders register themselves for dumps (a recorder unregisters before it is destroyed).
+  void add(const FlightRecorder* recorder);
+  void remove(const FlightRecorder* recorder);
+
+  // This process's answer: one line per group, "name \t last started seq \t busy \t state".
+  std::string dump() const;
+
+ private:
+  void run();
+  std::unique_ptr<Store> store_;  // used only by the thread
+  const int global_rank_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<const FlightRecorder*> recorders_;
+  std::int64_t answered_ = 0;
+  std::thread thread_;  // last: started when everything above is ready
+};
+
+}  // namespace fastrun

@@ -1,0 +1,242 @@
+#include "fastrun/runtime/process_group/flight_recorder.h"
+
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/flight_monitor.h"
+#include "fastrun/runtime/store/job_keys.h"
+
+namespace fastrun {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// One group's line in a rank's answer (FlightMonitor::dump).
+struct GroupState {
+  std::int64_t last_seq = 0;
+  bool busy = false;
+  std::string line;
+};
+
+// Parses "name \t seq \t busy \t state" lines.
+std::map<std::string, GroupState> parse_answer(const std::string& text) {
+  std::map<std::string, GroupState> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto a = line.find('\t');
+    const auto b = a == std::string::npos ? a : line.find('\t', a + 1);
+    const auto c = b == std::string::npos ? b : line.find('\t', b + 1);
+    if (c == std::string::npos) continue;
+    GroupState s;
+    try {
+      s.last_seq = std::stoll(line.substr(a + 1, b - a - 1));
+    } catch (const std::exception&) {
+      continue;
+    }
+    s.busy = line.substr(b + 1, c - b - 1) == "1";
+    s.line = line.substr(c + 1);
+    out[line.substr(0, a)] = s;
+  }
+  return out;
+}
+}  // namespace
+
+FlightRecorder::FlightRecorder(std::string group_name, std::vector<int> global_ranks, int rank,
+                               std::shared_ptr<Store> job_store)
+    : name_(std::move(group_name)), global_ranks_(std::move(global_ranks)), rank_(rank), job_store_(std::move(job_store)) {
+  ring_.reserve(kCapacity);
+  if (job_store_ && global_ranks_.size() > 1) {
+    monitor_ = FlightMonitor::acquire(job_store_, global_ranks_.at(static_cast<std::size_t>(rank_)));
+    monitor_->add(this);
+  }
+}
+
+FlightRecorder::~FlightRecorder() {
+  if (monitor_) monitor_->remove(this);
+}
+
+std::uint64_t FlightRecorder::begin(const OpDesc& op) {
+  FlightEntry e;
+  e.op = op;
+  e.start = Clock::now();
+  std::lock_guard lock(mutex_);
+  const std::uint64_t slot = next_slot_++;
+  if (ring_.size() < kCapacity) ring_.push_back(std::move(e));
+  else ring_[slot % kCapacity] = std::move(e);
+  return slot;
+}
+
+void FlightRecorder::attach(std::uint64_t slot, const WorkHandle& work) {
+  std::lock_guard lock(mutex_);
+  if (slot + kCapacity < next_slot_) return;  // overwritten already
+  ring_[slot % kCapacity].work = work;
+}
+
+void FlightRecorder::waiting(std::uint64_t slot) {
+  std::lock_guard lock(mutex_);
+  if (slot + kCapacity < next_slot_) return;
+  ring_[slot % kCapacity].waited_on = true;
+}
+
+void FlightRecorder::end(std::uint64_t slot, bool ok) {
+  const auto now = Clock::now();
+  std::lock_guard lock(mutex_);
+  if (slot + kCapacity < next_slot_) return;
+  FlightEntry& e = ring_[slot % kCapacity];
+  if (e.state != FlightEntry::State::issued) return;
+  e.state = ok ? FlightEntry::State::completed : FlightEntry::State::failed;
+  e.end = now;
+  e.work.reset();
+}
+
+std::vector<FlightEntry> FlightRecorder::entries() const {
+  std::vector<FlightEntry> out;
+  {
+    std::lock_guard lock(mutex_);
+    const std::size_t n = ring_.size();
+    const std::uint64_t first = next_slot_ - n;
+    for (std::uint64_t s = first; s < next_slot_; ++s) out.push_back(ring_[s % kCapacity]);
+  }
+  // An op may be complete without anyone having waited on it yet: ask its handle.
+  for (auto& e : out) {
+    if (e.state != FlightEntry::State::issued || e.waited_on) continue;
+    auto w = e.work.lock();
+    if (w && w->completed()) {
+      e.state = FlightEntry::State::completed;
+      e.end = Clock::now();
+    }
+  }
+  return out;
+}
+
+std::int64_t FlightRecorder::last_collective_seq() const {
+  std::lock_guard lock(mutex_);
+  for (std::uint64_t s = next_slot_; s > next_slot_ - ring_.size(); --s) {
+    const FlightEntry& e = ring_[(s - 1) % kCapacity];
+    if (!e.op.point_to_point) return e.op.seq;
+  }
+  return 0;
+}
+
+bool FlightRecorder::busy() const {
+  const auto all = entries();
+  return !all.empty() && all.back().state == FlightEntry::State::issued;
+}
+
+std::string FlightRecorder::state_line() const {
+  const auto all = entries();
+  if (all.empty()) return "no op yet";
+  const FlightEntry& last = all.back();
+  const auto now = Clock::now();
+  switch (last.state) {
+    case FlightEntry::State::issued:
+      return fmt::format("in {} for {:.1f} s", describe_numbered(last.op), seconds_between(last.start, now));
+    case FlightEntry::State::failed:
+      return fmt::format("in {} for {:.1f} s, failed {:.1f} s ago", describe_numbered(last.op),
+                         seconds_between(last.start, last.end), seconds_between(last.end, now));
+    case FlightEntry::State::completed:
+      break;
+  }
+  return fmt::format("last {} completed {:.1f} s ago, no op on this group since", describe_numbered(last.op),
+                     seconds_between(last.end, now));
+}
+
+std::string FlightRecorder::explain_timeout(const OpDesc& op) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!explanation_.empty()) return explanation_;
+  }
+  const int me = global_ranks_.at(static_cast<std::size_t>(rank_));
+  std::string text;
+  std::unique_ptr<Store> store;
+  try {
+    // A clone: this may run on whichever thread waited, while others use the group's store.
+    if (job_store_) store = job_store_->clone();
+    text = ask_peers(op, store.get());
+  } catch (const std::exception& e) {
+    text = fmt::format("{} on group '{}' timed out on rank {}; the other ranks' flight records could not be read: {}",
+                       describe_numbered(op), name_, me, e.what());
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (!explanation_.empty()) return explanation_;
+    explanation_ = text;
+  }
+  try {
+    if (store) record_failure(*store, fmt::format("rank {}: {}", me, text));
+  } catch (const std::exception& e) {
+    log::warn("cannot record the timeout of {} in the job store: {}", describe_numbered(op), e.what());
+  }
+  return text;
+}
+
+TimeoutError FlightRecorder::explained(const TimeoutError& e, const OpDesc& op) {
+  return TimeoutError(fmt::format("{}\nflight record: {}", e.what(), explain_timeout(op)));
+}
+
+std::string FlightRecorder::ask_peers(const OpDesc& op, Store* store) {
+  const int me = global_ranks_.at(static_cast<std::size_t>(rank_));
+  std::map<int, std::map<std::string, GroupState>> answers;
+  answers[me] = parse_answer(monitor_ ? monitor_->dump()
+                                      : fmt::format("{}\t{}\t{}\t{}\n", name_, op.seq, busy() ? 1 : 0, state_line()));
+  std::vector<int> silent;
+  if (store && monitor_) {
+    const std::int64_t n = store->add(kFlightRequestKey, 1);
+    std::vector<int> missing;
+    for (int g : global_ranks_)
+      if (g != me) missing.push_back(g);
+    const auto deadline = Clock::now() + kAnswerWait;
+    while (!missing.empty()) {
+      std::vector<int> still;
+      for (int g : missing) {
+        const std::string key = flight_answer_key(n, g);
+        if (store->check({key})) answers[g] = parse_answer(to_string(store->get(key, std::chrono::seconds(1))));
+        else still.push_back(g);
+      }
+      missing = std::move(still);
+      if (missing.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    silent = missing;
+  }
+
+  std::vector<int> not_reached;
+  std::string doing;
+  for (int g : global_ranks_) {
+    std::string what;
+    const auto it = answers.find(g);
+    if (it == answers.end()) {
+      what = fmt::format("no answer within {:.1f} s (its process may be gone or stopped)",
+                         std::chrono::duration<double>(kAnswerWait).count());
+    } else {
+      const auto self = it->second.find(name_);
+      if (self == it->second.end() || self->second.last_seq < op.seq) not_reached.push_back(g);
+      what = self == it->second.end() ? std::string("no op on this group yet") : self->second.line;
+      for (const auto& [group, state] : it->second)
+        if (group != name_ && state.busy) what += fmt::format("; on group '{}': {}", group, state.line);
+    }
+    doing += fmt::format("{}rank {}: {}", doing.empty() ? "" : "; ", g, what);
+  }
+  std::string verdict;
+  if (!not_reached.empty())
+    verdict = fmt::format("rank{} {} did not reach op #{}", not_reached.size() == 1 ? "" : "s",
+                          fmt::join(not_reached, ","), op.seq);
+  else if (silent.empty())
+    verdict = fmt::format("every rank reached op #{} (a slow op, or ranks that called different ops: "
+                          "FASTRUN_DEBUG=sequence checks that)", op.seq);
+  else
+    verdict = fmt::format("rank{} {} did not answer", silent.size() == 1 ? "" : "s", fmt::join(silent, ","));
+  if (!silent.empty() && !not_reached.empty())
+    verdict += fmt::format(", rank{} {} did not answer", silent.size() == 1 ? "" : "s", fmt::join(silent, ","));
+  return fmt::format("{} on group '{}' timed out on rank {}: {}. What each rank was doing: {}", describe_numbered(op),
+                     name_, me, verdict, doing);
+}
+
+}  // namespace fastrun

@@ -1,0 +1,74 @@
+#include "fastrun/runtime/process_group/group_health.h"
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun {
+
+int global_rank_of(const GroupSpec& spec) {
+  return spec.rank >= 0 && spec.rank < static_cast<int>(spec.global_ranks.size())
+             ? spec.global_ranks[static_cast<std::size_t>(spec.rank)]
+             : spec.rank;
+}
+
+std::string group_label(const GroupSpec& spec, const std::string& backend) {
+  return fmt::format("rank {} in group '{}' ({})", global_rank_of(spec), spec.name.empty() ? "world" : spec.name,
+                     backend);
+}
+
+GroupHealth::GroupHealth(const GroupSpec& spec, const std::string& backend, bool watch_peers)
+    : label_(group_label(spec, backend)),
+      global_rank_(global_rank_of(spec)),
+      op_timeout_(spec.op_timeout),
+      watch_(spec.failure_store ? std::make_shared<FailureWatch>(spec.failure_store) : nullptr) {
+  if (watch_peers && spec.failure_store) {
+    std::vector<int> ranks = spec.global_ranks;
+    if (ranks.empty())
+      for (int r = 0; r < spec.size; ++r) ranks.push_back(r);
+    peers_ = read_peer_infos(*spec.failure_store, ranks);
+  }
+}
+
+void GroupHealth::fail(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (failure_.empty()) failure_ = why.empty() ? "unknown error" : why;
+}
+
+bool GroupHealth::failed() const {
+  std::lock_guard lock(mutex_);
+  return !failure_.empty();
+}
+
+std::string GroupHealth::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+BackendError GroupHealth::unusable(const std::string& op) const {
+  return BackendError(
+      fmt::format("{}: {} refused: the group is unusable after an earlier failure: {}", label_, op, failure()));
+}
+
+void GroupHealth::check_usable(const std::string& op) const {
+  if (failed()) throw unusable(op);
+}
+
+std::optional<std::string> GroupHealth::recorded_failure(bool force) const {
+  return watch_ ? watch_->poll(force) : std::nullopt;
+}
+
+void GroupHealth::publish(const std::string& reason) const {
+  publish_as(fmt::format("rank {}: {}", global_rank_, reason));
+}
+
+void GroupHealth::publish_as(const std::string& text) const {
+  if (watch_) watch_->publish(text);
+}
+
+std::vector<int> GroupHealth::dead_peers(Duration grace) const {
+  if (peers_.empty()) return {};
+  return dead_local_peers(peers_, grace);
+}
+
+}  // namespace fastrun

@@ -1,0 +1,153 @@
+#include "fastrun/runtime/process_group/group_runtime.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun {
+
+struct GroupRuntime::Shared {
+  std::shared_ptr<GroupHealth> health;
+  RuntimeConfig config;
+  Hooks hooks;
+  // Ops posted and not yet finished. The comm thread's release decrement pairs with the issuing
+  // thread's acquire load: at 0 the transport is back in the issuing thread's hands.
+  std::atomic<int> pending{0};
+};
+
+namespace {
+
+// Op-owned memory for staged buffers: slot i of the comm thread's current op. Ops of a group run
+// one at a time on its thread, and an op left behind by a wait that gave up keeps using its slots
+// only until it returns, before the next op starts; a slot keeps the largest size used, so a
+// training loop does not fault in fresh pages on every op.
+std::byte* staging(std::size_t slot, std::size_t bytes) {
+  thread_local std::vector<std::vector<std::byte>> slots;
+  if (slots.size() <= slot) slots.resize(slot + 1);
+  auto& s = slots[slot];
+  if (s.size() < bytes) s.resize(bytes);
+  return s.data();
+}
+
+}  // namespace
+
+GroupRuntime::GroupRuntime(const GroupSpec& spec, RuntimeConfig config, Hooks hooks,
+                           std::shared_ptr<GroupHealth> health)
+    : health_(health ? std::move(health) : std::make_shared<GroupHealth>(spec, config.backend, config.watch_peers)),
+      shared_(std::make_shared<Shared>()),
+      thread_name_(fmt::format("{}-{}", config.backend, spec.name)) {
+  shared_->health = health_;
+  shared_->config = std::move(config);
+  shared_->hooks = std::move(hooks);
+}
+
+GroupRuntime::~GroupRuntime() {
+  // A thread stuck with a dead peer cannot be joined quickly: let it go (it holds `shared_`).
+  if (thread_ && shared_->config.detach_on_failure && health_->failed()) thread_->abandon();
+}
+
+void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
+  try {
+    body(ctx);
+  } catch (...) {
+    std::exception_ptr error = std::current_exception();
+    if (s.hooks.translate) {
+      error = s.hooks.translate(*s.health, ctx.what, error);
+    } else {
+      try {
+        std::rethrow_exception(error);
+      } catch (const Error&) {
+      } catch (const std::exception& e) {
+        error = std::make_exception_ptr(
+            BackendError(fmt::format("{}: {} failed: {}", s.health->label(), ctx.what, e.what())));
+      }
+    }
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      s.health->fail(e.what());
+    }
+    if (s.hooks.op_failed) s.hooks.op_failed();  // peers waiting on us fail now, not at their timeout
+    std::rethrow_exception(error);
+  }
+}
+
+WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
+  Shared& s = *shared_;
+  health_->check_usable(op);
+  OpContext ctx;
+  ctx.seq = next_seq();
+  ctx.what = fmt::format("{} #{}", op, ctx.seq);
+  ctx.timeout = health_->op_timeout();
+  // Inline only while the comm thread holds no op: otherwise this one would overtake them.
+  const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||
+                         (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);
+  if (inline_op) {
+    for (const auto& b : buffers) ctx.buffers.push_back(b.view);
+    try {
+      run_body(s, ctx, body);
+      static const WorkHandle done = completed_work();
+      return done;
+    } catch (...) {
+      return std::make_shared<CompletedWork>(std::current_exception());
+    }
+  }
+
+  if (!thread_) thread_ = std::make_unique<CommThread>(thread_name_);
+  std::weak_ptr<Shared> weak = shared_;
+  auto work = std::make_shared<AsyncWork>(
+      fmt::format("{}: {}", health_->label(), ctx.what), ctx.timeout + s.config.wait_margin,
+      s.config.wait_watches_failure_key ? health_->watch() : nullptr,
+      [weak](const std::string& reason) {
+        // Runs on a waiter's thread before the op finished: the group may be gone already.
+        if (auto shared = weak.lock()) {
+          shared->health->fail(reason);
+          if (shared->hooks.cancel) shared->hooks.cancel();
+        }
+      },
+      s.config.release_grace);
+  s.pending.fetch_add(1, std::memory_order_relaxed);
+  thread_->post([shared = shared_, work, ctx = std::move(ctx), buffers = std::move(buffers),
+                 body = std::move(body)]() mutable {
+    Shared& s = *shared;
+    std::exception_ptr error;
+    std::function<void()> write_back;
+    if (s.health->failed()) {
+      error = std::make_exception_ptr(s.health->unusable(ctx.what));
+    } else if (!s.config.stage_buffers) {
+      for (const auto& b : buffers) ctx.buffers.push_back(b.view);
+    } else {
+      // Copy in what the op reads; a wait that already gave up leaves the caller's memory alone.
+      for (std::size_t i = 0; i < buffers.size(); ++i)
+        ctx.buffers.push_back(BufferView{staging(i, buffers[i].view.bytes()), buffers[i].view.count,
+                                         buffers[i].view.dtype, buffers[i].view.device});
+      const bool copied = work->touch_caller_memory([&] {
+        for (std::size_t i = 0; i < buffers.size(); ++i)
+          if (buffers[i].access != OpBuffer::write && buffers[i].view.bytes() > 0)
+            std::memcpy(ctx.buffers[i].data, buffers[i].view.data, buffers[i].view.bytes());
+      });
+      if (!copied) error = std::make_exception_ptr(s.health->unusable(ctx.what));
+      write_back = [&] {
+        for (std::size_t i = 0; i < buffers.size(); ++i)
+          if (buffers[i].access != OpBuffer::read && buffers[i].view.bytes() > 0)
+            std::memcpy(buffers[i].view.data, ctx.buffers[i].data, buffers[i].view.bytes());
+      };
+    }
+    if (!error) {
+      try {
+        run_body(s, ctx, body);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    s.pending.fetch_sub(1, std::memory_order_release);  // the transport is free before the wait returns
+    if (error) work->fail(error);
+    else if (write_back) work->complete(write_back);
+    else work->complete();
+  });
+  return work;
+}
+
+}  // namespace fastrun

@@ -1,0 +1,119 @@
+#pragma once
+// The group runtime: the machinery every backend's ProcessGroup shares, so that a backend is only
+// its algorithms (the way Gloo separates transports from algorithms). docs/runtime.md, "Group
+// runtime".
+//
+// What the layer provides (one per group):
+//   - GroupHealth (group_health.h): the label "rank R in group 'G' (backend)", the first failure
+//     and the one "unusable after a failure" rule (a BackendError with the same wording on every
+//     backend, thrown when the op is issued), the job's failure record (first writer wins) read
+//     through one FailureWatch, and the peers' liveness;
+//   - op numbers: op #k per group, in issue order, used in every message ("all_reduce #7");
+//   - one way to run an op (run()): inline on the caller's thread for small ops, on the group's
+//     CommThread for large ones (config.async_from_bytes), never reordering ops: an op issued
+//     while earlier ones are still queued goes to the thread too; it returns a Work
+//     (CompletedWork inline, AsyncWork on the thread) that carries the op's error;
+//   - the caller's memory contract (async_work.h): with config.stage_buffers (a backend whose ops
+//     cannot be cancelled) an op on the thread works on op-owned copies of the caller's buffers,
+//     copied in and written back under the Work's lock and never after a wait() gave up;
+//     otherwise a wait that gives up cancels the op (Hooks::cancel) and waits up to
+//     config.release_grace for the thread to leave the caller's buffers.
+// What a backend provides: its algorithms as op bodies, and Hooks: how an error of its transport
+// becomes fastrun's (translate), what to do when an op failed (op_failed) or a waiter gave up
+// (cancel).
+//
+// Threading: one thread issues ops (process_group.h); Works may be waited on from any thread.
+// Destruction runs the ops still queued (they fail fast after a failure) and joins the thread,
+// or leaves it (config.detach_on_failure) when the group failed and the thread may be blocked on
+// a dead peer: op bodies of such a backend must then hold what they use by value or shared_ptr.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/comm_thread.h"
+#include "fastrun/runtime/process_group/group_health.h"
+
+namespace fastrun {
+
+struct RuntimeConfig {
+  std::string backend;  // "shm", "gloo", "nccl": for the label
+  // Ops of this many bytes or more run on the comm thread; 0: every op; kNever: none (no thread).
+  static constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
+  std::size_t async_from_bytes = 0;
+  bool stage_buffers = false;      // ops on the thread work on op-owned copies (see above)
+  bool watch_peers = false;        // read the peers' PeerInfo (GroupHealth::dead_peers)
+  // AsyncWork::wait also polls the job's failure key (false when the transport's own waits do it
+  // and name the peer better: shm's channel).
+  bool wait_watches_failure_key = true;
+  Duration wait_margin{};    // an AsyncWork's default timeout is op_timeout + wait_margin
+  Duration release_grace{};  // see AsyncWork
+  bool detach_on_failure = false;
+};
+
+// What an op body sees.
+struct OpContext {
+  std::uint64_t seq = 0;     // op #seq
+  std::string what;          // "all_reduce #7"
+  Duration timeout{};        // the group's op timeout
+  // The op's buffers, in the order given to run(): the caller's, or op-owned copies of them.
+  std::vector<BufferView> buffers;
+  const BufferView& buffer(std::size_t i) const { return buffers.at(i); }
+};
+
+// A caller buffer an op uses, and how (what staging copies in and writes back).
+struct OpBuffer {
+  enum Access { read, write, read_write };
+  BufferView view;
+  Access access = read_write;
+};
+
+class GroupRuntime {
+ public:
+  using Body = std::function<void(const OpContext&)>;
+  struct Hooks {
+    // An exception thrown by an op body, as fastrun's error (default: fastrun errors as they
+    // are, anything else a BackendError naming the op). Runs on the thread that ran the op.
+    std::function<std::exception_ptr(GroupHealth&, const std::string& what, std::exception_ptr)> translate;
+    std::function<void()> op_failed;  // after an op failed (shm: tell the peers at once)
+    std::function<void()> cancel;     // a wait() gave up on an op in flight (shm: cancel its waits)
+  };
+
+  // `health`: one made earlier for the transport's set-up (shm's channel watches its failure
+  // key), or null to make one here.
+  GroupRuntime(const GroupSpec& spec, RuntimeConfig config, Hooks hooks = {},
+               std::shared_ptr<GroupHealth> health = nullptr);
+  ~GroupRuntime();
+  GroupRuntime(const GroupRuntime&) = delete;
+  GroupRuntime& operator=(const GroupRuntime&) = delete;
+
+  GroupHealth& health() const { return *health_; }
+  const std::shared_ptr<GroupHealth>& shared_health() const { return health_; }
+  const std::string& label() const { return health_->label(); }
+
+  // The next op number (backends that run ops their own way: nccl).
+  std::uint64_t next_seq() { return ++seq_; }
+
+  // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs
+  // `body` inline or on the comm thread (see above). Errors of the body are in the Work.
+  WorkHandle run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body);
+  WorkHandle run(const char* op, std::size_t bytes, Body body) { return run(op, bytes, {}, std::move(body)); }
+
+ private:
+  struct Shared;  // what a queued op needs: outlives the runtime when the thread is left behind
+  static void run_body(Shared& s, const OpContext& ctx, const Body& body);
+
+  std::shared_ptr<GroupHealth> health_;
+  std::shared_ptr<Shared> shared_;
+  std::uint64_t seq_ = 0;  // issuing thread only
+  std::string thread_name_;
+  std::unique_ptr<CommThread> thread_;  // started on the first op that needs it
+};
+
+}  // namespace fastrun

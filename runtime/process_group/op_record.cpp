@@ -1,0 +1,70 @@
+#include "fastrun/runtime/process_group/op_record.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace fastrun {
+
+OpDesc op_desc(const char* op, const BufferView& input) {
+  OpDesc d;
+  d.op = op;
+  d.has_buffer = true;
+  d.dtype = input.dtype;
+  d.count = static_cast<std::int64_t>(input.count);
+  return d;
+}
+
+OpDesc op_desc(const char* op) {
+  OpDesc d;
+  d.op = op;
+  return d;
+}
+
+std::string describe(const OpDesc& d) {
+  std::string args;
+  if (d.has_buffer) args = fmt::format("{} x {}", dtype_name(d.dtype), d.count);
+  const auto add = [&](const std::string& s) { args += (args.empty() ? "" : ", ") + s; };
+  if (d.reduce >= 0) add(std::string(reduce_op_name(static_cast<ReduceOp>(d.reduce))));
+  if (d.root >= 0) add(fmt::format("{} {}", d.point_to_point ? "peer" : "root", d.root));
+  return fmt::format("{}({})", d.op, args);
+}
+
+std::string describe_numbered(const OpDesc& d) {
+  return fmt::format("{}op #{} {}", d.point_to_point ? "p2p " : "", d.seq, describe(d));
+}
+
+// Layout: [0] seq, [1] count (-1: no buffer), [2] dtype, [3] root, [4] reduce, [5..7] the name.
+static_assert(Fingerprint::kNameBytes == 3 * sizeof(std::int64_t));
+
+Fingerprint fingerprint(const OpDesc& d) {
+  Fingerprint f;
+  f.words[0] = d.seq;
+  f.words[1] = d.has_buffer ? d.count : -1;
+  f.words[2] = d.has_buffer ? static_cast<std::int64_t>(d.dtype) : -1;
+  f.words[3] = d.root;
+  f.words[4] = d.reduce;
+  char name[Fingerprint::kNameBytes] = {};
+  std::memcpy(name, d.op.data(), std::min(d.op.size(), sizeof name - 1));  // names are short; keep a NUL
+  std::memcpy(&f.words[5], name, sizeof name);
+  return f;
+}
+
+OpDesc from_fingerprint(const Fingerprint& f) {
+  OpDesc d;
+  d.seq = f.words[0];
+  d.has_buffer = f.words[1] >= 0;
+  d.count = d.has_buffer ? f.words[1] : 0;
+  if (d.has_buffer) d.dtype = static_cast<DType>(f.words[2]);
+  d.root = static_cast<int>(f.words[3]);
+  d.reduce = static_cast<int>(f.words[4]);
+  char name[Fingerprint::kNameBytes + 1] = {};
+  std::memcpy(name, &f.words[5], Fingerprint::kNameBytes);
+  d.op = name;
+  return d;
+}
+
+bool operator==(const Fingerprint& a, const Fingerprint& b) { return a.words == b.words; }
+
+}  // namespace fastrun

@@ -1,0 +1,50 @@
+#pragma once
+// What one collective looks like from outside: its name, element type, count, root or peer and
+// reduce op, and its sequence number on its group. The Group layer (group.h) builds one per op
+// for the flight record (flight_recorder.h) and, in FASTRUN_DEBUG=sequence mode, compares them
+// across ranks (sequence_check.h) through a fixed-size Fingerprint.
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "fastrun/runtime/process_group/types.h"
+
+namespace fastrun {
+
+struct OpDesc {
+  std::string op;           // "all_reduce", "broadcast", ...
+  std::int64_t seq = 0;     // 1, 2, ... per group, counting only ops that communicate (p2p apart)
+  bool has_buffer = false;  // false for barrier
+  DType dtype = DType::float32;
+  std::int64_t count = 0;   // elements of the input buffer
+  int root = -1;            // root or peer (a group rank); -1: none
+  int reduce = -1;          // a ReduceOp; -1: none
+  bool point_to_point = false;  // send/recv: not a collective, never compared across ranks
+
+  OpDesc& with_root(int r) { root = r; return *this; }
+  // send/recv: numbered apart from the collectives (only two ranks take part, so the group's
+  // collective numbers stay equal on every rank) and never compared across ranks.
+  OpDesc& with_peer(int p) { root = p; point_to_point = true; return *this; }
+  OpDesc& with_reduce(ReduceOp r) { reduce = static_cast<int>(r); return *this; }
+};
+
+OpDesc op_desc(const char* op, const BufferView& input);  // an op on a buffer
+OpDesc op_desc(const char* op);                            // an op without one (barrier)
+
+// "all_reduce(float32 x 1024, sum)", "broadcast(float32 x 1024, root 0)", "barrier()".
+std::string describe(const OpDesc& d);
+// The same with its number: "op #12 all_reduce(float32 x 1024, sum)"; "p2p op #3 send(...)".
+std::string describe_numbered(const OpDesc& d);
+
+// A fixed-size image of an OpDesc that ranks exchange with one small all_gather (int64 words,
+// so every backend moves it and no byte order question arises between ranks of one build).
+struct Fingerprint {
+  static constexpr std::size_t kWords = 8;
+  static constexpr std::size_t kNameBytes = 24;
+  std::array<std::int64_t, kWords> words{};
+};
+Fingerprint fingerprint(const OpDesc& d);
+OpDesc from_fingerprint(const Fingerprint& f);
+bool operator==(const Fingerprint& a, const Fingerprint& b);
+
+}  // namespace fastrun

@@ -1,0 +1,26 @@
+#pragma once
+// FASTRUN_DEBUG=sequence: before each collective the members of a group exchange a fingerprint of
+// the op they are about to issue (op_record.h) with one small all_gather of 64 bytes per rank on
+// the same group; when the fingerprints differ, every rank throws the same ConfigError before
+// any rank issues the mismatching op, so nothing crashes or hangs:
+//   "op #12 on group 'world': ranks 0,2 called all_reduce(float32 x 1024, sum), rank 1 called
+//    broadcast(float32 x 1024, root 0)"
+// (c10d's TORCH_DISTRIBUTED_DEBUG=DETAIL is the precedent). The exchange itself is the same op on
+// every rank whatever the ranks were about to do, so it is always safe to issue.
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/process_group/op_record.h"
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun {
+
+// `pg` must work on host memory. `global_ranks` name the members in the message.
+void check_same_op(ProcessGroup& pg, const OpDesc& op, const std::string& group_name,
+                   const std::vector<int>& global_ranks);
+
+// The message for gathered fingerprints, or "" when they all agree (pure; tested on its own).
+std::string describe_mismatch(const std::vector<Fingerprint>& all, const std::string& group_name,
+                              const std::vector<int>& global_ranks);
+
+}  // namespace fastrun

@@ -1,0 +1,79 @@
+#pragma once
+// A client of PyTorch's c10d TCPStore (torch 1.x protocol, c10d_protocol.h): lets a fastrun
+// rank use the store torchrun's agent serves on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True),
+// or any torch.distributed.TCPStore. Plain POSIX sockets, no LibTorch. Address: c10d://HOST:PORT.
+//
+// Like fastrun's tcp:// client: one connection, one request in flight, not thread-safe (clone()
+// opens another connection for another thread). The connection is opened with retry + backoff
+// within the store timeout and checked with a CHECK of no keys, answered within 10 s at most (a
+// server of another protocol version fails it with a message that says so). Every reply is awaited within the store
+// timeout; get/wait within their own timeout, enforced here. A 1.x server wakes a WAIT on set
+// and add but not on compare_set, so a wait longer than kRecheck also checks the keys every
+// kRecheck on a second connection (opened then, kept for later waits). The 1.x protocol cannot
+// cancel a WAIT: when the keys are found that way, or on expiry, the client drops the connection
+// (the server forgets a closed socket's waits) and the next call reconnects; a timeout raises
+// TimeoutError naming the missing keys. A broken connection raises StoreError and the next
+// call reconnects.
+//
+// Keys are sent with c10d's "/" prefix, so Python's TCPStore sees the same keys. The server
+// holds every user of the store (torch's own keys too): callers put their keys under a prefix
+// of their own (join does: PrefixStore).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fastrun/runtime/store/c10d/c10d_protocol.h"
+#include "fastrun/runtime/store/store.h"
+#include "fastrun/runtime/store/tcp/socket.h"
+
+namespace fastrun::c10d_store {
+
+struct ClientOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;
+  Duration timeout = Store::kDefaultTimeout;  // connecting + every reply + default for blocking calls
+};
+
+class Client final : public Store {
+ public:
+  // Connects (retrying until options.timeout). StoreError when no c10d server answered in time.
+  explicit Client(ClientOptions options);
+
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, Duration timeout) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  std::int64_t num_keys() override;
+  std::unique_ptr<Store> clone() override;
+  std::string describe() const override { return address_; }
+
+  using Store::get;
+  using Store::wait;
+
+ private:
+  using Clock = tcp_store::Clock;
+  void connect();
+  void send(const c10d_wire::Request& request);
+  // Reads exactly `size` reply bytes within the store timeout.
+  void receive(void* data, std::size_t size, c10d_wire::Command command);
+  std::int64_t receive_i64(c10d_wire::Command command);
+  std::uint8_t receive_byte(c10d_wire::Command command);
+  Bytes receive_blob(c10d_wire::Command command);
+  // Sends `request` on a live connection (reconnecting first when the last call broke it).
+  void call(const c10d_wire::Request& request);
+  [[noreturn]] void fail(c10d_wire::Command command, const std::string& why);
+
+  static constexpr std::chrono::milliseconds kRecheck{100};
+  static constexpr std::chrono::milliseconds kProbeTimeout{10000};
+
+  ClientOptions options_;
+  std::string address_;
+  tcp_store::Socket socket_;
+  std::unique_ptr<Client> side_;  // the waits' second connection (compare_set wakes no WAIT)
+};
+
+}  // namespace fastrun::c10d_store

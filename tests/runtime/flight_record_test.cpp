@@ -1,0 +1,100 @@
+// The flight record (process_group/flight_recorder.h) with ranks as threads over an in-process
+// store: the monitor threads answer for ranks whose own thread is busy elsewhere, the explanation
+// names who did not reach the op, and it becomes the job's failure. Runs under TSan too.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/flight_recorder.h"
+#include "fastrun/runtime/process_group/no_sync.h"
+#include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/store/memory_store.h"
+#include "test_support/scoped_env.h"
+
+using namespace fastrun;
+
+namespace {
+OpDesc op(const char* name, std::int64_t seq) {
+  float x = 0;
+  OpDesc d = op_desc(name, view_of(&x, 1)).with_reduce(ReduceOp::sum);
+  d.seq = seq;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("flight record: a ring of the last ops with their states", "[group][flight]") {
+  FlightRecorder rec("world", {0}, 0, nullptr);
+  for (int i = 1; i <= 300; ++i) rec.end(rec.begin(op("all_reduce", i)), i % 2 == 0);
+  const auto all = rec.entries();
+  REQUIRE(all.size() == FlightRecorder::kCapacity);
+  CHECK(all.front().op.seq == 300 - static_cast<std::int64_t>(FlightRecorder::kCapacity) + 1);
+  CHECK(all.back().op.seq == 300);
+  CHECK(all.back().state == FlightEntry::State::completed);
+  CHECK(all[all.size() - 2].state == FlightEntry::State::failed);
+  // An op whose handle is complete reads as completed before anyone waits on it.
+  const auto slot = rec.begin(op("broadcast", 301));
+  const WorkHandle done = completed_work();  // the caller holds its handle
+  rec.attach(slot, done);
+  CHECK(rec.entries().back().state == FlightEntry::State::completed);
+  CHECK(!rec.busy());
+  rec.begin(op("barrier", 302));
+  CHECK(rec.busy());
+  CHECK_THAT(rec.state_line(), Catch::StartsWith("in op #302 barrier(float32 x 1, sum) for "));
+}
+
+TEST_CASE("flight record: the monitors answer for busy ranks and the timeout names them", "[group][flight]") {
+  auto store = std::make_shared<MemoryStore>();
+  // Three ranks as threads of this process, each with its own recorder (and so its own monitor).
+  FlightRecorder r0("world", {0, 1, 2}, 0, store->clone());
+  FlightRecorder r1("world", {0, 1, 2}, 1, store->clone());
+  FlightRecorder r2("world", {0, 1, 2}, 2, store->clone());
+  FlightRecorder other1("group-1", {1, 2}, 0, store->clone());
+  for (FlightRecorder* r : {&r0, &r1, &r2}) r->end(r->begin(op("all_reduce", 1)), true);
+  r0.begin(op("all_reduce", 2));
+  r2.begin(op("all_reduce", 2));
+  other1.begin(op("broadcast", 1));  // rank 1 is stuck in another group's op
+
+  std::string text0, text2;
+  std::thread t([&] { text2 = r2.explain_timeout(op("all_reduce", 2)); });
+  text0 = r0.explain_timeout(op("all_reduce", 2));
+  t.join();
+  for (const std::string& text : {text0, text2}) {
+    INFO(text);
+    CHECK_THAT(text, Catch::Contains("op #2 all_reduce(float32 x 1, sum) on group 'world' timed out"));
+    CHECK_THAT(text, Catch::Contains("rank 1 did not reach op #2"));
+    CHECK_THAT(text, Catch::Contains("rank 1: last op #1 all_reduce(float32 x 1, sum) completed"));
+    CHECK_THAT(text, Catch::Contains("on group 'group-1': in op #1 broadcast(float32 x 1, sum) for"));
+    CHECK_THAT(text, Catch::Contains("rank 2: in op #2 all_reduce(float32 x 1, sum) for"));
+  }
+  // Computed once per group; the first explanation is the job's failure.
+  CHECK(r0.explain_timeout(op("all_reduce", 2)) == text0);
+  const std::string failure = to_string(store->get(kFailureKey, std::chrono::seconds(1)));
+  CHECK((failure == "rank 0: " + text0 || failure == "rank 2: " + text2));
+}
+
+TEST_CASE("flight record: a rank whose monitor is gone is named as not answering", "[group][flight]") {
+  auto store = std::make_shared<MemoryStore>();
+  FlightRecorder r0("world", {0, 1}, 0, store->clone());
+  r0.begin(op("all_reduce", 1));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string text = r0.explain_timeout(op("all_reduce", 1));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK_THAT(text, Catch::Contains("rank 1 did not answer"));
+  CHECK_THAT(text, Catch::Contains("rank 1: no answer within 1.5 s"));
+}
+
+TEST_CASE("FASTRUN_NO_SYNC is read once, and guards are seen by every thread", "[group][no_sync]") {
+  const int before = no_sync_level();  // the environment's level, parsed now at the latest
+  {
+    test::ScopedEnv env("FASTRUN_NO_SYNC", before == 2 ? "1" : "2");
+    CHECK(no_sync_level() == before);  // not parsed again
+  }
+  const int previous = exchange_no_sync_override(2);
+  int seen = -1;
+  std::thread([&] { seen = no_sync_level(); }).join();
+  CHECK(seen == 2);
+  exchange_no_sync_override(previous);
+  CHECK(no_sync_level() == before);
+}

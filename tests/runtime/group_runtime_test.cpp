@@ -1,0 +1,145 @@
+// The group runtime (process_group/group_runtime.h) on its own, in one process with threads: where
+// an op runs and in which order, the op numbers and label in messages, the one "unusable after a
+// failure" rule, the job's failure record, and the caller's-memory contract of staged ops (a
+// wait that gave up is never followed by an access to the caller's buffer; the TSan stage runs
+// these cases too).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/store/memory_store.h"
+
+using namespace fastrun;
+using namespace std::chrono_literals;
+
+namespace {
+
+GroupSpec spec_of(std::shared_ptr<Store> failure_store = nullptr) {
+  GroupSpec spec;
+  spec.rank = 1;
+  spec.size = 2;
+  spec.global_ranks = {4, 5};
+  spec.name = "g";
+  spec.op_timeout = 5s;
+  spec.failure_store = std::move(failure_store);
+  return spec;
+}
+
+RuntimeConfig config_of(std::size_t async_from_bytes, bool stage = false) {
+  RuntimeConfig c;
+  c.backend = "test";
+  c.async_from_bytes = async_from_bytes;
+  c.stage_buffers = stage;
+  return c;
+}
+
+// A latch the comm thread waits on (bounded, so a failing test cannot hang).
+struct Gate {
+  std::atomic<bool> open{false};
+  void wait() const {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!open.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("group runtime: small ops inline, large ones on the comm thread, never reordered", "[runtime][group_runtime]") {
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  Gate gate;
+  GroupRuntime rt(spec_of(), config_of(100));
+  auto record = [&](const OpContext& op) {
+    std::lock_guard lock(mutex);
+    order.push_back(op.seq);
+  };
+  auto small = rt.run("barrier", 10, record);
+  CHECK(small->completed());  // ran inline
+  auto large = rt.run("all_reduce", 100, [&](const OpContext& op) {
+    gate.wait();
+    record(op);
+  });
+  auto queued = rt.run("barrier", 10, record);  // small, but behind a queued op: queued too
+  CHECK_FALSE(queued->completed());
+  gate.open = true;
+  queued->wait();
+  CHECK(large->completed());
+  large->wait();
+  CHECK(order == std::vector<std::uint64_t>{1, 2, 3});
+  CHECK(rt.label() == "rank 5 in group 'g' (test)");
+}
+
+TEST_CASE("group runtime: after a failure every op is refused with one BackendError naming it", "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(0));
+  auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what + ": rank 4 died"); });
+  CHECK_THROWS_AS(w->wait(), PeerFailure);
+  try {
+    rt.run("barrier", 0, [](const OpContext&) {});
+    FAIL("an op on a failed group was accepted");
+  } catch (const BackendError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("rank 5 in group 'g' (test): barrier refused: the group is unusable after an "
+                                     "earlier failure: all_reduce #1: rank 4 died"));
+  }
+}
+
+TEST_CASE("group runtime: a non-fastrun exception becomes a BackendError naming the op", "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
+  auto w = rt.run("broadcast", 8, [](const OpContext&) { throw std::runtime_error("boom"); });
+  CHECK(w->completed());
+  CHECK_THROWS_WITH(w->wait(), Catch::Contains("rank 5 in group 'g' (test): broadcast #1 failed: boom"));
+}
+
+TEST_CASE("group runtime: the job's failure record fails a blocked wait, and the first writer wins", "[runtime][group_runtime]") {
+  auto store = std::make_shared<MemoryStore>();
+  Gate gate;  // outlives the runtime, whose destructor joins the thread that reads it
+  GroupRuntime rt(spec_of(store), config_of(0));
+  auto w = rt.run("all_reduce", 8, [&](const OpContext&) { gate.wait(); });
+  store->set(kFailureKey, to_bytes("rank 4: injected"));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(w->wait(), Catch::Contains("all_reduce #1: aborted because a peer failed: rank 4: injected"));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK_THROWS_AS(rt.run("barrier", 0, [](const OpContext&) {}), BackendError);
+  rt.health().publish("later reason");  // the first record stays
+  CHECK(to_string(store->get(kFailureKey, 1s)) == "rank 4: injected");
+  gate.open = true;
+}
+
+TEST_CASE("group runtime: staged ops copy in and write back, and never after a wait gave up", "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true));
+  SECTION("a completed op writes its result back") {
+    std::vector<float> v{1, 2, 3};
+    auto w = rt.run("all_reduce", 12, {{view_of(v.data(), v.size()), OpBuffer::read_write}}, [&](const OpContext& op) {
+      auto* staged = static_cast<float*>(op.buffer(0).data);
+      CHECK(staged != v.data());
+      for (int i = 0; i < 3; ++i) staged[i] *= 10;
+    });
+    w->wait();
+    CHECK(v == std::vector<float>{10, 20, 30});
+  }
+  SECTION("a wait that gave up leaves the caller's buffer alone, and the caller may free it") {
+    Gate gate;
+    std::atomic<bool> ran{false};
+    auto v = std::make_unique<std::vector<float>>(std::vector<float>{1, 2, 3});
+    auto w = rt.run("all_reduce", 12, {{view_of(v->data(), v->size()), OpBuffer::read_write}},
+                    [&](const OpContext& op) {
+                      gate.wait();
+                      auto* staged = static_cast<float*>(op.buffer(0).data);
+                      for (int i = 0; i < 3; ++i) staged[i] = -1;  // op-owned memory only
+                      ran = true;
+                    });
+    CHECK_THROWS_AS(w->wait(50ms), TimeoutError);
+    v.reset();  // the caller frees its buffer at once (ASan/TSan would see a later access)
+    gate.open = true;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!w->completed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    CHECK(ran.load());
+    CHECK(w->completed());
+  }
+}
