@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "forked_group.h"
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
@@ -49,6 +50,7 @@ struct Args {
   std::size_t min = 4 << 10;
   std::size_t max = 256 << 20;
   int rounds = 3;
+  std::size_t bound_mib = 64;  // per array of the c = a + b measurement
   std::string mpi = FASTRUN_MPI_ALLREDUCE_BENCH;  // "" = not built
 };
 
@@ -77,12 +79,14 @@ Args parse(int argc, char** argv) {
     else if (f == "--max") a.max = parse_bytes(f, value());
     else if (f == "--rounds") a.rounds = std::atoi(value().c_str());
     else if (f == "--mpi") a.mpi = value();
+    else if (f == "--bound-mib") a.bound_mib = std::strtoull(value().c_str(), nullptr, 10);
     else throw ConfigError(fmt::format("unknown option '{}' (see --help)", f));
   }
   if (a.nproc < 2) throw ConfigError(fmt::format("--nproc {}: needs at least 2 ranks", a.nproc));
   if (a.rounds < 1) throw ConfigError(fmt::format("--rounds {}: needs at least 1", a.rounds));
   if (a.min < 4 || a.min > a.max) throw ConfigError(fmt::format("--min {} / --max {}: need 4 <= min <= max", a.min, a.max));
-  if (a.mpi == "none") a.mpi.clear();
+  if (a.bound_mib < 1) throw ConfigError("--bound-mib: needs at least 1 (MiB per array)");
+  if (a.mpi == "none") a.mpi = "-";  // left out on request
   return a;
 }
 
@@ -93,9 +97,9 @@ int iterations_for(std::size_t bytes) {
 
 // Bytes per second that `threads` threads move doing c[i] = a[i] + b[i] (float32) on arrays of
 // their own, all at once: 3 * 4 bytes per element (read a and b, write c, as STREAM counts it).
-// Best of 5 passes over 3 x 64 MiB per thread, far past the caches.
-double add_traffic_rate(int threads) {
-  const std::size_t n = (std::size_t{64} << 20) / sizeof(float);
+// Best of 5 passes over 3 arrays of `mib` MiB per thread (default 64: far past the caches).
+double add_traffic_rate(int threads, std::size_t mib) {
+  const std::size_t n = (mib << 20) / sizeof(float);
   std::vector<std::vector<float>> arrays(static_cast<std::size_t>(3 * threads));
   for (auto& v : arrays) v.assign(n, 1.0f);
   double best = 1e30;
@@ -125,16 +129,7 @@ double add_traffic_rate(int threads) {
 
 // One rank of the fastrun sweep; rank 0 writes "<bytes> <seconds>" lines to `out`.
 void fastrun_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, int out) {
-  GroupSpec spec;
-  std::shared_ptr<Store> store(connect_store(address));
-  spec.store = std::make_shared<PrefixStore>("bench", store->clone());
-  spec.rank = rank;
-  spec.size = a.nproc;
-  for (int i = 0; i < a.nproc; ++i) spec.global_ranks.push_back(i);
-  spec.name = "world";
-  spec.run_id = run_id;
-  spec.failure_store = store;
-  auto g = backend::find("shm")(spec);
+  auto g = forked_group("shm", rank, a.nproc, address, run_id);
   for (std::size_t bytes = a.min; bytes <= a.max; bytes *= 2) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> buf(count, 1.0f + static_cast<float>(rank));
@@ -260,11 +255,12 @@ int run(int argc, char** argv) {
   Args a = parse(argc, argv);
   if (!backend::available("shm")) throw ConfigError("the shm backend is not built");
   std::string no_mpi;
-  if (a.mpi.empty()) no_mpi = "the MPI program was not built (CMake found no MPI; install libopenmpi-dev)";
+  if (a.mpi == "-") no_mpi = "--mpi none";
+  else if (a.mpi.empty()) no_mpi = "the MPI program was not built (CMake found no MPI; install libopenmpi-dev)";
   else if (::access(a.mpi.c_str(), X_OK) != 0) no_mpi = fmt::format("{} is missing", a.mpi);
   else if (!on_path("mpirun")) no_mpi = "mpirun is not on PATH (Debian: openmpi-bin)";
   if (!no_mpi.empty()) a.mpi.clear();
-  const double rate = add_traffic_rate(a.nproc);
+  const double rate = add_traffic_rate(a.nproc, a.bound_mib);
   std::map<std::size_t, std::vector<double>> ours, theirs;
   for (int r = 0; r < a.rounds; ++r) {
     fastrun_round(a, r, ours);
@@ -297,7 +293,8 @@ const Registration reg{"allreduce-mpi",
                        "  --min SIZE      smallest message, bytes with K/M suffix (default 4K)\n"
                        "  --max SIZE      largest message, doubling from --min (default 256M)\n"
                        "  --rounds R      alternating fastrun / Open MPI rounds; rows are medians (default 3)\n"
-                       "  --mpi PATH|none the MPI program (default: bench/mpi's build, when MPI was found)\n"};
+                       "  --mpi PATH|none the MPI program (default: bench/mpi's build, when MPI was found)\n"
+                       "  --bound-mib N   MiB per array of the c = a + b rate (default 64)\n"};
 
 }  // namespace
 }  // namespace fastrun::bench

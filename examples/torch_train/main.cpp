@@ -20,8 +20,8 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/samplers/random_sampler.h"
 #include "fastrun/torch/checkpoint.h"
+#include "fastrun/torch/ddp.h"
 #include "fastrun/torch/sampler.h"
-#include "grad_sync.h"
 #include "model.h"
 #include "options.h"
 
@@ -78,7 +78,9 @@ int train(const Options& opt) {
     progress = fastrun::torch::load_checkpoint(opt.resume, *net, &optimizer);
     sampler.load_state(progress.sampler_state);  // saved on any rank count
   }
-  broadcast_parameters(world, *net);  // INTERIM: the DDP adapter does this at construction
+  // 5. DDP: checks every rank has the same parameters, broadcasts rank 0's, and from now on
+  //    backward() averages the gradients over the ranks (in buckets, overlapping the pass).
+  fastrun::torch::DistributedDataParallel ddp(world, net);
 
   auto loader = torch::data::make_data_loader(
       data.map(torch::data::transforms::Stack<>()), sampler,
@@ -95,7 +97,7 @@ int train(const Options& opt) {
     std::fflush(stdout);
   }
 
-  // 5. Train.
+  // 6. Train.
   std::uint64_t step = progress.step;
   for (std::uint64_t epoch = sampler.epoch(); epoch < opt.epochs; ++epoch) {
     sampler.set_epoch(epoch);  // the restored epoch keeps its position
@@ -108,8 +110,7 @@ int train(const Options& opt) {
       }
       optimizer.zero_grad();
       auto loss = torch::nn::functional::cross_entropy(net->forward(batch.data), batch.target);
-      loss.backward();
-      average_gradients(world, *net);  // INTERIM: one line, replaced by the DDP adapter at merge
+      loss.backward();  // DDP: the gradients are averaged over the ranks when it returns
       optimizer.step();
       ++used;
       ++step;

@@ -1,5 +1,5 @@
 // The torch_train example as real jobs: 4 ranks, one SIGKILLed mid-epoch (the job fails fast),
-// resumed from rank 0's last checkpoint on 2 ranks (and on 4 with loader worker threads), ends
+// resumed from rank 0's last checkpoint on 2 ranks (and on 1 with loader worker threads), ends
 // with the weights of an uninterrupted run. What the samplers guarantee across world sizes
 // (docs/samplers.md): the consumed count is global, so step s uses the same global positions of
 // the epoch's order on any number of ranks; the weights then differ only by float rounding
@@ -26,9 +26,9 @@ using fastrun::test::TempDir;
 namespace {
 
 
-// 2048 samples, global batch 64: 32 steps per epoch, 2 epochs.
+// 1024 samples, global batch 64: 16 steps per epoch, 2 epochs (small: the ASan stage runs it too).
 std::vector<std::string> args(int nproc, std::vector<std::string> extra) {
-  std::vector<std::string> a = {TORCH_TRAIN_BIN, "--samples", "2048", "--epochs", "2", "--global-batch", "64",
+  std::vector<std::string> a = {TORCH_TRAIN_BIN, "--samples", "1024", "--epochs", "2", "--global-batch", "64",
                                 "--seed", "7", "--quiet", "1"};
   if (nproc > 0) a.insert(a.end(), {"--nproc", std::to_string(nproc)});
   a.insert(a.end(), extra.begin(), extra.end());
@@ -73,24 +73,23 @@ TEST_CASE("torch_train: 4 ranks with one killed mid-epoch and resumed on 2 ranks
   torch::set_num_threads(1);
   TempDir dir;
   // The uninterrupted run, under the fastrun CLI.
-  auto full_run = run({FASTRUN_BIN, "--nproc", "4", TORCH_TRAIN_BIN, "--samples", "2048", "--epochs", "2",
+  auto full_run = run({FASTRUN_BIN, "--nproc", "4", TORCH_TRAIN_BIN, "--samples", "1024", "--epochs", "2",
                        "--global-batch", "64", "--seed", "7", "--weights-out", dir / "full"});
   REQUIRE(full_run.exit_code == 0);
   CHECK_THAT(full_run.output, Catch::Contains("4 rank(s)") && Catch::Contains("epoch 2/2"));
   const auto full = read_weights(dir / "full");
-  CHECK(full.progress.step == 64);
+  CHECK(full.progress.step == 32);
 
-  // Rank 2 of 4 dies before global step 43 (epoch 1, step 11 of 32). Checkpoints every 5 steps:
-  // the one of step 40 is complete (rank 0 wrote it before the all-reduce of step 41, which
-  // rank 2 joined). The job fails fast with the killed rank's status.
-  const auto t0 = std::chrono::steady_clock::now();
-  auto killed = run(args(4, {"--checkpoint", dir / "ck", "--checkpoint-every", "5", "--die-at-step", "43",
+  // Rank 2 of 4 dies before global step 23 (epoch 1, step 7 of 16). Checkpoints every 5 steps:
+  // the one of step 20 is complete (rank 0 wrote it before the all-reduce of step 21, which
+  // rank 2 joined). The job fails (within run()'s deadline: no hang) with the killed rank's
+  // status, and the launcher names it.
+  auto killed = run(args(4, {"--checkpoint", dir / "ck", "--checkpoint-every", "5", "--die-at-step", "23",
                              "--die-rank", "2"}));
-  const double killed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(killed.exit_code == 128 + 9);
-  CHECK(killed_s < 30);
+  CHECK_THAT(killed.output, Catch::Contains("rank 2") && Catch::Contains("SIGKILL"));
   const auto ck = read_weights(dir / "ck");
-  CHECK(ck.progress.step == 40);
+  CHECK(ck.progress.step == 20);
   CHECK(ck.progress.epoch == 1);
 
   {
@@ -98,16 +97,16 @@ TEST_CASE("torch_train: 4 ranks with one killed mid-epoch and resumed on 2 ranks
     auto resumed = run(args(2, {"--resume", dir / "ck", "--weights-out", dir / "resumed2"}));
     REQUIRE(resumed.exit_code == 0);
     const auto end = read_weights(dir / "resumed2");
-    CHECK(end.progress.step == 64);
+    CHECK(end.progress.step == 32);
     check_close(end, full, 1e-5);
   }
   {
-    INFO("resumed on 4 ranks, each with 2 loader worker threads prefetching");
-    auto resumed = run(args(4, {"--resume", dir / "ck", "--workers", "2", "--weights-out", dir / "resumed4"}));
+    INFO("resumed on 1 rank with 2 loader worker threads prefetching");
+    auto resumed = run(args(1, {"--resume", dir / "ck", "--workers", "2", "--weights-out", dir / "resumed1"}));
     REQUIRE(resumed.exit_code == 0);
-    const auto end = read_weights(dir / "resumed4");
-    CHECK(end.progress.step == 64);
-    check_close(end, full, 1e-6);
+    const auto end = read_weights(dir / "resumed1");
+    CHECK(end.progress.step == 32);
+    check_close(end, full, 1e-5);
   }
 }
 
@@ -116,7 +115,7 @@ TEST_CASE("torch_train: bad flags and a rank count that does not divide the batc
   auto bad = run({TORCH_TRAIN_BIN, "--epochs", "x"});
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("--epochs 'x'"));
-  auto uneven = run(args(3, {"--global-batch", "64"}));
+  auto uneven = run(args(2, {"--global-batch", "63"}));
   CHECK(uneven.exit_code == 2);
-  CHECK_THAT(uneven.output, Catch::Contains("--global-batch 64 must be a multiple of the number of ranks (3)"));
+  CHECK_THAT(uneven.output, Catch::Contains("--global-batch 63 must be a multiple of the number of ranks (2)"));
 }
