@@ -19,10 +19,10 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "forked_group.h"
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
-#include "fastrun/runtime/store/prefix_store.h"
 #include "p2p_sizes.h"
 
 namespace fastrun::bench {
@@ -107,16 +107,7 @@ double time_op(ProcessGroup& g, std::size_t iters, const std::function<void()>& 
 }
 
 void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, const Figures& mpi) {
-  GroupSpec spec;
-  std::shared_ptr<Store> store(connect_store(address));
-  spec.store = std::make_shared<PrefixStore>("bench", store->clone());
-  spec.rank = rank;
-  spec.size = a.nproc;
-  for (int i = 0; i < a.nproc; ++i) spec.global_ranks.push_back(i);
-  spec.name = "world";
-  spec.run_id = run_id;
-  spec.failure_store = store;
-  auto g = backend::find(a.backend)(spec);
+  auto g = forked_group(a.backend, rank, a.nproc, address, run_id);
   const auto N = static_cast<std::size_t>(a.nproc);
   const double n = a.nproc;
   auto say = [&](const std::string& s) {
