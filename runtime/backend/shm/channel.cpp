@@ -59,12 +59,14 @@ Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_p
       info_(std::move(info)),
       watch_(std::move(watch)),
       pidfds_(static_cast<std::size_t>(info_.size), kNoPidfd) {
-  // With a core per rank a peer is usually microseconds away: spin long enough to catch it.
-  // With more ranks than cores, spinning steals the core the peer needs: yield and sleep soon.
+  // With a core per rank a peer is usually microseconds away: spin long enough to catch it, then
+  // yield for up to a millisecond (docs/backend-shm.md, "Waiting"). With more ranks than cores,
+  // spinning steals the core the peer needs: yield and sleep soon.
   if (info_.size <= info_.cpus) {
     spin_ = std::chrono::microseconds(50);
+    yield_ = std::chrono::milliseconds(1);
   } else {
-    spin_ = std::chrono::microseconds(5);
+    yield_ = std::chrono::microseconds(5);
     yield_while_spinning_ = true;
   }
 }
@@ -113,8 +115,21 @@ void Channel::publish(std::uint32_t k) {
   RankControl& me = control(info_.rank);
   // seq_cst store then seq_cst load of `sleepers` pairs with the waiter's increment-then-recheck:
   // either the waiter sees k, or we see its registration and wake it.
+  note_cpu();
   word(me.step).store(k, std::memory_order_seq_cst);
   if (word(me.sleepers).load(std::memory_order_seq_cst) != 0) futex_wake_all(&me.step);
+}
+
+void Channel::note_cpu() {
+  const int cpu = ::sched_getcpu();
+  std::atomic_ref<std::int32_t> mine(control(info_.rank).cpu);
+  if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
+}
+
+bool Channel::shares_cpu_with(int peer) {
+  note_cpu();  // a peer waiting for us checks the same
+  return std::atomic_ref<std::int32_t>(control(peer).cpu).load(std::memory_order_relaxed) ==
+         std::atomic_ref<std::int32_t>(control(info_.rank).cpu).load(std::memory_order_relaxed);
 }
 
 bool Channel::reached(int peer, std::uint32_t k) const {
@@ -133,18 +148,30 @@ void Channel::wait_one(int peer, std::uint32_t k) {
 }
 
 void Channel::wait_slow(int peer, std::uint32_t k) {
-  // 1. Spin: the peer is probably about to publish.
-  const auto spin_end = Clock::now() + spin_;
-  for (unsigned i = 1;; ++i) {
-    if (reached(peer, k)) return;
-    FASTRUN_CPU_RELAX();
-    if ((i & 63u) == 0) {
-      if (Clock::now() >= spin_end) break;
-      if (yield_while_spinning_) ::sched_yield();
+  RankControl& c = control(peer);
+  const auto t0 = Clock::now();
+  // 1. Spin with pause while the peer runs on another CPU: it is probably about to publish, and
+  //    this catches it within a fraction of a microsecond. A peer queued on our own CPU cannot
+  //    run while we spin, so go straight to yielding then (checked again as we go: either side
+  //    may migrate).
+  if (!yield_while_spinning_ && !shares_cpu_with(peer)) {
+    const auto spin_end = t0 + spin_;
+    for (unsigned i = 1;; ++i) {
+      if (reached(peer, k)) return;
+      FASTRUN_CPU_RELAX();
+      if ((i & 15u) == 0 && (shares_cpu_with(peer) || Clock::now() >= spin_end)) break;
     }
   }
-  // 2. Sleep on the peer's step word in slices, checking health between slices.
-  RankControl& c = control(peer);
+  // 2. Yield for a bounded time: the peer, or whatever else runs here, gets the CPU, and we are
+  //    back as soon as the scheduler picks us again, without the wake-up a sleeper pays for.
+  const auto yield_end = t0 + yield_;
+  for (;;) {
+    if (reached(peer, k)) return;
+    ::sched_yield();
+    if (reached(peer, k)) return;
+    if (Clock::now() >= yield_end) break;
+  }
+  // 3. Sleep on the peer's step word in slices, checking health between slices.
   for (;;) {
     word(c.sleepers).fetch_add(1, std::memory_order_seq_cst);
     const std::uint32_t v = word(c.step).load(std::memory_order_seq_cst);

@@ -11,8 +11,10 @@
 // k - R + kMaxReadLag. That holds across operations of any shape (an op's trailing reads count
 // against the next op's steps), so no trailing barrier is needed.
 //
-// Waiting spins briefly, then sleeps on the peer's step word with FUTEX_WAIT (a bounded slice),
-// and between slices checks that the awaited peers are alive (pidfd), have not aborted, that no
+// Waiting spins with pause while the peer runs on another CPU (each rank notes its CPU in its
+// RankControl), yields for a bounded time (at once when the peer is queued on our own CPU, where
+// spinning would only keep it off), then sleeps on the peer's step word with FUTEX_WAIT (a
+// bounded slice), and between slices checks that the awaited peers are alive (pidfd), have not aborted, that no
 // failure was recorded under kFailureKey, and the op deadline. Publishers call FUTEX_WAKE only
 // when a sleeper registered on their word.
 //
@@ -95,6 +97,10 @@ class Channel {
     return *reinterpret_cast<RankControl*>(base_ + layout_.control_offset(static_cast<std::size_t>(rank)));
   }
   bool reached(int peer, std::uint32_t k) const;
+  // Records the CPU this rank runs on in its control block (written only when it changed).
+  void note_cpu();
+  // Whether `peer` last ran on the CPU this rank runs on now.
+  bool shares_cpu_with(int peer);
   void wait_slow(int peer, std::uint32_t k);
   // Throws PeerFailure / TimeoutError when `peer` cannot arrive at k.
   void check_health(int peer, std::uint32_t k);
@@ -115,7 +121,8 @@ class Channel {
   const char* op_ = "set-up";
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::duration timeout_{};
-  std::chrono::nanoseconds spin_{};  // how long to spin before sleeping
+  std::chrono::nanoseconds spin_{};   // how long to spin with pause (peer on another CPU)
+  std::chrono::nanoseconds yield_{};  // from the start of a wait, how long to yield before sleeping
   bool yield_while_spinning_ = false;
   std::atomic<bool> cancelled_{false};
 };

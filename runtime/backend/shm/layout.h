@@ -17,7 +17,7 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x66617374'72756e73ULL;  // "fastruns"
-inline constexpr std::uint32_t kLayoutVersion = 3;
+inline constexpr std::uint32_t kLayoutVersion = 4;
 inline constexpr std::size_t kCacheLine = 128;  // two lines: defeats the adjacent-line prefetcher
 // Readers are done with the data of step k before they publish k + kMaxReadLag (channel.h); a
 // ring shorter than kMinRing would make a writer wait for peers that wait for it.
@@ -38,6 +38,7 @@ struct alignas(kCacheLine) RankControl {
   std::uint32_t sleepers;  // ranks sleeping on `step`; the publisher calls FUTEX_WAKE only when non-zero
   std::int32_t pid;        // for liveness checks and messages
   std::uint32_t aborted;   // 1 once this rank gave up on the group (error or destruction)
+  std::int32_t cpu;        // the CPU this rank ran on when it last published (a hint for waiters)
 };
 
 static_assert(std::is_trivially_copyable_v<SegmentHeader>);

@@ -1,0 +1,303 @@
+// fastrun-bench allreduce-mpi [--nproc N] [--min 4K] [--max 256M] [--rounds R] [--mpi PATH|none]
+// fastrun's shm all-reduce against Open MPI's MPI_Allreduce, measured in the same run, against
+// this machine's memory bound (docs/benchmarks.md, "All-reduce against Open MPI").
+//
+// Each round runs the whole size sweep on fastrun (N ranks forked here, shm backend) and then on
+// Open MPI (`mpirun -np N fastrun-mpi-allreduce`, bench/mpi/), so the two alternate within the
+// same minute; a row shows the median of the rounds for each. The MPI program is built only when
+// CMake finds MPI, and the MPI columns are left out when it or mpirun is missing.
+//
+// The bound: an all-reduce of S bytes on N ranks must at least have every rank read the N
+// inputs and write the sum, (N + 1) * S bytes per rank (6 S in all for 2 ranks), at the rate the
+// memory moves `c = a + b` on N threads at once (measured here, before the rounds). A row's
+// `bound` is that least time over the measured one.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench_registry.h"
+#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/prefix_store.h"
+
+#ifndef FASTRUN_MPI_ALLREDUCE_BENCH
+#define FASTRUN_MPI_ALLREDUCE_BENCH ""
+#endif
+
+namespace fastrun::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  int nproc = 2;
+  std::size_t min = 4 << 10;
+  std::size_t max = 256 << 20;
+  int rounds = 3;
+  std::string mpi = FASTRUN_MPI_ALLREDUCE_BENCH;  // "" = not built
+};
+
+std::size_t parse_bytes(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  const std::string unit = end ? end : "";
+  std::size_t mul = 1;
+  if (unit == "K" || unit == "KiB") mul = 1 << 10;
+  else if (unit == "M" || unit == "MiB") mul = 1 << 20;
+  else if (!unit.empty() || end == text.c_str())
+    throw ConfigError(fmt::format("{} '{}': expected a byte count like 4096, 4K or 64M", flag, text));
+  return static_cast<std::size_t>(v) * mul;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ConfigError(fmt::format("{} needs a value", f));
+      return argv[++i];
+    };
+    if (f == "--nproc") a.nproc = std::atoi(value().c_str());
+    else if (f == "--min") a.min = parse_bytes(f, value());
+    else if (f == "--max") a.max = parse_bytes(f, value());
+    else if (f == "--rounds") a.rounds = std::atoi(value().c_str());
+    else if (f == "--mpi") a.mpi = value();
+    else throw ConfigError(fmt::format("unknown option '{}' (see --help)", f));
+  }
+  if (a.nproc < 2) throw ConfigError(fmt::format("--nproc {}: needs at least 2 ranks", a.nproc));
+  if (a.rounds < 1) throw ConfigError(fmt::format("--rounds {}: needs at least 1", a.rounds));
+  if (a.min < 4 || a.min > a.max) throw ConfigError(fmt::format("--min {} / --max {}: need 4 <= min <= max", a.min, a.max));
+  if (a.mpi == "none") a.mpi.clear();
+  return a;
+}
+
+// The same rule as bench/mpi/mpi_allreduce_bench.cpp: about 64 MiB per round, 3..2000 ops.
+int iterations_for(std::size_t bytes) {
+  return static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / bytes, 3, 2000));
+}
+
+// Bytes per second that `threads` threads move doing c[i] = a[i] + b[i] (float32) on arrays of
+// their own, all at once: 3 * 4 bytes per element (read a and b, write c, as STREAM counts it).
+// Best of 5 passes over 3 x 64 MiB per thread, far past the caches.
+double add_traffic_rate(int threads) {
+  const std::size_t n = (std::size_t{64} << 20) / sizeof(float);
+  std::vector<std::vector<float>> arrays(static_cast<std::size_t>(3 * threads));
+  for (auto& v : arrays) v.assign(n, 1.0f);
+  double best = 1e30;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const float* a = arrays[static_cast<std::size_t>(3 * t)].data();
+        const float* b = arrays[static_cast<std::size_t>(3 * t + 1)].data();
+        float* c = arrays[static_cast<std::size_t>(3 * t + 2)].data();
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        for (std::size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+        asm volatile("" : : "r"(c) : "memory");
+      });
+    }
+    while (ready.load() < threads) std::this_thread::yield();
+    const auto t0 = Clock::now();
+    go.store(true, std::memory_order_release);
+    for (auto& th : pool) th.join();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return 3.0 * static_cast<double>(n * sizeof(float)) * threads / best;
+}
+
+// One rank of the fastrun sweep; rank 0 writes "<bytes> <seconds>" lines to `out`.
+void fastrun_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, int out) {
+  GroupSpec spec;
+  std::shared_ptr<Store> store(connect_store(address));
+  spec.store = std::make_shared<PrefixStore>("bench", store->clone());
+  spec.rank = rank;
+  spec.size = a.nproc;
+  for (int i = 0; i < a.nproc; ++i) spec.global_ranks.push_back(i);
+  spec.name = "world";
+  spec.run_id = run_id;
+  spec.failure_store = store;
+  auto g = backend::find("shm")(spec);
+  for (std::size_t bytes = a.min; bytes <= a.max; bytes *= 2) {
+    const std::size_t count = bytes / sizeof(float);
+    std::vector<float> buf(count, 1.0f + static_cast<float>(rank));
+    const BufferView v{buf.data(), count, DType::float32};
+    const int iters = iterations_for(bytes);
+    g->all_reduce(v)->wait();  // warm-up
+    g->barrier()->wait();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) g->all_reduce(v)->wait();
+    double t = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+    g->all_reduce(BufferView{&t, 1, DType::float64}, {ReduceOp::max})->wait();
+    if (rank == 0) {
+      const std::string line = fmt::format("{} {:.9f}\n", bytes, t);
+      if (::write(out, line.data(), line.size()) < 0) throw_errno("allreduce-mpi: write", errno);
+    }
+  }
+  g->barrier()->wait();
+}
+
+// Reads "<bytes> <seconds>" lines from `fd` until EOF into `into[bytes]`.
+void read_results(int fd, std::map<std::size_t, std::vector<double>>& into) {
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t eol = text.find('\n', pos);
+    const std::string line = text.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos);
+    pos = eol == std::string::npos ? text.size() : eol + 1;
+    unsigned long long bytes = 0;
+    double secs = 0;
+    if (std::sscanf(line.c_str(), "%llu %lf", &bytes, &secs) == 2) into[bytes].push_back(secs);
+  }
+}
+
+int wait_all(const std::vector<pid_t>& pids) {
+  int worst = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  return worst;
+}
+
+void fastrun_round(const Args& a, int round, std::map<std::size_t, std::vector<double>>& into) {
+  const std::string run_id = fmt::format("armpi{}-{}", ::getpid(), round);
+  auto host = host_store("shm://" + run_id + "-store");
+  int fds[2];
+  if (::pipe(fds) != 0) throw_errno("allreduce-mpi: pipe", errno);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < a.nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) throw_errno("allreduce-mpi: fork", errno);
+    if (pid == 0) {
+      ::close(fds[0]);
+      int code = 0;
+      try {
+        fastrun_rank(a, r, host->address(), run_id, fds[1]);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "allreduce-mpi rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  ::close(fds[1]);
+  read_results(fds[0], into);
+  ::close(fds[0]);
+  if (wait_all(pids) != 0) throw BackendError("allreduce-mpi: a fastrun rank failed (see above)");
+}
+
+void mpi_round(const Args& a, std::map<std::size_t, std::vector<double>>& into) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw_errno("allreduce-mpi: pipe", errno);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw_errno("allreduce-mpi: fork", errno);
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    const std::string np = std::to_string(a.nproc), lo = std::to_string(a.min), hi = std::to_string(a.max);
+    // --oversubscribe: more ranks than cores is allowed, as for fastrun; as root, mpirun wants
+    // the explicit permission. Open MPI's defaults otherwise (shared-memory BTL with CMA).
+    ::execlp("mpirun", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", np.c_str(), a.mpi.c_str(),
+             lo.c_str(), hi.c_str(), "1", static_cast<char*>(nullptr));
+    std::fprintf(stderr, "allreduce-mpi: cannot run mpirun: %s\n", std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  read_results(fds[0], into);
+  ::close(fds[0]);
+  if (wait_all({pid}) != 0) throw BackendError("allreduce-mpi: mpirun failed (see above); --mpi none leaves it out");
+}
+
+bool on_path(const char* program) {
+  const char* path = std::getenv("PATH");
+  if (!path) return false;
+  std::string p = path;
+  for (std::size_t pos = 0; pos <= p.size();) {
+    const std::size_t end = std::min(p.find(':', pos), p.size());
+    if (::access((p.substr(pos, end - pos) + "/" + program).c_str(), X_OK) == 0) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::string human(std::size_t bytes) {
+  if (bytes >= (1u << 20)) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= (1u << 10)) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+int run(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  if (!backend::available("shm")) throw ConfigError("the shm backend is not built");
+  std::string no_mpi;
+  if (a.mpi.empty()) no_mpi = "the MPI program was not built (CMake found no MPI; install libopenmpi-dev)";
+  else if (::access(a.mpi.c_str(), X_OK) != 0) no_mpi = fmt::format("{} is missing", a.mpi);
+  else if (!on_path("mpirun")) no_mpi = "mpirun is not on PATH (Debian: openmpi-bin)";
+  if (!no_mpi.empty()) a.mpi.clear();
+  const double rate = add_traffic_rate(a.nproc);
+  std::map<std::size_t, std::vector<double>> ours, theirs;
+  for (int r = 0; r < a.rounds; ++r) {
+    fastrun_round(a, r, ours);
+    if (!a.mpi.empty()) mpi_round(a, theirs);
+  }
+  const double n = a.nproc;
+  fmt::print("# all-reduce, float32 sum, {} ranks, in place: fastrun shm vs Open MPI, median of {} alternating rounds\n",
+             a.nproc, a.rounds);
+  fmt::print("# memory: c = a + b on {} threads moves {:.1f} GB/s; bound = {} bytes of traffic per byte reduced at that "
+             "rate\n",
+             a.nproc, rate / 1e9, a.nproc * (a.nproc + 1));
+  if (!no_mpi.empty()) fmt::print("# Open MPI left out: {}\n", no_mpi);
+  fmt::print("# {:>8} {:>12} {:>12} {:>9} {:>12} {:>7}\n", "size", "fastrun(us)", "mpi(us)", "mpi/fr", "busbw(GB/s)",
+             "bound");
+  for (auto& [bytes, times] : ours) {
+    const double t = median(times);
+    const double busbw = static_cast<double>(bytes) / t / 1e9 * 2 * (n - 1) / n;
+    const double bound = n * (n + 1) * static_cast<double>(bytes) / rate / t;
+    const auto it = theirs.find(bytes);
+    const std::string mpi = it == theirs.end() ? "-" : fmt::format("{:.1f}", median(it->second) * 1e6);
+    const std::string ratio = it == theirs.end() ? "-" : fmt::format("{:.2f}", median(it->second) / t);
+    fmt::print("{:>10} {:>12.1f} {:>12} {:>9} {:>12.2f} {:>7.2f}\n", human(bytes), t * 1e6, mpi, ratio, busbw, bound);
+  }
+  return 0;
+}
+
+const Registration reg{"allreduce-mpi",
+                       "shm all-reduce against Open MPI (same run) and the memory bound (--nproc N --rounds R)", &run,
+                       "  --nproc N       ranks (default 2)\n"
+                       "  --min SIZE      smallest message, bytes with K/M suffix (default 4K)\n"
+                       "  --max SIZE      largest message, doubling from --min (default 256M)\n"
+                       "  --rounds R      alternating fastrun / Open MPI rounds; rows are medians (default 3)\n"
+                       "  --mpi PATH|none the MPI program (default: bench/mpi's build, when MPI was found)\n"};
+
+}  // namespace
+}  // namespace fastrun::bench
