@@ -36,6 +36,12 @@ using Clock = std::chrono::steady_clock;
 // A sleeping waiter wakes at least this often to check peers' health and the deadline, which
 // bounds how long a dead peer goes unnoticed.
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
+// A sched_yield that returns this much later ran another task for a time slice: something else
+// that wants this CPU shares it with us, and yielding to it again would cost a slice per wait
+// (a rank that yielded is runnable, so its peer's publish cannot wake it early the way it wakes
+// a sleeper). So the rank stops yielding for a while and sleeps instead.
+constexpr auto kSlowYield = std::chrono::microseconds(30);
+constexpr auto kNoYieldAfterSlowYield = std::chrono::milliseconds(100);
 
 std::atomic_ref<std::uint32_t> word(std::uint32_t& w) { return std::atomic_ref<std::uint32_t>(w); }
 
@@ -59,12 +65,13 @@ Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_p
       info_(std::move(info)),
       watch_(std::move(watch)),
       pidfds_(static_cast<std::size_t>(info_.size), kNoPidfd) {
-  // With a core per rank a peer is usually microseconds away: spin long enough to catch it, then
-  // yield for up to a millisecond (docs/backend-shm.md, "Waiting"). With more ranks than cores,
-  // spinning steals the core the peer needs: yield and sleep soon.
+  // With a core per rank a peer is usually microseconds away: spin long enough to catch it; a
+  // peer on our own CPU gets it through sched_yield for up to 200 us (docs/backend-shm.md,
+  // "Waiting"). With more ranks than cores, spinning steals the core the peer needs: yield and
+  // sleep soon.
   if (info_.size <= info_.cpus) {
     spin_ = std::chrono::microseconds(50);
-    yield_ = std::chrono::milliseconds(1);
+    yield_ = std::chrono::microseconds(200);
   } else {
     yield_ = std::chrono::microseconds(5);
     yield_while_spinning_ = true;
@@ -152,24 +159,33 @@ void Channel::wait_slow(int peer, std::uint32_t k) {
   const auto t0 = Clock::now();
   // 1. Spin with pause while the peer runs on another CPU: it is probably about to publish, and
   //    this catches it within a fraction of a microsecond. A peer queued on our own CPU cannot
-  //    run while we spin, so go straight to yielding then (checked again as we go: either side
-  //    may migrate).
-  if (!yield_while_spinning_ && !shares_cpu_with(peer)) {
+  //    run while we spin, so go straight to 2 then (checked every 16 pauses: either side may
+  //    migrate).
+  bool colocated = yield_while_spinning_ || shares_cpu_with(peer);
+  if (!colocated) {
     const auto spin_end = t0 + spin_;
     for (unsigned i = 1;; ++i) {
       if (reached(peer, k)) return;
       FASTRUN_CPU_RELAX();
-      if ((i & 15u) == 0 && (shares_cpu_with(peer) || Clock::now() >= spin_end)) break;
+      if ((i & 15u) == 0 && ((colocated = shares_cpu_with(peer)) || Clock::now() >= spin_end)) break;
     }
   }
-  // 2. Yield for a bounded time: the peer, or whatever else runs here, gets the CPU, and we are
-  //    back as soon as the scheduler picks us again, without the wake-up a sleeper pays for.
-  const auto yield_end = t0 + yield_;
-  for (;;) {
-    if (reached(peer, k)) return;
-    ::sched_yield();
-    if (reached(peer, k)) return;
-    if (Clock::now() >= yield_end) break;
+  // 2. When the peer is queued on our CPU, yield for a bounded time: it gets the CPU at once, and
+  //    we are back as soon as it waits, without two futex calls and wake-ups per step. Not when
+  //    the peer is elsewhere: then the yield would only hand our CPU to an unrelated task for a
+  //    whole slice, during which the peer's publish cannot wake us (we are runnable, not asleep).
+  if (colocated && t0 >= no_yield_until_) {
+    const auto yield_end = t0 + yield_;
+    for (auto now = Clock::now(); now < yield_end;) {
+      if (reached(peer, k)) return;
+      ::sched_yield();
+      const auto before = now;
+      now = Clock::now();
+      if (now - before > kSlowYield) {
+        no_yield_until_ = now + kNoYieldAfterSlowYield;
+        break;
+      }
+    }
   }
   // 3. Sleep on the peer's step word in slices, checking health between slices.
   for (;;) {

@@ -12,8 +12,9 @@
 // against the next op's steps), so no trailing barrier is needed.
 //
 // Waiting spins with pause while the peer runs on another CPU (each rank notes its CPU in its
-// RankControl), yields for a bounded time (at once when the peer is queued on our own CPU, where
-// spinning would only keep it off), then sleeps on the peer's step word with FUTEX_WAIT (a
+// RankControl); when the peer is queued on our own CPU, where spinning would only keep it off,
+// it yields for a bounded time instead (unless a yield recently ran some other task for a whole
+// slice); then it sleeps on the peer's step word with FUTEX_WAIT (a
 // bounded slice), and between slices checks that the awaited peers are alive (pidfd), have not aborted, that no
 // failure was recorded under kFailureKey, and the op deadline. Publishers call FUTEX_WAKE only
 // when a sleeper registered on their word.
@@ -122,8 +123,9 @@ class Channel {
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::duration timeout_{};
   std::chrono::nanoseconds spin_{};   // how long to spin with pause (peer on another CPU)
-  std::chrono::nanoseconds yield_{};  // from the start of a wait, how long to yield before sleeping
+  std::chrono::nanoseconds yield_{};  // from the start of a wait, how long to yield (peer on our CPU)
   bool yield_while_spinning_ = false;
+  std::chrono::steady_clock::time_point no_yield_until_{};  // after a slow yield: sleep instead
   std::atomic<bool> cancelled_{false};
 };
 
