@@ -59,6 +59,8 @@ class Channel {
   int rank() const { return info_.rank; }
   int size() const { return info_.size; }
   std::size_t region_bytes() const { return layout_.region_bytes; }
+  // More ranks than CPUs: ranks share cores, so every step may cost a context switch.
+  bool oversubscribed() const { return info_.size > info_.cpus; }
 
   // The next step number (identical on every rank as long as they run the same ops).
   std::uint32_t next_step() { return ++step_; }

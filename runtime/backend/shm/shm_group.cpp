@@ -122,7 +122,7 @@ void ShmGroup::all_reduce_small(const BufferView& b, ReduceOp op) {
   kernels::reduce(b.dtype, op, b.data, nullptr, s, size_, b.count);
 }
 
-// Reduce-scatter then all-gather through the segment, pipelined over chunks of one region.
+// Reduce-scatter then all-gather through the segment, pipelined over chunks of at most a region.
 // Chunk j is copied in at step j+1 (only the slices peers reduce), reduced at step j+1+L (own
 // slice, from own input + peers' copies; the result goes to the output and to the own region)
 // and gathered by the others at step j+1+2L, with L = kMaxReadLag = 2: reading two steps after
@@ -133,7 +133,10 @@ void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
   constexpr std::uint32_t lag = kMaxReadLag;
   const std::size_t esize = dtype_size(b.dtype);
   const std::size_t align = line_elems(esize);
-  const std::size_t max_chunk = ch.region_bytes() / esize;  // a multiple of `align`
+  // Chunks of kAllReduceChunkBytes, not whole regions, with a core per rank (shm_group.h).
+  const std::size_t chunk_bytes =
+      ch.oversubscribed() ? ch.region_bytes() : std::min(ch.region_bytes(), kAllReduceChunkBytes);
+  const std::size_t max_chunk = chunk_bytes / esize;  // a multiple of `align`
   const std::size_t nchunks = (b.count + max_chunk - 1) / max_chunk;
   // Equal chunks (but the last), so the last one is split as evenly as the others.
   const std::size_t chunk = ((b.count + nchunks - 1) / nchunks + align - 1) / align * align;

@@ -45,6 +45,13 @@ inline constexpr std::size_t kOversubscribedRegionBytes = 128 * 1024;
 inline constexpr std::size_t kOversubscribedRingBytesPerRank = 512 * 1024;
 inline constexpr std::size_t kMaxSegmentBytes = 256u << 20;   // the ring shrinks for many ranks
 inline constexpr std::size_t kSmallAllReduceBytes = 64 * 1024;  // one-step all-reduce up to here
+// The large all-reduce's pipeline chunk with a core per rank (each chunk still gets a region of
+// its own, so the ring's reuse distance stays past a core's L2). On the 2-core Xeon VM, best of
+// 2-3 alternating runs (docs/backend-shm.md, "Chunks"): 64 KiB took 1 MiB from 250 to 180 us,
+// 4 MiB from 1040 to 770 us, 16 MiB from 4.5 to 3.0 ms and 64 MiB from 25 to 20 ms against
+// whole 256 KiB regions. With more ranks than cores a step costs context switches, so there
+// the chunk stays a whole region.
+inline constexpr std::size_t kAllReduceChunkBytes = 64 * 1024;
 // Ops of this many bytes or more run on the communication thread. On the 2-core VM a hand-off
 // (post, run, complete, the waiter wakes) takes 3 us at best and 4-15 us typically, while a
 // 2-rank all-reduce takes 18 us at 64 KiB, 43 us at 256 KiB and 300 us at 1 MiB at best: from
