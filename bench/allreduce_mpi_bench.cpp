@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "forked_group.h"
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
@@ -125,16 +126,7 @@ double add_traffic_rate(int threads) {
 
 // One rank of the fastrun sweep; rank 0 writes "<bytes> <seconds>" lines to `out`.
 void fastrun_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, int out) {
-  GroupSpec spec;
-  std::shared_ptr<Store> store(connect_store(address));
-  spec.store = std::make_shared<PrefixStore>("bench", store->clone());
-  spec.rank = rank;
-  spec.size = a.nproc;
-  for (int i = 0; i < a.nproc; ++i) spec.global_ranks.push_back(i);
-  spec.name = "world";
-  spec.run_id = run_id;
-  spec.failure_store = store;
-  auto g = backend::find("shm")(spec);
+  auto g = forked_group("shm", rank, a.nproc, address, run_id);
   for (std::size_t bytes = a.min; bytes <= a.max; bytes *= 2) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> buf(count, 1.0f + static_cast<float>(rank));

@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include "bench_registry.h"
+#include "forked_group.h"
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
@@ -116,16 +117,7 @@ void pin_to_cpu(int rank) {
 
 void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id) {
   if (a.pin) pin_to_cpu(rank);
-  GroupSpec spec;
-  std::shared_ptr<Store> store(connect_store(address));
-  spec.store = std::make_shared<PrefixStore>("bench", store->clone());
-  spec.rank = rank;
-  spec.size = a.nproc;
-  for (int i = 0; i < a.nproc; ++i) spec.global_ranks.push_back(i);
-  spec.name = "world";
-  spec.run_id = run_id;
-  spec.failure_store = store;
-  auto g = backend::find(a.backend)(spec);
+  auto g = forked_group(a.backend, rank, a.nproc, address, run_id);
   const std::size_t es = dtype_size(a.dtype);
   const double n = a.nproc;
   auto say = [&](const std::string& s) {
