@@ -1,41 +1,25 @@
 #include "fastrun/runtime/backend/shm/p2p_engine.h"
 
-#include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <list>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/error.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define FASTRUN_P2P_RELAX() _mm_pause()
-#elif defined(__aarch64__)
-#define FASTRUN_P2P_RELAX() asm volatile("yield")
-#else
-#define FASTRUN_P2P_RELAX() ((void)0)
-#endif
 
 namespace fastrun::shm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How long a waiter polls before it sleeps on its doorbell (a bounded burn: a long wait sleeps),
-// and the longest sleep between health checks (what bounds how late a dead peer is noticed,
-// as in the collective channel, channel.cpp).
-constexpr auto kSpin = std::chrono::microseconds(200);
-constexpr auto kSleepSlice = std::chrono::milliseconds(20);
 
 enum Kind : std::uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kNack = 4 };
 
@@ -117,7 +101,7 @@ class P2PEngine::BatchWork final : public Work {
 };
 
 P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks,
-                     std::string group, Duration default_timeout, Hooks hooks)
+                     std::string group, Duration default_timeout, int cpus, Hooks hooks)
     : segment_(std::move(segment)),
       base_(segment_.data()),
       layout_(layout),
@@ -127,7 +111,8 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
       default_timeout_(default_timeout),
       global_ranks_(std::move(global_ranks)),
       hooks_(std::move(hooks)),
-      peers_(static_cast<std::size_t>(size_)) {
+      peers_(static_cast<std::size_t>(size_)),
+      waiter_(size_, cpus) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Peer& peer = peers_[static_cast<std::size_t>(p)];
@@ -177,12 +162,14 @@ void P2PEngine::copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_
 
 // Wakes `rank` if one of its threads sleeps on its doorbell. The fence pairs with the sleeper's
 // (wait()): either it sees what we published before sleeping, or we see it registered.
+// Also notes this rank's CPU, for a peer that decides whether to spin or yield (wait_policy.h).
 void P2PEngine::ring_doorbell(int rank) {
+  note_cpu(rank_block(rank_).cpu);
   MailboxRank& rb = rank_block(rank);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (atomic(rb.sleepers).load(std::memory_order_relaxed) == 0) return;
   atomic(rb.doorbell).fetch_add(1, std::memory_order_seq_cst);
-  ::syscall(SYS_futex, &rb.doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  futex_wake_all(rb.doorbell);
 }
 
 std::string P2PEngine::who(int rank) const {
@@ -541,41 +528,27 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
     std::rethrow_exception(error);
   };
   MailboxRank& me = rank_block(rank_);
-  for (unsigned i = 0;; ++i) {
-    {
-      std::lock_guard lock(mutex_);
-      if (!settled()) progress();
-      if (settled()) break;
-    }
-    if (Clock::now() - t0 < kSpin) {
-      // Poll, yielding now and then: a waiter that stays runnable is back on a core within
-      // the scheduler's rotation, where one that sleeps on the futex waits for a wake-up
-      // (measured on the loaded 2-core VM, 8-byte ping-pong one way: ~15 us polling with
-      // sched_yield, ~180 us with pure spinning then sleeping).
-      FASTRUN_P2P_RELAX();
-      if ((i & 15u) == 15u) ::sched_yield();
-      continue;
+  int awaited = -1;  // the peer of the batch's first pending op: spin or yield depending on its CPU
+  auto ready = [&] {
+    std::lock_guard lock(mutex_);
+    if (!settled()) progress();
+    if (settled()) return true;
+    if (awaited < 0)
+      for (auto& w : batch->ops)
+        if (auto op = w.lock(); op && !op->done) {
+          awaited = op->peer;
+          break;
+        }
+    return false;
+  };
+  auto shares_cpu_with_awaited = [&] { return awaited >= 0 && shares_cpu(me.cpu, rank_block(awaited).cpu); };
+  for (bool spun = false;;) {
+    if (!spun) {  // once per wait, as the channel does
+      spun = true;
+      if (waiter_.wait(ready, shares_cpu_with_awaited)) break;
     }
     // Sleep on the doorbell until a peer publishes something for us (or a slice passes).
-    atomic(me.sleepers).fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const std::uint32_t bell = atomic(me.doorbell).load(std::memory_order_seq_cst);
-    bool ready;
-    {
-      std::lock_guard lock(mutex_);
-      progress();
-      ready = settled();
-    }
-    if (!ready) {
-      const auto left = std::max<Clock::duration>(std::chrono::microseconds(1),
-                                                  std::min<Clock::duration>(deadline - Clock::now(), kSleepSlice));
-      timespec ts{};
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-      ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-      ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, bell, &ts, nullptr, 0);
-    }
-    atomic(me.sleepers).fetch_sub(1, std::memory_order_relaxed);
+    sleep_slice(me.doorbell, me.sleepers, deadline, [&] { return !ready(); });
     std::vector<int> waiting_on;
     {
       std::lock_guard lock(mutex_);

@@ -41,7 +41,7 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
     health->fail(reason);
     chan_->abort();  // peers in a collective with us fail now too
   };
-  p2p_ = make_p2p_engine(spec, segment_name, std::move(hooks));
+  p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), std::move(hooks));
 }
 
 WorkHandle ShmGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
