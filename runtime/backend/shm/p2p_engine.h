@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,9 +66,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
 
   // Posts `ops` (already checked; tags may be negative: internal collectives) and returns one
   // Work for all of them. `what` names them in errors ("send", "gather"; a static string).
-  WorkHandle post(const std::vector<P2POp>& ops, const char* what);
+  WorkHandle post(std::span<const P2POp> ops, const char* what);
   // Posts and waits (for collectives built on point-to-point; runs on the group's op thread).
-  void run(const std::vector<P2POp>& ops, const char* what, Duration timeout);
+  void run(std::span<const P2POp> ops, const char* what, Duration timeout);
   // The group goes away: hooks are dropped (Works still waited on afterwards only time out or
   // see their peers' messages; they no longer reach the group).
   void detach();
@@ -81,7 +82,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   struct Header;
   class BatchWork;
 
-  std::shared_ptr<Batch> start(const std::vector<P2POp>& ops, const char* what);
+  std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what);
   void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
   bool test(const std::shared_ptr<Batch>& batch);
 
