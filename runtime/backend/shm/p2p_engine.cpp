@@ -9,6 +9,7 @@
 #include <cstring>
 #include <list>
 
+#include <boost/container/small_vector.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -40,7 +41,8 @@ struct P2PEngine::Batch {
   const char* what;
   std::size_t remaining = 0;
   std::exception_ptr error;
-  std::vector<std::weak_ptr<Op>> ops;  // for messages and health checks
+  // For messages and health checks; inline for the usual one or two ops (no allocation per send).
+  boost::container::small_vector<std::weak_ptr<Op>, 2> ops;
 };
 
 struct P2PEngine::Op {
