@@ -1,8 +1,19 @@
 #pragma once
-// The process group of one rank that a bench forked itself (no launcher): every rank connects to
-// the store the parent hosts at `address`, and the group is "world" of `size` ranks.
+// Benches that fork their ranks themselves (no launcher): run_forked_ranks() hosts the store and
+// forks the ranks; forked_group() is one rank's group: every rank connects to the store the
+// parent hosts at `address`, and the group is "world" of `size` ranks.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/store/factory.h"
@@ -22,6 +33,43 @@ inline std::unique_ptr<ProcessGroup> forked_group(const std::string& backend, in
   spec.run_id = run_id;
   spec.failure_store = store;
   return backend::find(backend)(spec);
+}
+
+// Hosts a store named after `prefix` and this pid, forks `nproc` ranks that each run
+// rank(r, store address, run id) and exit (1 when it threw, with the error on stderr), and reaps
+// them. Returns 0 when every rank exited 0, else 1.
+inline int run_forked_ranks(int nproc, const std::string& prefix,
+                            const std::function<void(int, const std::string&, const std::string&)>& rank) {
+  const std::string run_id = fmt::format("{}{}", prefix, ::getpid());
+  auto host = host_store("shm://" + run_id + "-store");
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        rank(r, host->address(), run_id);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (pid < 0) {
+      rc = 1;
+      continue;
+    }
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  return rc;
 }
 
 }  // namespace fastrun::bench

@@ -166,31 +166,9 @@ int run(int argc, char** argv) {
   if (a.mpi)
     for (const std::string& op : ops_of(a))
       for (auto& [name, rows] : mpi_figures(a, op)) mpi[name] = rows;
-  const std::string run_id = fmt::format("benchp2p{}", ::getpid());
-  auto host = host_store("shm://" + run_id + "-store");
-  std::vector<pid_t> pids;
-  for (int r = 0; r < a.nproc; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        run_rank(a, r, host->address(), run_id, mpi);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
-  return rc;
+  return run_forked_ranks(a.nproc, "benchp2p", [&](int r, const std::string& address, const std::string& run_id) {
+    run_rank(a, r, address, run_id, mpi);
+  });
 }
 
 const Registration reg{"p2p",

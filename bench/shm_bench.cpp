@@ -209,31 +209,9 @@ int run(int argc, char** argv) {
   if (!backend::available(a.backend)) throw ConfigError(fmt::format("backend '{}' is not built", a.backend));
   std::printf("memcpy bandwidth (one core, 256 MiB): %.1f GB/s\n", memcpy_gbps());
   std::fflush(stdout);
-  const std::string run_id = fmt::format("bench{}", ::getpid());
-  auto host = host_store("shm://" + run_id + "-store");
-  std::vector<pid_t> pids;
-  for (int r = 0; r < a.nproc; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        run_rank(a, r, host->address(), run_id);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
-  return rc;
+  return run_forked_ranks(a.nproc, "bench", [&](int r, const std::string& address, const std::string& run_id) {
+    run_rank(a, r, address, run_id);
+  });
 }
 
 const Registration reg{"shm", "collectives of one backend on N self-forked ranks (--nproc N --backend shm|gloo)", &run,

@@ -32,6 +32,11 @@ void apply_prescale(const BufferView& buffer, double prescale);
 void check_root(std::string_view where, int root, int group_size);
 // 0 <= peer < group_size, peer != rank (no send to self), tag >= 0.
 void check_peer(std::string_view where, int peer, int tag, int rank, int group_size);
+// What check_peer accepts, without building `where` (a send's fixed cost: call check_peer only
+// when this is false, for the message).
+inline bool peer_ok(int peer, int tag, int rank, int group_size) {
+  return peer >= 0 && peer < group_size && peer != rank && tag >= 0;
+}
 // Every op of a batch (kinds, peers, tags); `where` names the batch.
 void check_p2p_batch(std::string_view where, const std::vector<P2POp>& ops, int rank, int group_size);
 // Root check, then at the root: output.count == input.count * group_size, same dtype.

@@ -32,6 +32,7 @@
 
 #include "fastrun/runtime/backend/shm/layout.h"
 #include "fastrun/runtime/backend/shm/segment.h"
+#include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
 #include "fastrun/runtime/store/store.h"
 
@@ -58,6 +59,7 @@ class Channel {
 
   int rank() const { return info_.rank; }
   int size() const { return info_.size; }
+  int cpus() const { return info_.cpus; }
   std::size_t region_bytes() const { return layout_.region_bytes; }
   // More ranks than CPUs: ranks share cores, so every step may cost a context switch.
   bool oversubscribed() const { return info_.size > info_.cpus; }
@@ -100,8 +102,6 @@ class Channel {
     return *reinterpret_cast<RankControl*>(base_ + layout_.control_offset(static_cast<std::size_t>(rank)));
   }
   bool reached(int peer, std::uint32_t k) const;
-  // Records the CPU this rank runs on in its control block (written only when it changed).
-  void note_cpu();
   // Whether `peer` last ran on the CPU this rank runs on now.
   bool shares_cpu_with(int peer);
   void wait_slow(int peer, std::uint32_t k);
@@ -124,10 +124,7 @@ class Channel {
   const char* op_ = "set-up";
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::duration timeout_{};
-  std::chrono::nanoseconds spin_{};   // how long to spin with pause (peer on another CPU)
-  std::chrono::nanoseconds yield_{};  // from the start of a wait, how long to yield (peer on our CPU)
-  bool yield_while_spinning_ = false;
-  std::chrono::steady_clock::time_point no_yield_until_{};  // after a slow yield: sleep instead
+  SpinThenYield waiter_;  // the channel has one driving thread at a time
   std::atomic<bool> cancelled_{false};
 };
 

@@ -21,7 +21,7 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kMailboxMagic = 0x66617374'6d626f78ULL;  // "fastmbox"
-inline constexpr std::uint32_t kMailboxVersion = 1;
+inline constexpr std::uint32_t kMailboxVersion = 2;
 inline constexpr std::size_t kMailboxBudget = 32u << 20;
 inline constexpr std::size_t kMinRingBytes = 4096;
 inline constexpr std::size_t kMaxRingBytes = 256 * 1024;
@@ -38,7 +38,7 @@ struct alignas(kCacheLine) MailboxRank {
   std::uint32_t doorbell;  // futex word: bumped by a peer that gave this rank something to do
   std::uint32_t sleepers;  // this rank's threads sleeping on `doorbell`
   std::int32_t pid;
-  std::uint32_t unused;
+  std::int32_t cpu;        // the CPU this rank ran on when it last published (a hint for waiters)
   std::uint64_t probe_addr;   // address (in this rank) of a word peers try to read with CMA
   std::uint64_t probe_value;  // what they must find there
 };

@@ -1,41 +1,26 @@
 #include "fastrun/runtime/backend/shm/p2p_engine.h"
 
-#include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <list>
 
+#include <boost/container/small_vector.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/error.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define FASTRUN_P2P_RELAX() _mm_pause()
-#elif defined(__aarch64__)
-#define FASTRUN_P2P_RELAX() asm volatile("yield")
-#else
-#define FASTRUN_P2P_RELAX() ((void)0)
-#endif
 
 namespace fastrun::shm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How long a waiter polls before it sleeps on its doorbell (a bounded burn: a long wait sleeps),
-// and the longest sleep between health checks (what bounds how late a dead peer is noticed,
-// as in the collective channel, channel.cpp).
-constexpr auto kSpin = std::chrono::microseconds(200);
-constexpr auto kSleepSlice = std::chrono::milliseconds(20);
 
 enum Kind : std::uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kNack = 4 };
 
@@ -56,7 +41,8 @@ struct P2PEngine::Batch {
   const char* what;
   std::size_t remaining = 0;
   std::exception_ptr error;
-  std::vector<std::weak_ptr<Op>> ops;  // for messages and health checks
+  // For messages and health checks; inline for the usual one or two ops (no allocation per send).
+  boost::container::small_vector<std::weak_ptr<Op>, 2> ops;
 };
 
 struct P2PEngine::Op {
@@ -100,6 +86,7 @@ struct P2PEngine::Peer {
   Unexpected* spill = nullptr;
   bool discard = false;
   std::size_t got = 0;
+  std::uint64_t tail_seen = 0;  // the peer's tail of our ring to it, as last read (progress_out)
   bool i_read_it = false;  // CMA: this rank can read the peer's memory
   bool it_reads_me = false;
 };
@@ -117,7 +104,7 @@ class P2PEngine::BatchWork final : public Work {
 };
 
 P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks,
-                     std::string group, Duration default_timeout, Hooks hooks)
+                     std::string group, Duration default_timeout, int cpus, Hooks hooks)
     : segment_(std::move(segment)),
       base_(segment_.data()),
       layout_(layout),
@@ -127,7 +114,8 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
       default_timeout_(default_timeout),
       global_ranks_(std::move(global_ranks)),
       hooks_(std::move(hooks)),
-      peers_(static_cast<std::size_t>(size_)) {
+      peers_(static_cast<std::size_t>(size_)),
+      waiter_(size_, cpus) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Peer& peer = peers_[static_cast<std::size_t>(p)];
@@ -177,12 +165,14 @@ void P2PEngine::copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_
 
 // Wakes `rank` if one of its threads sleeps on its doorbell. The fence pairs with the sleeper's
 // (wait()): either it sees what we published before sleeping, or we see it registered.
+// Also notes this rank's CPU, for a peer that decides whether to spin or yield (wait_policy.h).
 void P2PEngine::ring_doorbell(int rank) {
+  note_cpu(rank_block(rank_).cpu);
   MailboxRank& rb = rank_block(rank);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (atomic(rb.sleepers).load(std::memory_order_relaxed) == 0) return;
   atomic(rb.doorbell).fetch_add(1, std::memory_order_seq_cst);
-  ::syscall(SYS_futex, &rb.doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  futex_wake_all(rb.doorbell);
 }
 
 std::string P2PEngine::who(int rank) const {
@@ -237,7 +227,7 @@ bool P2PEngine::size_matches(const Header& h, const std::shared_ptr<Op>& op) {
 
 // ---------------------------------------------------------------------------- posting
 
-std::shared_ptr<P2PEngine::Batch> P2PEngine::start(const std::vector<P2POp>& ops, const char* what) {
+std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, const char* what) {
   auto batch = std::make_shared<Batch>();
   batch->what = what;
   std::lock_guard lock(mutex_);
@@ -341,7 +331,9 @@ void P2PEngine::progress_out(int p) {
   if (peer.out.empty()) return;
   std::uint64_t& head_word = head(rank_, p);
   std::uint64_t h = atomic(head_word).load(std::memory_order_relaxed);  // only this rank writes it
-  std::uint64_t t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
+  // The receiver's tail as last read: reading it again only when the ring looks full saves a
+  // cache-line transfer per message (the receiver writes that line on every message it takes).
+  std::uint64_t& t = peer.tail_seen;
   const std::size_t size = layout_.ring_bytes;
   bool wrote = false;
   auto publish = [&] {
@@ -350,6 +342,20 @@ void P2PEngine::progress_out(int p) {
   };
   while (!peer.out.empty()) {
     Out& o = peer.out.front();
+    // An eager message that fits goes in whole with one publish: the receiver finds header and
+    // payload together and finishes it in one pass, instead of seeing the header alone.
+    if (!o.header_done && o.h.kind == kEager && size - (h - t) < sizeof(Header) + o.h.bytes)
+      t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
+    if (!o.header_done && o.h.kind == kEager && size - (h - t) >= sizeof(Header) + o.h.bytes) {
+      copy_to_ring(p, h, &o.h, sizeof(Header));
+      if (o.h.bytes) copy_to_ring(p, h + sizeof(Header), o.send->data, o.h.bytes);
+      h += sizeof(Header) + o.h.bytes;
+      publish();
+      auto op = std::move(o.send);
+      peer.out.pop_front();
+      finish(op);
+      continue;
+    }
     if (!o.header_done) {
       if (size - (h - t) < sizeof(Header)) {
         t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
@@ -541,41 +547,27 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
     std::rethrow_exception(error);
   };
   MailboxRank& me = rank_block(rank_);
-  for (unsigned i = 0;; ++i) {
-    {
-      std::lock_guard lock(mutex_);
-      if (!settled()) progress();
-      if (settled()) break;
-    }
-    if (Clock::now() - t0 < kSpin) {
-      // Poll, yielding now and then: a waiter that stays runnable is back on a core within
-      // the scheduler's rotation, where one that sleeps on the futex waits for a wake-up
-      // (measured on the loaded 2-core VM, 8-byte ping-pong one way: ~15 us polling with
-      // sched_yield, ~180 us with pure spinning then sleeping).
-      FASTRUN_P2P_RELAX();
-      if ((i & 15u) == 15u) ::sched_yield();
-      continue;
+  int awaited = -1;  // the peer of the batch's first pending op: spin or yield depending on its CPU
+  auto ready = [&] {
+    std::lock_guard lock(mutex_);
+    if (!settled()) progress();
+    if (settled()) return true;
+    if (awaited < 0)
+      for (auto& w : batch->ops)
+        if (auto op = w.lock(); op && !op->done) {
+          awaited = op->peer;
+          break;
+        }
+    return false;
+  };
+  auto shares_cpu_with_awaited = [&] { return awaited >= 0 && shares_cpu(me.cpu, rank_block(awaited).cpu); };
+  for (bool spun = false;;) {
+    if (!spun) {  // once per wait, as the channel does
+      spun = true;
+      if (waiter_.wait(ready, shares_cpu_with_awaited)) break;
     }
     // Sleep on the doorbell until a peer publishes something for us (or a slice passes).
-    atomic(me.sleepers).fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const std::uint32_t bell = atomic(me.doorbell).load(std::memory_order_seq_cst);
-    bool ready;
-    {
-      std::lock_guard lock(mutex_);
-      progress();
-      ready = settled();
-    }
-    if (!ready) {
-      const auto left = std::max<Clock::duration>(std::chrono::microseconds(1),
-                                                  std::min<Clock::duration>(deadline - Clock::now(), kSleepSlice));
-      timespec ts{};
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-      ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-      ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, bell, &ts, nullptr, 0);
-    }
-    atomic(me.sleepers).fetch_sub(1, std::memory_order_relaxed);
+    sleep_slice(me.doorbell, me.sleepers, deadline, [&] { return !ready(); });
     std::vector<int> waiting_on;
     {
       std::lock_guard lock(mutex_);
@@ -612,11 +604,11 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
   if (batch->error) std::rethrow_exception(batch->error);
 }
 
-WorkHandle P2PEngine::post(const std::vector<P2POp>& ops, const char* what) {
+WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what) {
   return std::make_shared<BatchWork>(shared_from_this(), start(ops, what));
 }
 
-void P2PEngine::run(const std::vector<P2POp>& ops, const char* what, Duration timeout) {
+void P2PEngine::run(std::span<const P2POp> ops, const char* what, Duration timeout) {
   wait(start(ops, what), timeout);
 }
 

@@ -17,8 +17,8 @@
 //
 // Progress: there is no progress thread. Posting, wait() and completed() progress every
 // operation of the engine (the caller's thread does the copies), so a rank must wait on (or
-// poll) its point-to-point Works for them to advance. A waiter spins briefly, then sleeps on
-// its doorbell in short slices, checking between slices that the peers it waits for are alive
+// poll) its point-to-point Works for them to advance. A waiter spins or yields as the collective
+// channel does (wait_policy.h), then sleeps on its doorbell in short slices, checking between slices that the peers it waits for are alive
 // (the group's collective channel watches their pidfds and the job's failure key), and the
 // deadline. Any failure marks the group unusable (on_failure) and fails every pending op.
 //
@@ -33,11 +33,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "fastrun/runtime/backend/shm/mailbox_layout.h"
 #include "fastrun/runtime/backend/shm/segment.h"
+#include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::shm {
@@ -57,16 +59,16 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // `segment` is mapped and set up (make_p2p_engine); ring (s, d) is at layout.ring_offset.
   // `global_ranks` name the members in messages.
   P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks, std::string group,
-            Duration default_timeout, Hooks hooks);
+            Duration default_timeout, int cpus, Hooks hooks);
   ~P2PEngine();
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
 
   // Posts `ops` (already checked; tags may be negative: internal collectives) and returns one
   // Work for all of them. `what` names them in errors ("send", "gather"; a static string).
-  WorkHandle post(const std::vector<P2POp>& ops, const char* what);
+  WorkHandle post(std::span<const P2POp> ops, const char* what);
   // Posts and waits (for collectives built on point-to-point; runs on the group's op thread).
-  void run(const std::vector<P2POp>& ops, const char* what, Duration timeout);
+  void run(std::span<const P2POp> ops, const char* what, Duration timeout);
   // The group goes away: hooks are dropped (Works still waited on afterwards only time out or
   // see their peers' messages; they no longer reach the group).
   void detach();
@@ -80,7 +82,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   struct Header;
   class BatchWork;
 
-  std::shared_ptr<Batch> start(const std::vector<P2POp>& ops, const char* what);
+  std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what);
   void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
   bool test(const std::shared_ptr<Batch>& batch);
 
@@ -121,6 +123,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::vector<Peer> peers_;
   std::uint64_t next_id_ = 1;
   std::exception_ptr failed_;  // set once: every later op fails with it
+  SpinThenYield waiter_;  // `cpus`: the CPUs this rank may run on
 };
 
 // For tests of the fallback path: groups made after set_single_copy_allowed(false) in this
@@ -129,6 +132,8 @@ void set_single_copy_allowed(bool allowed);
 
 // Builds the engine of a group of more than one rank: the mailbox segment named `name` (rank 0
 // creates it and publishes the name under "shm/mailboxes"), the CMA probe, two store barriers.
-std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, P2PEngine::Hooks hooks);
+// `cpus`: the CPUs this rank may run on (the wait policy spins only with a core per rank).
+std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, int cpus,
+                                           P2PEngine::Hooks hooks);
 
 }  // namespace fastrun::shm

@@ -41,10 +41,10 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
     health->fail(reason);
     chan_->abort();  // peers in a collective with us fail now too
   };
-  p2p_ = make_p2p_engine(spec, segment_name, std::move(hooks));
+  p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), std::move(hooks));
 }
 
-WorkHandle ShmGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
+WorkHandle ShmGroup::post_p2p(const char* op, std::span<const P2POp> ops) {
   if (runtime_->health().failed())
     return std::make_shared<CompletedWork>(std::make_exception_ptr(runtime_->health().unusable(op)));
   return p2p_->post(ops, op);
@@ -66,14 +66,16 @@ WorkHandle ShmGroup::run_p2p(const char* op, std::size_t /*bytes*/, std::vector<
 
 WorkHandle ShmGroup::send(BufferView buffer, int peer, const SendOptions& options) {
   check_host("send", buffer);
-  check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
-  return post_p2p("send", {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+  if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
+  const P2POp one{P2POp::Kind::send, buffer, peer, options.tag};
+  return post_p2p("send", {&one, 1});
 }
 
 WorkHandle ShmGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
   check_host("recv", buffer);
-  check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
-  return post_p2p("recv", {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+  if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
+  const P2POp one{P2POp::Kind::recv, buffer, peer, options.tag};
+  return post_p2p("recv", {&one, 1});
 }
 
 WorkHandle ShmGroup::batch_send_recv(const std::vector<P2POp>& ops) {

@@ -1,0 +1,64 @@
+#include "fastrun/runtime/backend/shm/wait_policy.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+
+namespace fastrun::shm {
+namespace {
+
+// A sched_yield that returns this much later ran another task for a time slice: something else
+// that wants this CPU shares it with us, and yielding to it again would cost a slice per wait
+// (a rank that yielded is runnable, so its peer's publish cannot wake it early the way it wakes
+// a sleeper). So the waiter stops yielding for a while and sleeps instead.
+constexpr auto kSlowYield = std::chrono::microseconds(30);
+constexpr auto kNoYieldAfterSlowYield = std::chrono::milliseconds(100);
+
+}  // namespace
+
+void note_cpu(std::int32_t& cpu_word) {
+  const int cpu = ::sched_getcpu();
+  std::atomic_ref<std::int32_t> mine(cpu_word);
+  if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
+}
+
+bool shares_cpu(std::int32_t& my_cpu, std::int32_t& peer_cpu) {
+  note_cpu(my_cpu);
+  return std::atomic_ref<std::int32_t>(peer_cpu).load(std::memory_order_relaxed) ==
+         std::atomic_ref<std::int32_t>(my_cpu).load(std::memory_order_relaxed);
+}
+
+void futex_wait(std::uint32_t& word, std::uint32_t expected, std::chrono::nanoseconds timeout) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
+  // Shared (not PRIVATE) futex: the word is in memory mapped by several processes.
+  ::syscall(SYS_futex, &word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::uint32_t& word) { ::syscall(SYS_futex, &word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
+
+SpinThenYield::SpinThenYield(int ranks, int cpus) {
+  if (ranks <= cpus) {
+    spin_ = std::chrono::microseconds(50);
+    yield_ = std::chrono::microseconds(200);
+  } else {
+    yield_ = std::chrono::microseconds(5);
+    oversubscribed_ = true;
+  }
+}
+
+bool SpinThenYield::yield_once(std::chrono::steady_clock::time_point& now) {
+  ::sched_yield();
+  const auto before = now;
+  now = std::chrono::steady_clock::now();
+  if (now - before <= kSlowYield) return true;
+  no_yield_until_.store((now + kNoYieldAfterSlowYield).time_since_epoch().count(), std::memory_order_relaxed);
+  return false;
+}
+
+}  // namespace fastrun::shm

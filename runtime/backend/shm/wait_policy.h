@@ -1,0 +1,110 @@
+#pragma once
+// How an shm rank waits for a peer: the one spin / yield / futex policy of the collective channel
+// (channel.h) and the point-to-point engine (p2p_engine.h). docs/backend-shm.md, "Waiting":
+// 1. spin with `pause` while the peer runs on another CPU (it is probably about to publish);
+// 2. while the peer is queued on our own CPU, where spinning would only keep it off, sched_yield
+//    for a bounded time, unless a yield recently ran some other task for a whole slice;
+// 3. then the caller sleeps on a futex word in slices (sleep_slice), checking health between.
+// Publishers wake only when a sleeper registered (the sleepers word beside the futex word).
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace fastrun::shm {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// A sleeping waiter wakes at least this often to check peers' health and the deadline, which
+// bounds how long a dead peer goes unnoticed.
+inline constexpr auto kSleepSlice = std::chrono::milliseconds(20);
+
+// Records the CPU this thread runs on in `cpu_word` (a rank's word in shared memory), writing
+// only when it changed so that the line is not dirtied on every publish.
+void note_cpu(std::int32_t& cpu_word);
+// Whether the peer whose CPU word is `peer_cpu` last ran on the CPU noted in `my_cpu` (after
+// noting ours again: a peer waiting for us checks the same).
+bool shares_cpu(std::int32_t& my_cpu, std::int32_t& peer_cpu);
+
+// FUTEX_WAIT on a word in memory shared between processes while it holds `expected`, for at most
+// `timeout` (EAGAIN, EINTR and ETIMEDOUT all mean "look again").
+void futex_wait(std::uint32_t& word, std::uint32_t expected, std::chrono::nanoseconds timeout);
+void futex_wake_all(std::uint32_t& word);
+
+// One bounded sleep on `word`: registers in `sleepers`, reads `word`, and sleeps while it is
+// unchanged if `still_waiting()` (evaluated after the registration, so a publisher that changed
+// what it checks either is seen by it or sees the registration and wakes us). The sleep lasts
+// until `deadline`, at least 1 µs and at most kSleepSlice.
+template <typename StillWaiting>
+void sleep_slice(std::uint32_t& word, std::uint32_t& sleepers, std::chrono::steady_clock::time_point deadline,
+                 StillWaiting&& still_waiting) {
+  std::atomic_ref<std::uint32_t>(sleepers).fetch_add(1, std::memory_order_seq_cst);
+  // Pairs with the publisher's fence (or seq_cst store) before it reads `sleepers`.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint32_t v = std::atomic_ref<std::uint32_t>(word).load(std::memory_order_seq_cst);
+  if (still_waiting()) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    futex_wait(word, v,
+               std::chrono::duration_cast<std::chrono::nanoseconds>(std::max<std::chrono::steady_clock::duration>(
+                   std::min<std::chrono::steady_clock::duration>(left, kSleepSlice), std::chrono::microseconds(1))));
+  }
+  std::atomic_ref<std::uint32_t>(sleepers).fetch_sub(1, std::memory_order_relaxed);
+}
+
+// Steps 1 and 2. Thread-safe: several threads may wait through one (it remembers a slow yield
+// for all of them).
+class SpinThenYield {
+ public:
+  // `ranks` share `cpus` CPUs: with a core per rank spin up to 50 µs and yield to a peer on our
+  // CPU up to 200 µs; with more ranks than CPUs, spinning steals the core a peer needs: only
+  // yield, for 5 µs.
+  SpinThenYield(int ranks, int cpus);
+
+  // Spins, then yields, until ready() (true) or the policy says sleep (false). shares_cpu()
+  // tells whether the awaited peer is queued on our CPU; it is called every 16 pauses.
+  template <typename Ready, typename SharesCpu>
+  bool wait(Ready&& ready, SharesCpu&& shares_cpu) {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    bool colocated = oversubscribed_ || shares_cpu();
+    if (!colocated) {
+      const auto spin_end = t0 + spin_;
+      for (unsigned i = 1;; ++i) {
+        if (ready()) return true;
+        cpu_relax();
+        if ((i & 15u) == 0 && ((colocated = shares_cpu()) || Clock::now() >= spin_end)) break;
+      }
+    }
+    // Not when the peer is elsewhere: the yield would only hand our CPU to an unrelated task for
+    // a whole slice, during which the peer's publish cannot wake us (we are runnable, not asleep).
+    if (colocated && t0.time_since_epoch().count() >= no_yield_until_.load(std::memory_order_relaxed)) {
+      const auto yield_end = t0 + yield_;
+      for (auto now = Clock::now(); now < yield_end;) {
+        if (ready()) return true;
+        if (!yield_once(now)) break;
+      }
+    }
+    return ready();
+  }
+
+ private:
+  // sched_yield; `now` moves on. False when the yield ran another task for a slice (then the
+  // waiter sleeps instead of yielding for a while).
+  bool yield_once(std::chrono::steady_clock::time_point& now);
+
+  std::chrono::nanoseconds spin_{};
+  std::chrono::nanoseconds yield_{};
+  bool oversubscribed_ = false;
+  std::atomic<std::chrono::steady_clock::rep> no_yield_until_{0};  // a steady_clock time
+};
+
+}  // namespace fastrun::shm
