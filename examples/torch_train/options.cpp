@@ -5,36 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "../common/flag_values.h"
+
 namespace torch_train {
-namespace {
-
-std::uint64_t to_u64(std::string_view flag, const std::string& v) {
-  std::size_t used = 0;
-  std::uint64_t x = 0;
-  try {
-    if (!v.empty() && v[0] != '-') x = std::stoull(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size())
-    throw std::invalid_argument(fmt::format("{} '{}': expected a non-negative integer", flag, v));
-  return x;
-}
-
-double to_double(std::string_view flag, const std::string& v) {
-  std::size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || !(x >= 0))
-    throw std::invalid_argument(fmt::format("{} '{}': expected a non-negative number", flag, v));
-  return x;
-}
-
-}  // namespace
+using fastrun_examples::to_u64;
+using fastrun_examples::to_nonnegative_double;
 
 std::string usage() {
   return "usage: torch_train [--nproc N] [--log-dir DIR] [--samples N] [--dim D] [--hidden H] [--classes C]\n"
@@ -60,8 +35,8 @@ bool parse_options(int argc, char** argv, Options& o) {
     else if (flag == "--classes") o.classes = u();
     else if (flag == "--epochs") o.epochs = u();
     else if (flag == "--global-batch") o.global_batch = u();
-    else if (flag == "--lr") o.lr = to_double(flag, v);
-    else if (flag == "--momentum") o.momentum = to_double(flag, v);
+    else if (flag == "--lr") o.lr = to_nonnegative_double(flag, v);
+    else if (flag == "--momentum") o.momentum = to_nonnegative_double(flag, v);
     else if (flag == "--seed") o.seed = u();
     else if (flag == "--workers") o.workers = u();
     else if (flag == "--checkpoint") o.checkpoint = v;
@@ -69,7 +44,7 @@ bool parse_options(int argc, char** argv, Options& o) {
     else if (flag == "--resume") o.resume = v;
     else if (flag == "--weights-out") o.weights_out = v;
     else if (flag == "--compare-with") o.compare_with = v;
-    else if (flag == "--tolerance") o.tolerance = to_double(flag, v);
+    else if (flag == "--tolerance") o.tolerance = to_nonnegative_double(flag, v);
     else if (flag == "--die-at-step") o.die_at_step = static_cast<std::int64_t>(u());
     else if (flag == "--die-rank") o.die_rank = static_cast<int>(u());
     else if (flag == "--quiet") o.quiet = u() != 0;

@@ -5,23 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "../common/flag_values.h"
+
 namespace train_mlp {
-namespace {
-
-std::uint64_t to_u64(std::string_view flag, const std::string& v) {
-  std::size_t used = 0;
-  std::uint64_t x = 0;
-  try {
-    if (!v.empty() && v[0] != '-') x = std::stoull(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size())
-    throw std::invalid_argument(fmt::format("{} '{}': expected a non-negative integer", flag, v));
-  return x;
-}
-
-}  // namespace
+using fastrun_examples::to_u64;
 
 std::string usage() {
   return "usage: train_mlp [--nproc N] [--log-dir DIR] [--epochs E] [--samples N] [--global-batch G]\n"
