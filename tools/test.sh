@@ -137,6 +137,7 @@ for stage in $stages; do
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/tsan.supp"
       tsan_run() { echo "-- test_$1 ${2:-(all)}"; build-tsan/tests/$1/test_$1 "${@:2}"; }
       tsan_run store "[conformance]~[process]"
+      tsan_run store "[repair]"
       # Left out: the idle-connection memory case ([cost]); it measures the server's RSS, which
       # TSan's shadow memory inflates (~10 KiB per connection here); it runs in main and ASan.
       tsan_run store "[tcp]~[process]~[cost]"

@@ -12,6 +12,9 @@
 #include <ctime>
 
 #include <boost/interprocess/mapped_region.hpp>
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
@@ -99,6 +102,7 @@ class Locked {
     }
     int rc = ::pthread_mutex_timedlock(&h_.mutex, &deadline);
     if (rc == EOWNERDEAD) {
+      tell_tsan_the_lock_is_held();
       repair();
       ::pthread_mutex_consistent(&h_.mutex);
     } else if (rc == ETIMEDOUT) {
@@ -257,6 +261,17 @@ class Locked {
     std::atomic_ref<std::uint64_t>(h_.active).store(to, std::memory_order_release);
     h_.live = live;
     h_.tombstones = 0;
+  }
+
+  // TSan's pthread_mutex_timedlock interceptor records the lock only when it returns 0, so after
+  // EOWNERDEAD (we hold the lock, its last holder died) it reports our unlock as "unlock of an
+  // unlocked mutex" (seen in CI: a rank stopped while in the store, then the launcher's check()).
+  // Record the acquisition ourselves; pre_lock is needed for post_lock's bookkeeping.
+  void tell_tsan_the_lock_is_held() {
+#if defined(__SANITIZE_THREAD__)
+    __tsan_mutex_pre_lock(&h_.mutex, __tsan_mutex_try_lock);
+    __tsan_mutex_post_lock(&h_.mutex, __tsan_mutex_try_lock, 0);
+#endif
   }
 
   // A holder died inside an operation: recompute the derived counts of the active half. Every
