@@ -5,7 +5,9 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -87,19 +89,94 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
         options);
     REQUIRE(results.size() == 2);
     INFO(test::describe(results));
-    // Each error either says the ranks disagree, or (a rank that learned it later) that the
-    // peer, which exited on its own error, died.
-    int explained = 0;
     for (const auto& r : results) {
       CHECK(r.signal == 0);
       CHECK(!r.timed_out);
+    }
+    if (std::string(c.name) == "recv size") {
+      // A send smaller than its recv: the send completes, the recv fails with shm's wording
+      // (p2p_work.h), and nothing else fails.
+      CHECK(results[0].ok());
+      CHECK(results[1].message ==
+            "gloo recv on group 'world' rank 1: recv from rank 0 tag 0 (48 bytes): the message has 40 bytes, the buffer "
+            "48 (count x dtype must match the send's)");
+      continue;
+    }
+    // Each error either says the ranks disagree, or (a rank that learned it later) that the
+    // peer, which exited on its own error, died; at least one says the ranks disagree.
+    int explained = 0;
+    for (const auto& r : results) {
       if (r.exit_code == 0) continue;
       const bool disagree = r.message.find("different collective") != std::string::npos;
       explained += disagree;
       CHECK((disagree || r.message.find("died") != std::string::npos));
     }
-    // A send smaller than its recv goes unnoticed by Gloo (documented); everything else fails
-    // at least one rank with an error that says the ranks disagree.
-    if (std::string(c.name) != "recv size") CHECK(explained >= 1);
+    CHECK(explained >= 1);
+  }
+}
+
+// An op over 2 MiB runs on the caller's buffers (no staging copies), so its wait() may return
+// only once no thread can still write them. When Gloo's transport thread fails on a mismatch,
+// the op's Gloo wait can no longer be woken before its own timeout (docs/collectives.md, "When
+// ranks disagree", and transport_failure.h say why), so the rank whose transport failed gets
+// the error at the op timeout plus the release grace (1 s): never a crash, never a hang past
+// that. FASTRUN_DEBUG=sequence is the prompt path: it finds the mismatch before any data moves.
+namespace {
+
+std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::string>& env) {
+  test::RankRunOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.extra_env = env;
+  return test::run_ranks(
+      2,
+      [](int rank) {
+        auto ctx = join({"gloo"});
+        const std::size_t big = 1 << 20;  // 4 MiB of float on rank 0, 4 MiB + 4 KiB on rank 1
+        std::vector<float> f(big + 1024, 1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        std::string outcome = "completed";
+        try {
+          ctx->world().all_reduce(view_of(f.data(), rank == 0 ? big : big + 1024))->wait();
+        } catch (const Error& e) {
+          outcome = e.what();
+        }
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // Seconds first, so the parent can read them back.
+        throw std::runtime_error(fmt::format("{:.2f} s: {}", took, outcome));
+      },
+      options);
+}
+
+double seconds_of(const std::string& message) { return std::stod(message.substr(0, message.find(' '))); }
+
+}  // namespace
+
+TEST_CASE("gloo: a mismatch on an op over 2 MiB ends at the op timeout, without a crash", "[gloo][mismatch][mp]") {
+  const auto results = run_big_mismatch({{"FASTRUN_OP_TIMEOUT", "4"}});
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  int disagree = 0;
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    REQUIRE(r.exit_code != 0);
+    disagree += r.message.find("different collective") != std::string::npos;
+    // Op timeout 4 s, plus the 1 s release grace, plus a loaded machine's slack.
+    CHECK(seconds_of(r.message) < 15.0);
+  }
+  CHECK(disagree >= 1);
+}
+
+TEST_CASE("gloo: FASTRUN_DEBUG=sequence fails a mismatch on an op over 2 MiB promptly", "[gloo][mismatch][mp]") {
+  // An op timeout of 60 s: every rank must have its error far sooner.
+  const auto results = run_big_mismatch({{"FASTRUN_OP_TIMEOUT", "60"}, {"FASTRUN_DEBUG", "sequence"}});
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    REQUIRE(r.exit_code != 0);
+    CHECK(r.message.find("FASTRUN_DEBUG=sequence found the ranks out of step") != std::string::npos);
+    CHECK(seconds_of(r.message) < 10.0);
   }
 }

@@ -23,6 +23,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/p2p_work.h"
 #include "fastrun/runtime/backend/gloo/rooted_ops.h"
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
 #include "fastrun/runtime/backend/gloo/transport_failure.h"
@@ -88,6 +89,7 @@ class GlooGroup final : public ProcessGroup {
   int rank_;
   int size_;
   std::string name_;  // the group's name, for the shared argument checks' messages
+  P2PNames p2p_names_;  // for point-to-point messages' errors
   // Held by every queued op (the comm thread may outlive the group on a dead peer).
   std::shared_ptr<::gloo::Context> context_;
   std::unique_ptr<GroupRuntime> runtime_;
@@ -133,6 +135,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
     : rank_(spec.rank),
       size_(spec.size),
       name_(spec.name),
+      p2p_names_{spec.name, spec.rank, spec.global_ranks},
       runtime_(std::make_unique<GroupRuntime>(spec, gloo_runtime_config(spec.op_timeout),
                                               GroupRuntime::Hooks{&translate, {}, {}})),
       transport_(std::make_shared<TransportState>()) {
@@ -410,93 +413,10 @@ WorkHandle GlooGroup::barrier(const BarrierOptions&) {
 
 // ---------------------------------------------------------------------------- point-to-point
 
-// Slots of user messages: a prefix no Gloo collective uses (gloo/types.h uses 0x01-0x08), and
-// the tag.
-constexpr std::uint8_t kP2PSlotPrefix = 0x70;
-
-// Point-to-point ops posted as unbound buffers on the issuing thread (Gloo's transport threads
-// match and move them, as for torch's ProcessGroupGloo::send); wait() waits for each in turn,
-// in one call per buffer with the time left: a Gloo wait that times out closes the context's
-// pairs, so it cannot be sliced. Hence completed() is true only once a wait() returned.
-class GlooP2PWork final : public Work {
- public:
-  struct Item {
-    std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
-    bool send;
-  };
-  GlooP2PWork(std::shared_ptr<GroupHealth> health, std::vector<Item> items, std::string what)
-      : health_(std::move(health)), items_(std::move(items)), what_(std::move(what)) {}
-
-  // From the failing transport thread: wakes a wait() in progress, which then reports `error`.
-  void abort(std::exception_ptr error) {
-    {
-      std::lock_guard lock(abort_mutex_);
-      aborted_ = std::move(error);
-    }
-    for (Item& item : items_) {
-      if (item.send) item.buffer->abortWaitSend();
-      else item.buffer->abortWaitRecv();
-    }
-  }
-
-  void wait(Duration timeout) override {
-    std::lock_guard lock(mutex_);
-    if (!done_) {
-      if (timeout <= Duration::zero()) timeout = health_->op_timeout();
-      const auto deadline = std::chrono::steady_clock::now() + timeout;
-      try {
-        for (Item& item : items_) {
-          const auto left = std::max(std::chrono::milliseconds(1),
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         deadline - std::chrono::steady_clock::now()));
-          const bool ok = item.send ? item.buffer->waitSend(left) : item.buffer->waitRecv(left);
-          if (!ok) break;  // aborted: a transport thread failed
-        }
-        std::lock_guard abort_lock(abort_mutex_);
-        if (aborted_) error_ = aborted_;
-      } catch (...) {
-        error_ = translate(*health_, what_, std::current_exception());
-        health_->fail(error_);  // the group is unusable after a failed send/recv, as after any op
-      }
-      done_ = true;
-    }
-    if (error_) std::rethrow_exception(error_);
-  }
-  bool completed() override {
-    std::lock_guard lock(mutex_);
-    return done_;
-  }
-
- private:
-  std::shared_ptr<GroupHealth> health_;
-  std::vector<Item> items_;
-  std::string what_;
-  std::mutex mutex_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::mutex abort_mutex_;
-  std::exception_ptr aborted_;
-};
-
 WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
   const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
   health->check_usable(op);
-  static char empty;  // Gloo wants an address even for an empty message
-  std::vector<GlooP2PWork::Item> items;
-  try {
-    for (const P2POp& p : ops) {
-      void* data = p.buffer.data ? p.buffer.data : &empty;
-      auto buffer = context_->createUnboundBuffer(data, p.buffer.bytes());
-      const auto slot = ::gloo::Slot::build(kP2PSlotPrefix, static_cast<std::uint32_t>(p.tag));
-      const bool send = p.kind == P2POp::Kind::send;
-      if (send) buffer->send(p.peer, slot);
-      else buffer->recv(p.peer, slot);
-      items.push_back({std::move(buffer), send});
-    }
-  } catch (...) {
-    std::rethrow_exception(translate(*health, op, std::current_exception()));
-  }
-  auto work = std::make_shared<GlooP2PWork>(health, std::move(items), op);
+  auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, op, p2p_names_, &translate);
   {
     std::lock_guard lock(transport_->mutex);
     std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });

@@ -1,0 +1,126 @@
+#include "fastrun/runtime/backend/gloo/p2p_work.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <gloo/types.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::gloo_backend {
+namespace {
+
+std::string who(const P2PNames& names, int rank) {
+  const auto r = static_cast<std::size_t>(rank);
+  if (r < names.global_ranks.size() && names.global_ranks[r] != rank)
+    return fmt::format("rank {} (global rank {})", rank, names.global_ranks[r]);
+  return fmt::format("rank {}", rank);
+}
+
+}  // namespace
+
+std::string p2p_size_mismatch(std::string_view backend, std::string_view op, const P2PNames& names, const P2POp& recv,
+                              std::uint64_t message_bytes) {
+  return fmt::format("{} {} on group '{}' rank {}: recv from {} tag {} ({} bytes): the message has {} bytes, the "
+                     "buffer {} (count x dtype must match the send's)",
+                     backend, op, names.group, names.rank, who(names, recv.peer), recv.tag, recv.buffer.bytes(),
+                     message_bytes, recv.buffer.bytes());
+}
+
+GlooP2PWork::GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> health, const std::vector<P2POp>& ops,
+                         const char* what, const P2PNames& names, TranslateError translate)
+    : health_(std::move(health)), what_(what), names_(names), translate_(translate) {
+  static char empty;  // Gloo wants an address even for an empty message
+  messages_.reserve(ops.size());
+  try {
+    for (const P2POp& p : ops) {
+      Message m{p, std::make_unique<std::uint64_t>(p.buffer.bytes()), nullptr, nullptr};
+      m.length_buffer = context.createUnboundBuffer(m.length.get(), sizeof(std::uint64_t));
+      m.payload = context.createUnboundBuffer(p.buffer.data ? p.buffer.data : &empty, p.buffer.bytes());
+      const auto tag = static_cast<std::uint32_t>(p.tag);
+      const auto length_slot = ::gloo::Slot::build(kP2PLengthSlotPrefix, tag);
+      const auto slot = ::gloo::Slot::build(kP2PSlotPrefix, tag);
+      // The count first: a receiver that waits finds it before the payload it describes.
+      if (p.kind == P2POp::Kind::send) {
+        m.length_buffer->send(p.peer, length_slot);
+        m.payload->send(p.peer, slot);
+      } else {
+        m.length_buffer->recv(p.peer, length_slot);
+        m.payload->recv(p.peer, slot);
+      }
+      messages_.push_back(std::move(m));
+    }
+  } catch (...) {
+    std::rethrow_exception(translate_(*health_, what_, std::current_exception()));
+  }
+}
+
+void GlooP2PWork::abort(std::exception_ptr error) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    aborted_ = std::move(error);
+  }
+  for (Message& m : messages_) {
+    if (m.op.kind == P2POp::Kind::send) {
+      m.length_buffer->abortWaitSend();
+      m.payload->abortWaitSend();
+    } else {
+      m.length_buffer->abortWaitRecv();
+      m.payload->abortWaitRecv();
+    }
+  }
+}
+
+bool GlooP2PWork::wait_for(Message& m, std::chrono::steady_clock::time_point deadline) {
+  const auto left = [&] {
+    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      deadline - std::chrono::steady_clock::now()));
+  };
+  if (m.op.kind == P2POp::Kind::send) return m.length_buffer->waitSend(left()) && m.payload->waitSend(left());
+  if (!m.length_buffer->waitRecv(left())) return false;
+  m.length_known = true;
+  return m.payload->waitRecv(left());
+}
+
+void GlooP2PWork::wait(Duration timeout) {
+  std::lock_guard lock(mutex_);
+  if (!done_) {
+    if (timeout <= Duration::zero()) timeout = health_->op_timeout();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    try {
+      bool aborted = false;
+      for (std::size_t i = 0; i < messages_.size() && !aborted; ++i) aborted = !wait_for(messages_[i], deadline);
+      // A recv whose message had another size: a larger message (Gloo's transport thread failed
+      // on it and aborted this Work) says so instead of the group-wide text; a smaller one was
+      // received whole, so the group goes on, as on shm.
+      for (const Message& m : messages_) {
+        if (m.op.kind != P2POp::Kind::recv || !m.length_known || *m.length == m.op.buffer.bytes()) continue;
+        const bool larger = *m.length > m.op.buffer.bytes();
+        if (aborted && !larger) continue;  // the group failed for another reason: say that one
+        error_ = std::make_exception_ptr(BackendError(
+            larger ? p2p_size_mismatch("gloo", what_, names_, m.op, *m.length) +
+                         "; Gloo's transport cannot refuse a message larger than the posted receive, so the group "
+                         "is unusable"
+                   : p2p_size_mismatch("gloo", what_, names_, m.op, *m.length)));
+        break;
+      }
+      if (aborted) {
+        std::lock_guard abort_lock(abort_mutex_);
+        if (!error_) error_ = aborted_;
+      }
+    } catch (...) {
+      error_ = translate_(*health_, what_, std::current_exception());
+      health_->fail(error_);  // the group is unusable after a failed send/recv, as after any op
+    }
+    done_ = true;
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool GlooP2PWork::completed() {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+}  // namespace fastrun::gloo_backend

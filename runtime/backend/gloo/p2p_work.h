@@ -1,0 +1,91 @@
+#pragma once
+// Point-to-point messages on gloo (send, recv, batch_send_recv; docs/collectives.md).
+//
+// Each message is two Gloo unbound-buffer messages posted at once on the issuing thread: its
+// byte count (8 bytes, slot kP2PLengthSlotPrefix) and its payload (slot kP2PSlotPrefix), both
+// with the user's tag. Gloo's transport reports neither size nor a short message: a recv larger
+// than the message it matches would complete silently with only the message's bytes written.
+// The count lets wait() fail such a recv with the error shm gives (same wording, see
+// p2p_size_mismatch), the group staying usable as on shm. Both halves are posted at once, so
+// Gloo's transport threads move the payload without this rank calling in (no deferred posting:
+// that would need a progress thread to keep MPI's "post, then do anything" deadlock-free).
+// A message LARGER than the recv cannot be refused: Gloo's transport thread throws
+// EnforceNotMet on it (transport_failure.h), so the group fails; the recv's error still says
+// which message and both sizes.
+//
+// wait() waits for each message in turn, in one Gloo call per buffer with the time left: a Gloo
+// wait that times out closes the context's pairs, so it cannot be sliced. Hence completed() is
+// true only once a wait() returned.
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "fastrun/runtime/process_group/group_health.h"
+#include "fastrun/runtime/process_group/process_group.h"
+
+namespace fastrun::gloo_backend {
+
+// Slot prefixes of user messages: none that a Gloo collective uses (gloo/types.h: 0x01-0x08).
+constexpr std::uint8_t kP2PSlotPrefix = 0x70;
+constexpr std::uint8_t kP2PLengthSlotPrefix = 0x71;
+
+// Turns what a Gloo call threw into fastrun's error (gloo_group.cpp's translate).
+using TranslateError = std::exception_ptr (*)(GroupHealth&, const std::string& what, std::exception_ptr);
+
+// Who this rank is, for messages: "gloo recv on group 'world' rank 1: recv from rank 0 tag 3 (48 bytes)".
+struct P2PNames {
+  std::string group;
+  int rank = 0;
+  std::vector<int> global_ranks;
+};
+
+class GlooP2PWork final : public Work {
+ public:
+  GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> health, const std::vector<P2POp>& ops,
+              const char* what, const P2PNames& names, TranslateError translate);
+
+  // From the failing transport thread: wakes a wait() in progress, which then reports `error`
+  // (or, for a recv whose message is larger than its buffer, says so).
+  void abort(std::exception_ptr error);
+
+  void wait(Duration timeout) override;
+  bool completed() override;
+
+ private:
+  struct Message {
+    P2POp op;
+    std::unique_ptr<std::uint64_t> length;  // sent, or where the received count lands
+    std::unique_ptr<::gloo::transport::UnboundBuffer> length_buffer;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> payload;
+    bool length_known = false;  // a recv's count arrived (*length is the message's)
+  };
+  // False when aborted; throws what Gloo threw (a timeout, a closed connection).
+  bool wait_for(Message& m, std::chrono::steady_clock::time_point deadline);
+
+  std::shared_ptr<GroupHealth> health_;
+  std::vector<Message> messages_;
+  std::string what_;
+  P2PNames names_;
+  TranslateError translate_;
+  std::mutex mutex_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::mutex abort_mutex_;
+  std::exception_ptr aborted_;
+};
+
+// "<backend> <op> on group 'G' rank R: recv from rank P tag T (B bytes): the message has M bytes,
+// the buffer B (count x dtype must match the send's)": the wording of shm's P2PEngine, so
+// that both backends report a wrong-sized recv the same way.
+std::string p2p_size_mismatch(std::string_view backend, std::string_view op, const P2PNames& names, const P2POp& recv,
+                              std::uint64_t message_bytes);
+
+}  // namespace fastrun::gloo_backend
