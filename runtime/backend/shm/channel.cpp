@@ -105,6 +105,7 @@ void Channel::wait_slow(int peer, std::uint32_t k) {
   if (waiter_.wait([&] { return reached(peer, k); }, [&] { return shares_cpu_with(peer); })) return;
   RankControl& c = control(peer);
   for (;;) {
+    if (idle_) idle_();
     sleep_slice(c.step, c.sleepers, deadline_, [&] {
       return !reached(peer, k) && word(c.aborted).load(std::memory_order_relaxed) == 0;
     });

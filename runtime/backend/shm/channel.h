@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,12 @@ class Channel {
   // it may run while another thread drives the channel. Defined in channel_peer_check.cpp.
   void check_peer(int peer, const std::string& what);
 
+  // Runs between sleep slices of a slow wait (never while spinning): shm's point-to-point
+  // engines move their pending messages there, so a rank blocked in a collective still feeds a
+  // peer that receives before it joins (p2p_progress.h). Set once, before the first op; must
+  // not throw.
+  void set_idle_hook(std::function<void()> hook) { idle_ = std::move(hook); }
+
   // Names the operation in wait errors ("all_reduce", ...) and sets its deadline.
   void begin_op(const char* op, std::chrono::steady_clock::duration timeout);
   // Marks this rank aborted so peers waiting on it fail at once instead of timing out.
@@ -108,6 +115,7 @@ class Channel {
   // Throws PeerFailure / TimeoutError when `peer` cannot arrive at k.
   void check_health(int peer, std::uint32_t k);
   std::string who(int rank) const;
+  std::function<void()> idle_;  // set_idle_hook
   std::string where() const;
 
   Segment segment_;

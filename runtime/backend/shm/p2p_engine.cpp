@@ -318,6 +318,14 @@ void P2PEngine::read_rendezvous(const Header& h, const std::shared_ptr<Op>& op) 
 
 // ---------------------------------------------------------------------------- progress
 
+void P2PEngine::poll() noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    progress();
+  } catch (...) {
+  }
+}
+
 void P2PEngine::progress() {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;

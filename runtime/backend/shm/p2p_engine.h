@@ -69,6 +69,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   WorkHandle post(std::span<const P2POp> ops, const char* what);
   // Posts and waits (for collectives built on point-to-point; runs on the group's op thread).
   void run(std::span<const P2POp> ops, const char* what, Duration timeout);
+  // Moves every pending message (under the engine's mutex), for a thread blocked elsewhere in the
+  // group (Channel::set_idle_hook). Never throws: a failure reaches the Works it concerns.
+  void poll() noexcept;
   // The group goes away: hooks are dropped (Works still waited on afterwards only time out or
   // see their peers' messages; they no longer reach the group).
   void detach();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/backend/shm/p2p_progress.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
@@ -42,6 +43,9 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
     chan_->abort();  // peers in a collective with us fail now too
   };
   p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), std::move(hooks));
+  // No progress thread: a rank blocked in a collective moves pending messages (p2p_progress.h).
+  if (p2p_) register_for_progress(p2p_);
+  chan_->set_idle_hook(&progress_all_p2p);
 }
 
 WorkHandle ShmGroup::post_p2p(const char* op, std::span<const P2POp> ops) {
