@@ -53,6 +53,7 @@ struct TransportState {
   std::function<void(std::exception_ptr)> fail_collectives;  // GroupRuntime::in_flight_failer
   std::mutex mutex;
   std::vector<std::weak_ptr<Work>> p2p;  // point-to-point Works in flight (GlooP2PWork)
+  std::set<pid_t> threads;                // this group's Gloo transport threads
 };
 
 void on_transport_failure(TransportState& s, const std::string& what);
@@ -174,7 +175,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
     // a slower peer is still connecting to it fails that peer's set-up. So nobody returns until
     // every rank's mesh is connected; after that a closed socket matters only to an op.
     store_barrier(*spec.store, "gloo/connected", spec.size, spec.timeout);
-    adopt_transport_threads(threads_before);
+    transport_->threads = adopt_transport_threads(threads_before);
     context_ = context;
     transport_->health = runtime_->shared_health();
     transport_->context = context;
@@ -436,6 +437,9 @@ void on_transport_failure(TransportState& s, const std::string& what) {
       "collectives (op, dtype, count or root) or a send larger than its recv; the group is unusable",
       s.health->label(), what);
   auto error = std::make_exception_ptr(BackendError(text));
+  // This group's transport failed (not another group's of the process): it wrote our buffers
+  // and will never write them again, so the Works may read what it received.
+  const bool own_transport = is_current_thread_in(s.threads);
   s.health->fail(text);
   std::vector<std::weak_ptr<Work>> p2p;
   {
@@ -452,7 +456,7 @@ void on_transport_failure(TransportState& s, const std::string& what) {
   s.health->publish(fmt::format("gloo: ranks issued different collectives ({})", what));
   if (s.fail_collectives) s.fail_collectives(error);
   for (auto& w : p2p)
-    if (auto work = std::static_pointer_cast<GlooP2PWork>(w.lock())) work->abort(error);
+    if (auto work = std::static_pointer_cast<GlooP2PWork>(w.lock())) work->abort(error, own_transport);
 }
 
 WorkHandle GlooGroup::send(BufferView buffer, int peer, const SendOptions& options) {

@@ -35,14 +35,15 @@ GlooP2PWork::GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> 
   messages_.reserve(ops.size());
   try {
     for (const P2POp& p : ops) {
-      Message m{p, std::make_unique<std::uint64_t>(p.buffer.bytes()), nullptr, nullptr};
+      const bool send = p.kind == P2POp::Kind::send;
+      Message m{p, std::make_unique<std::uint64_t>(send ? p.buffer.bytes() : kNoLength), nullptr, nullptr};
       m.length_buffer = context.createUnboundBuffer(m.length.get(), sizeof(std::uint64_t));
       m.payload = context.createUnboundBuffer(p.buffer.data ? p.buffer.data : &empty, p.buffer.bytes());
       const auto tag = static_cast<std::uint32_t>(p.tag);
       const auto length_slot = ::gloo::Slot::build(kP2PLengthSlotPrefix, tag);
       const auto slot = ::gloo::Slot::build(kP2PSlotPrefix, tag);
       // The count first: a receiver that waits finds it before the payload it describes.
-      if (p.kind == P2POp::Kind::send) {
+      if (send) {
         m.length_buffer->send(p.peer, length_slot);
         m.payload->send(p.peer, slot);
       } else {
@@ -56,10 +57,26 @@ GlooP2PWork::GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> 
   }
 }
 
-void GlooP2PWork::abort(std::exception_ptr error) {
+GlooP2PWork::~GlooP2PWork() {
+  // A transport thread that failed while reading into one of these buffers is parked with a
+  // reference to it on its stack (transport_failure.h: nothing unwinds it), and ~UnboundBuffer
+  // waits for such references to go: forever. So after this group's transport failed the
+  // buffers (and the counts they point to) are left allocated; the parked thread never touches
+  // them again, so the caller's memory is free to go.
+  std::lock_guard lock(abort_mutex_);
+  if (!own_transport_failed_) return;
+  for (Message& m : messages_) {
+    (void)m.length_buffer.release();
+    (void)m.payload.release();
+    (void)m.length.release();
+  }
+}
+
+void GlooP2PWork::abort(std::exception_ptr error, bool own_transport) {
   {
     std::lock_guard lock(abort_mutex_);
     aborted_ = std::move(error);
+    own_transport_failed_ = own_transport;
   }
   for (Message& m : messages_) {
     if (m.op.kind == P2POp::Kind::send) {
@@ -91,6 +108,16 @@ void GlooP2PWork::wait(Duration timeout) {
     try {
       bool aborted = false;
       for (std::size_t i = 0; i < messages_.size() && !aborted; ++i) aborted = !wait_for(messages_[i], deadline);
+      if (aborted) {
+        // Gloo's abort wins over a completion that came just before it, so a count may have
+        // arrived unseen. When this group's own transport thread failed (the only writer, now
+        // parked; the abort mutex orders its writes before this read), the counts it received
+        // are final: a message larger than its recv is the usual cause, and says so below.
+        std::lock_guard abort_lock(abort_mutex_);
+        if (own_transport_failed_)
+          for (Message& m : messages_)
+            if (m.op.kind == P2POp::Kind::recv && *m.length != kNoLength) m.length_known = true;
+      }
       // A recv whose message had another size: a larger message (Gloo's transport thread failed
       // on it and aborted this Work) says so instead of the group-wide text; a smaller one was
       // received whole, so the group goes on, as on shm.

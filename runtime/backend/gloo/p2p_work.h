@@ -49,12 +49,17 @@ struct P2PNames {
 
 class GlooP2PWork final : public Work {
  public:
+  static constexpr std::uint64_t kNoLength = ~std::uint64_t{0};
   GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> health, const std::vector<P2POp>& ops,
               const char* what, const P2PNames& names, TranslateError translate);
+  ~GlooP2PWork() override;
+  GlooP2PWork(const GlooP2PWork&) = delete;
+  GlooP2PWork& operator=(const GlooP2PWork&) = delete;
 
   // From the failing transport thread: wakes a wait() in progress, which then reports `error`
-  // (or, for a recv whose message is larger than its buffer, says so).
-  void abort(std::exception_ptr error);
+  // (or, for a recv whose message is larger than its buffer, says so). `own_transport`: the
+  // failed thread is this group's, the only writer of the Work's buffers, now stopped for good.
+  void abort(std::exception_ptr error, bool own_transport = false);
 
   void wait(Duration timeout) override;
   bool completed() override;
@@ -62,7 +67,8 @@ class GlooP2PWork final : public Work {
  private:
   struct Message {
     P2POp op;
-    std::unique_ptr<std::uint64_t> length;  // sent, or where the received count lands
+    // Sent, or where the received count lands (kNoLength until then).
+    std::unique_ptr<std::uint64_t> length;
     std::unique_ptr<::gloo::transport::UnboundBuffer> length_buffer;
     std::unique_ptr<::gloo::transport::UnboundBuffer> payload;
     bool length_known = false;  // a recv's count arrived (*length is the message's)
@@ -80,6 +86,7 @@ class GlooP2PWork final : public Work {
   std::exception_ptr error_;
   std::mutex abort_mutex_;
   std::exception_ptr aborted_;
+  bool own_transport_failed_ = false;  // under abort_mutex_
 };
 
 // "<backend> <op> on group 'G' rank R: recv from rank P tag T (B bytes): the message has M bytes,

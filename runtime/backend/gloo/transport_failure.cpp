@@ -74,14 +74,20 @@ std::set<pid_t> current_threads() {
   return tids;
 }
 
-void adopt_transport_threads(const std::set<pid_t>& before) {
+std::set<pid_t> adopt_transport_threads(const std::set<pid_t>& before) {
   Registry& r = registry();
-  const std::set<pid_t> now = current_threads();
+  std::set<pid_t> adopted;
+  for (pid_t t : current_threads())
+    if (!before.count(t)) adopted.insert(t);
   std::lock_guard lock(r.mutex);
-  for (pid_t t : now)
-    if (!before.count(t)) r.transport_threads.insert(t);
+  r.transport_threads.insert(adopted.begin(), adopted.end());
   static std::once_flag once;
   std::call_once(once, [&] { r.previous = std::set_terminate(&on_terminate); });
+  return adopted;
+}
+
+bool is_current_thread_in(const std::set<pid_t>& threads) {
+  return threads.count(static_cast<pid_t>(::syscall(SYS_gettid))) > 0;
 }
 
 int listen_for_transport_failure(std::function<void(const std::string&)> listener) {

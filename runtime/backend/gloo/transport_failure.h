@@ -23,8 +23,10 @@ namespace fastrun::gloo_backend {
 // Thread ids of this process (from /proc/self/task).
 std::set<pid_t> current_threads();
 // Records the threads that appeared since `before` as Gloo transport threads, and installs the
-// terminate handler (once).
-void adopt_transport_threads(const std::set<pid_t>& before);
+// terminate handler (once). Returns them (a group's own: is_current_thread_in tells a listener
+// whether the failing thread is its group's).
+std::set<pid_t> adopt_transport_threads(const std::set<pid_t>& before);
+bool is_current_thread_in(const std::set<pid_t>& threads);
 
 // Called (from the failing Gloo thread) with the text of the failure. Returns an id for
 // stop_listening.
