@@ -113,7 +113,9 @@ RuntimeConfig gloo_runtime_config(Duration op_timeout) {
   // next to the op) it works on op-owned copies, so a wait that gives up returns at once; a larger op
   // works on the caller's buffers (no extra passes over them) and a wait that gives up returns
   // when the op ends: at once when a peer died (its sockets close), at gloo's own timeout (the
-  // op timeout) at the latest.
+  // op timeout) otherwise; when this rank's transport thread failed (ranks disagree) the op
+  // never ends, and the wait returns after release_grace, by when the op's thread has hit
+  // Gloo's timeout and is stuck inside Gloo for good (transport_failure.h says why it cannot be sooner).
   c.stage_up_to_bytes = kStagedOpBytes;
   c.release_grace = op_timeout + std::chrono::seconds(1);
   c.watch_peers = true;        // to name the rank behind a closed connection
