@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gloo/types.h>
@@ -65,11 +67,11 @@ GlooP2PWork::~GlooP2PWork() {
   // them again, so the caller's memory is free to go.
   std::lock_guard lock(abort_mutex_);
   if (!own_transport_failed_) return;
-  for (Message& m : messages_) {
-    (void)m.length_buffer.release();
-    (void)m.payload.release();
-    (void)m.length.release();
-  }
+  // Reachable until exit (no leak report), never destroyed.
+  static std::mutex kept_mutex;
+  static auto* kept = new std::vector<Message>;
+  std::lock_guard kept_lock(kept_mutex);
+  for (Message& m : messages_) kept->push_back(std::move(m));
 }
 
 void GlooP2PWork::abort(std::exception_ptr error, bool own_transport) {
