@@ -77,8 +77,8 @@ GlooP2PWork::~GlooP2PWork() {
 void GlooP2PWork::abort(std::exception_ptr error, bool own_transport) {
   {
     std::lock_guard lock(abort_mutex_);
-    aborted_ = std::move(error);
-    own_transport_failed_ = own_transport;
+    if (!aborted_) aborted_ = std::move(error);  // the first: the root cause
+    own_transport_failed_ = own_transport_failed_ || own_transport;  // a later abort never clears it
   }
   for (Message& m : messages_) {
     if (m.op.kind == P2POp::Kind::send) {
