@@ -12,6 +12,14 @@
 //   ack header back; the send completes on the ack. Set-up probes CMA on every pair (ptrace
 //   rules, seccomp) and, like vader, allows any process to read this one
 //   (prctl(PR_SET_PTRACER_ANY)) where Yama would otherwise forbid it.
+// - cooperative rendezvous (messages of 2 chunks or more, coop_chunk()): the receiver answers
+//   the rendezvous with a "clear to send" header carrying its buffer's address and copies chunks
+//   from the front while the sender, which otherwise only waits for the ack, copies chunks from
+//   the back with process_vm_writev; they claim chunks by CAS on the pair's PairCoop word, so
+//   each is copied once, and a sender that is busy elsewhere simply leaves every chunk to the
+//   receiver. Two cores copy instead of one, and the sender is running (not asleep on its
+//   doorbell) when the ack comes. One such message per ordered pair at a time; others are read
+//   by the receiver alone.
 // Messages that arrive before their recv is posted are buffered on the heap (eager) or kept as
 // a pending rendezvous, so posting order never deadlocks (a ring exchange is fine).
 //
@@ -23,7 +31,7 @@
 // deadline. Any failure marks the group unusable (on_failure) and fails every pending op.
 //
 // Threading: every call may come from any thread; one mutex guards the engine's state (the
-// copies run under it, which serialises them; they are memory-bound anyway).
+// copies run under it, which serialises them within a process; they are memory-bound anyway).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -67,8 +75,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // Posts `ops` (already checked; tags may be negative: internal collectives) and returns one
   // Work for all of them. `what` names them in errors ("send", "gather"; a static string).
   WorkHandle post(std::span<const P2POp> ops, const char* what);
-  // Posts and waits (for collectives built on point-to-point; runs on the group's op thread).
-  void run(std::span<const P2POp> ops, const char* what, Duration timeout);
+  // Posts, runs `meanwhile` (a collective's own block: it overlaps the peers' copies of ours),
+  // then waits (for collectives built on point-to-point; runs on the group's op thread).
+  void run(std::span<const P2POp> ops, const char* what, Duration timeout, const std::function<void()>& meanwhile);
   // The group goes away: hooks are dropped (Works still waited on afterwards only time out or
   // see their peers' messages; they no longer reach the group).
   void detach();
@@ -80,6 +89,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   struct Unexpected;
   struct Peer;
   struct Header;
+  struct CoopIn;
   class BatchWork;
 
   std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what);
@@ -93,6 +103,12 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   void match(int peer, const Header& h);
   void post_recv(const std::shared_ptr<Op>& op);
   void read_rendezvous(const Header& h, const std::shared_ptr<Op>& op);
+  void start_coop(const Header& h, const std::shared_ptr<Op>& op);
+  void copy_front(int peer);
+  void poll_coop(int peer);
+  void help_coop(int peer, const Header& cts, Op& send);
+  PairControl& pair(int src, int dst) const;
+  std::exception_ptr cma_error(const Op& op, int err) const;
   bool size_matches(const Header& h, const std::shared_ptr<Op>& op);
   void finish(const std::shared_ptr<Op>& op, std::exception_ptr error = nullptr);
   void fail_all(const std::exception_ptr& error);
