@@ -46,8 +46,7 @@ struct alignas(kCacheLine) MailboxRank {
 
 // Sender's and receiver's words on separate lines (each is written by one side only).
 struct alignas(kCacheLine) PairSender {
-  std::uint64_t head;        // bytes written into the ring by the sender
-  std::uint32_t wants_room;  // 1: messages wait for room in the ring (the receiver rings when it frees some)
+  std::uint64_t head;  // bytes written into the ring by the sender
 };
 struct alignas(kCacheLine) PairReceiver {
   std::uint64_t tail;    // bytes consumed by the receiver
