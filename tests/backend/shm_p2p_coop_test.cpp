@@ -2,8 +2,9 @@
 // claims chunks from the front, the sender from the back. Real processes (test::run_ranks);
 // every byte checked, at sizes that leave a short last chunk, with several large messages on
 // one pair at once (one cooperative, the others read by the receiver alone), both directions
-// at once, a ring of 3 ranks, a recv posted late, and a sender that never progresses while the
-// receiver works (the receiver then copies every chunk itself).
+// at once, a ring of 3 ranks, a recv posted late, a sender whose writes fail (it hands its
+// chunks back), and a sender that never progresses while the receiver works (the receiver then
+// copies every chunk itself).
 #include <catch2/catch.hpp>
 
 #include <poll.h>
@@ -15,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/backend/shm/p2p_engine.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
 #include "test_support/rank_runner.h"
@@ -139,6 +141,20 @@ TEST_CASE("shm p2p: cooperative copies on a ring of 3 ranks", "[shm][p2p][mp]") 
       [](int) {
         auto ctx = join({"shm"});
         for (int round = 0; round < 3; ++round) ring(ctx->world());
+        ctx->world().barrier()->wait();
+      },
+      within(std::chrono::seconds(120)));
+  REQUIRE(test::all_ok(results));
+}
+
+TEST_CASE("shm p2p: a sender whose writes are refused hands its chunks back", "[shm][p2p][mp]") {
+  auto results = test::run_ranks(
+      2,
+      [](int) {
+        shm::set_single_copy_writes_fail(true);  // as a seccomp filter that allows reads only
+        auto ctx = join({"shm"});
+        ping_pong(ctx->world());
+        many_at_once(ctx->world());
         ctx->world().barrier()->wait();
       },
       within(std::chrono::seconds(120)));

@@ -44,6 +44,8 @@ constexpr std::uint64_t gen_of(std::uint64_t w) { return w >> 48; }
 constexpr std::uint64_t front_of(std::uint64_t w) { return (w >> 24) & kField; }
 constexpr std::uint64_t back_of(std::uint64_t w) { return w & kField; }
 
+std::atomic<bool> g_writes_fail{false};  // set_single_copy_writes_fail (tests)
+
 // Copies `bytes` between this process's `local` and `remote` in process `pid` (CMA); 0 or errno.
 int cma_copy(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write) {
   for (std::size_t done = 0; done < bytes;) {
@@ -440,7 +442,7 @@ void P2PEngine::help_coop(int p, const Header& cts, Op& send) {
       continue;
     const std::size_t off = (back_of(w) - k) * chunk, n = std::min(k * chunk, cts.bytes - off);
     did = true;
-    if (cma_copy(pid, send.data + off, cts.addr + off, n, true) != 0) {
+    if (g_writes_fail.load(std::memory_order_relaxed) || cma_copy(pid, send.data + off, cts.addr + off, n, true) != 0) {
       // Writes refused where reads were allowed (a seccomp filter): hand the chunks back (only
       // this side moves `back`) and leave the rest of this pair's messages to the receiver.
       peer.i_write_it = false;
@@ -751,6 +753,8 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
   }
   if (batch->error) std::rethrow_exception(batch->error);
 }
+
+void set_single_copy_writes_fail(bool fail) { g_writes_fail.store(fail, std::memory_order_relaxed); }
 
 WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what) {
   return std::make_shared<BatchWork>(shared_from_this(), start(ops, what));

@@ -145,6 +145,10 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
 // For tests of the fallback path: groups made after set_single_copy_allowed(false) in this
 // process behave as if process_vm_readv were forbidden (every message goes through the rings).
 void set_single_copy_allowed(bool allowed);
+// For tests of the cooperative copy's fallback: after set_single_copy_writes_fail(true) in this
+// process, a helping sender's writes fail with EPERM (as where a seccomp filter lets reads
+// through and not writes): it hands its chunks back to the receiver and stops helping that peer.
+void set_single_copy_writes_fail(bool fail);
 
 // Builds the engine of a group of more than one rank: the mailbox segment named `name` (rank 0
 // creates it and publishes the name under "shm/mailboxes"), the CMA probe, two store barriers.
