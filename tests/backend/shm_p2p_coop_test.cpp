@@ -51,9 +51,10 @@ void expect_message(const std::vector<std::int32_t>& got, int from, std::size_t 
                                            word(from, m, i)));
 }
 
-// Words per message: one chunk (the receiver alone), three 32 KiB chunks with a 4-byte last one,
-// and larger ones whose last chunk is short (chunks of 36 KiB, 164 KiB and 1 MiB).
-constexpr std::size_t kWords[] = {(32u << 10) / 4, (64u << 10) / 4 + 1, (1u << 20) / 4 + 3, (5u << 20) / 4 + 1,
+// Words per message: below the cooperative size (the receiver alone), just above it (29 chunks
+// of 36 KiB, the last one short), and larger ones whose last chunk is short (chunks of 164 KiB
+// and 1 MiB).
+constexpr std::size_t kWords[] = {(32u << 10) / 4, (1u << 20) / 4 - 1, (1u << 20) / 4 + 3, (5u << 20) / 4 + 1,
                                   (33u << 20) / 4 + 2};
 
 void ping_pong(Group& g) {
