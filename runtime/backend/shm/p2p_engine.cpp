@@ -167,6 +167,7 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
       default_timeout_(default_timeout),
       global_ranks_(std::move(global_ranks)),
       hooks_(std::move(hooks)),
+      rendezvous_bytes_(std::max(kRendezvousBytes, layout.ring_bytes / 4 + 1)),
       peers_(static_cast<std::size_t>(size_)),
       waiter_(size_, cpus) {
   for (int p = 0; p < size_; ++p) {
@@ -300,7 +301,7 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
     o.h.tag = p.tag;
     o.h.bytes = op->bytes;
     o.h.id = next_id_++;
-    if (op->bytes >= kRendezvousBytes && peer.it_reads_me) {
+    if (op->bytes >= rendezvous_bytes_ && peer.it_reads_me) {
       o.h.kind = kRendezvous;
       o.h.addr = reinterpret_cast<std::uintptr_t>(op->data);
     } else {
