@@ -167,7 +167,8 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
       default_timeout_(default_timeout),
       global_ranks_(std::move(global_ranks)),
       hooks_(std::move(hooks)),
-      rendezvous_bytes_(std::max(kRendezvousBytes, layout.ring_bytes / 4 + 1)),
+      cpus_(cpus),
+      rendezvous_bytes_(size_ <= cpus ? std::max(kRendezvousBytes, layout.ring_bytes / 4 + 1) : kRendezvousBytes),
       peers_(static_cast<std::size_t>(size_)),
       waiter_(size_, cpus) {
   for (int p = 0; p < size_; ++p) {
@@ -720,8 +721,9 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
   auto shares_cpu_with_awaited = [&] { return awaited >= 0 && shares_cpu(me.cpu, rank_block(awaited).cpu); };
   // How long the acks may take when every pending op is a send whose receiver has taken its
   // header (so it is copying the payload now, or will as soon as its recv is posted): the
-  // payload at 1 GB/s, at most a sleep slice; zero otherwise.
+  // payload at 1 GB/s, at most a sleep slice; zero otherwise, and with more ranks than CPUs.
   auto being_read = [&] {
+    if (size_ > cpus_) return Clock::duration::zero();  // ranks share cores: sleep as the policy says
     std::lock_guard lock(mutex_);
     std::size_t bytes = 0;
     for (auto& w : batch->ops) {

@@ -5,8 +5,9 @@
 //
 // Protocols (Open MPI's vader is the model):
 // - eager: header and payload are copied through the pair's ring (two copies, no waiting for
-//   the receiver while the ring has room). Messages under kRendezvousBytes or up to a quarter
-//   of the ring, and every message when the receiver cannot read the sender's memory.
+//   the receiver while the ring has room). Messages under kRendezvousBytes or (a core per
+//   rank) up to a quarter of the ring, and every message when the receiver cannot read the
+//   sender's memory.
 // - rendezvous: the header carries the sender's buffer address; the receiver copies the payload
 //   straight out of the sender's memory with process_vm_readv (one copy, "CMA"), then sends an
 //   ack header back; the send completes on the ack. Set-up probes CMA on every pair (ptrace
@@ -57,7 +58,8 @@ namespace fastrun::shm {
 // warm) ring beat one process_vm_readv, whose pinning and system call cost a few microseconds:
 // with 2 ranks (256 KiB rings) 64 KiB messages go eager, which took a 64 KiB all-to-all from 15-19
 // to 8.6-12.5 us and a 64 KiB ping-pong 0.81-0.86 of its time in alternating runs (load 13-15);
-// 128 KiB blocks were slower eager.
+// 128 KiB blocks were slower eager. Not with more ranks than CPUs, where CPU time is what is
+// short: 4 ranks on 2 cores took 1.9 times as long for a 256 KiB all-to-all with 64 KiB eager.
 inline constexpr std::size_t kRendezvousBytes = 32 * 1024;
 
 class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
@@ -140,6 +142,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::vector<int> global_ranks_;
   std::mutex hooks_mutex_;  // guards hooks_ (detach() clears them)
   Hooks hooks_;
+  int cpus_;                      // the CPUs this rank may run on
   std::size_t rendezvous_bytes_;  // kRendezvousBytes or more (the ring's size decides)
   std::mutex mutex_;
   std::vector<Peer> peers_;
