@@ -3,7 +3,7 @@
 // figure for the same op and size measured in the same run (fastrun-bench-mpi through mpirun,
 // when both were found) and the ratio fastrun / MPI of the times (below 1: fastrun is faster).
 //   fastrun-bench p2p [--nproc N] [--backend shm|gloo] [--op pingpong|alltoall|gather|scatter|all]
-//                     [--max BYTES] [--no-mpi]
+//                     [--max BYTES] [--no-mpi] [--pin]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +37,7 @@ struct Args {
   std::string op = "all";
   std::size_t max_bytes = 64u << 20;
   bool mpi = true;
+  bool pin = false;  // rank r on the r-th usable CPU, as mpirun binds its ranks (2 ranks: to cores)
 };
 
 Args parse(int argc, char** argv) {
@@ -52,9 +53,10 @@ Args parse(int argc, char** argv) {
     else if (f == "--op") a.op = need(i);
     else if (f == "--max") a.max_bytes = std::stoull(need(i));
     else if (f == "--no-mpi") a.mpi = false;
+    else if (f == "--pin") a.pin = true;
     else
       throw ConfigError(fmt::format("unknown option '{}'; accepted: --nproc N --backend shm|gloo --op "
-                                    "pingpong|alltoall|gather|scatter|all --max BYTES --no-mpi",
+                                    "pingpong|alltoall|gather|scatter|all --max BYTES --no-mpi --pin",
                                     f));
   }
   if (a.nproc < 2) throw ConfigError(fmt::format("--nproc {}: needs at least 2 ranks", a.nproc));
@@ -107,6 +109,7 @@ double time_op(ProcessGroup& g, std::size_t iters, const std::function<void()>& 
 }
 
 void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, const Figures& mpi) {
+  if (a.pin) pin_to_cpu(rank);
   auto g = forked_group(a.backend, rank, a.nproc, address, run_id);
   const auto N = static_cast<std::size_t>(a.nproc);
   const double n = a.nproc;
@@ -178,7 +181,8 @@ const Registration reg{"p2p",
                        "  --backend NAME     shm or gloo (default shm)\n"
                        "  --op OP            pingpong|alltoall|gather|scatter|all (default all)\n"
                        "  --max B            largest message in bytes (default 67108864)\n"
-                       "  --no-mpi           skip the Open MPI column\n"};
+                       "  --no-mpi           skip the Open MPI column\n"
+                       "  --pin              pin rank r to the r-th usable CPU (mpirun binds its ranks to cores)\n"};
 
 }  // namespace
 }  // namespace fastrun::bench

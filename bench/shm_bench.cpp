@@ -101,22 +101,8 @@ double time_op(ProcessGroup& g, std::size_t iters, const std::function<void()>& 
   return best;
 }
 
-void pin_to_cpu(int rank) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  if (cpus.empty()) return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpus[static_cast<std::size_t>(rank) % cpus.size()], &one);
-  ::sched_setaffinity(0, sizeof(one), &one);
-}
-
 void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id) {
-  if (a.pin) pin_to_cpu(rank);
+  if (a.pin) pin_to_cpu(rank);  // forked_group.h
   auto g = forked_group(a.backend, rank, a.nproc, address, run_id);
   const std::size_t es = dtype_size(a.dtype);
   const double n = a.nproc;

@@ -11,7 +11,8 @@
 // word that peers bump (and FUTEX_WAKE) only when it sleeps. Ring size: kMailboxBudget / n^2,
 // a power of two between kMinRingBytes and kMaxRingBytes, so the segment stays bounded for many
 // ranks (2 ranks: 4 x 256 KiB; 64 ranks: 4096 x 8 KiB = 32 MiB). Large messages do not go
-// through the ring at all (p2p_engine.h: single-copy rendezvous).
+// through the ring at all (p2p_engine.h: single-copy rendezvous); pair (s, d) has the claim word
+// of the one large message from s to d that both may copy at a time (PairCoop).
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -21,7 +22,7 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kMailboxMagic = 0x66617374'6d626f78ULL;  // "fastmbox"
-inline constexpr std::uint32_t kMailboxVersion = 2;
+inline constexpr std::uint32_t kMailboxVersion = 3;
 inline constexpr std::size_t kMailboxBudget = 32u << 20;
 inline constexpr std::size_t kMinRingBytes = 4096;
 inline constexpr std::size_t kMaxRingBytes = 256 * 1024;
@@ -51,9 +52,17 @@ struct alignas(kCacheLine) PairReceiver {
   std::uint64_t tail;    // bytes consumed by the receiver
   std::uint32_t cma_ok;  // 1: the receiver can read the sender's memory (process_vm_readv)
 };
+// The cooperative copy of one large message from s to d (p2p_engine.h): its chunks are claimed
+// from the front by the receiver and from the back by the sender, by CAS on `claim`, so each is
+// copied exactly once; the receiver acks once its own and `sender_done` add up to all of them.
+struct alignas(kCacheLine) PairCoop {
+  std::uint64_t claim;        // generation << 48 | front << 24 | back (chunk indices; front == back: all claimed)
+  std::uint64_t sender_done;  // chunks of this generation the sender has copied
+};
 struct PairControl {
   PairSender sender;
   PairReceiver receiver;
+  PairCoop coop;  // written by both sides (atomics only)
 };
 
 static_assert(std::is_trivially_copyable_v<MailboxHeader>);

@@ -57,12 +57,14 @@ WorkHandle ShmGroup::post_p2p(const char* op, std::span<const P2POp> ops) {
 // Inline on the caller's thread whatever the size (bytes = 0 for run()), unless earlier ops are
 // still queued on the comm thread: the messages move by single-copy reads and the waits poll,
 // so the hand-off to the comm thread would only add its latency (measured: a 256 KiB
-// all_to_all on 2 ranks took several times Open MPI's through the comm thread).
+// all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
+// block is copied after the messages are posted, while the peers copy theirs out of (or into)
+// this rank's buffers, not before, when they would wait for it.
 WorkHandle ShmGroup::run_p2p(const char* op, std::size_t /*bytes*/, std::vector<P2POp> ops,
                              std::function<void()> local_copy) {
   return run(op, 0, std::function<void()>([this, op, ops = std::move(ops), local_copy = std::move(local_copy)] {
-               local_copy();
-               if (p2p_ && !ops.empty()) p2p_->run(ops, op, runtime_->health().op_timeout());
+               if (p2p_ && !ops.empty()) p2p_->run(ops, op, runtime_->health().op_timeout(), local_copy);
+               else local_copy();
              }));
 }
 
