@@ -6,7 +6,30 @@
 # FASTRUN_TEST_STAGES picks stages (default "main asan tsan").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Where the time goes: each stage prints its build and test seconds when it ends, and all of them
+# are printed again at exit (also when a step fails, with how long that step ran), with the load
+# average, since other jobs on the machine stretch wall times.
+run_start=$SECONDS
+timings=()        # "stage main: build 312 s, tests 188 s", one per finished step or stage
+label=""          # the stage running now, and its finished parts ("build 312 s")
+parts=""
+part=""           # the part running now (build, tests), since part_start
+part_start=0
+part_begin() { part=$1; part_start=$SECONDS; }
+part_end() { parts+="${parts:+, }$part $((SECONDS - part_start)) s"; part=""; }
+stage_end() { timings+=("$label: $parts"); echo "tools/test.sh: $label: $parts"; label=""; parts=""; }
+report_times() {
+  [ -z "$part" ] || timings+=("${label:+$label: }$parts${parts:+, }$part stopped after $((SECONDS - part_start)) s")
+  printf 'tools/test.sh: %s\n' "${timings[@]}"
+  echo "tools/test.sh: total $((SECONDS - run_start)) s ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+}
+suite_dir=""
+trap 'report_times; [ -z "$suite_dir" ] || rm -rf "$suite_dir"' EXIT
+
+part_begin install-deps
 tools/install-deps.sh
+timings+=("install-deps: $((SECONDS - part_start)) s"); echo "tools/test.sh: ${timings[-1]}"; part=""
 stages=${FASTRUN_TEST_STAGES:-main asan tsan}
 jobs=$(nproc)
 
@@ -39,7 +62,6 @@ run_ctest() {  # run_ctest BUILD_DIR [ctest args...]
 suite_tag=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 export FASTRUN_TEST_SUITE_TAG=$suite_tag
 suite_dir=$(mktemp -d /tmp/fastrun-test-suite.XXXXXX)
-trap 'rm -rf "$suite_dir"' EXIT
 
 shm_entries() { ls /dev/shm 2>/dev/null | grep '^fastrun-' | sort || true; }
 
@@ -106,10 +128,13 @@ for stage in $stages; do
   before=$(shm_entries)
   export FASTRUN_RUNTIME_DIR=$suite_dir/$stage
   mkdir -m 700 "$FASTRUN_RUNTIME_DIR"
+  label="stage $stage"
+  part_begin build
   case $stage in
     main)
       echo "== test: main build"
       tools/build.sh
+      part_end; part_begin tests
       run_ctest build
       ;;
     asan)
@@ -120,6 +145,7 @@ for stage in $stages; do
       # under ASan+UBSan by hand (docs/torch.md); the main stage runs its tests.
       BUILD_DIR=build-asan tools/build.sh -DFASTRUN_SANITIZE=address -DFASTRUN_WITH_CUDA=OFF -DFASTRUN_WITH_TORCH=OFF \
         -DCMAKE_BUILD_TYPE=Debug
+      part_end; part_begin tests
       # Excluded here (they run in the main stage): the two tcp tests that fork hundreds of
       # children while the store's server thread runs. GCC 12's ASan allocator is not fork-safe
       # in a multi-threaded parent, so a child can deadlock on an allocator lock held by the
@@ -134,6 +160,7 @@ for stage in $stages; do
       echo "== test: TSan build (threaded parts)"
       BUILD_DIR=build-tsan BUILD_TARGETS="test_runtime test_store test_launcher test_backend test_ddp fastrun" \
         tools/build.sh -DFASTRUN_SANITIZE=thread -DFASTRUN_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+      part_end; part_begin tests
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/tsan.supp"
       tsan_run() { echo "-- test_$1 ${2:-(all)}"; build-tsan/tests/$1/test_$1 "${@:2}"; }
       tsan_run store "[conformance]~[process]"
@@ -162,5 +189,6 @@ for stage in $stages; do
   esac
   check_no_leftovers "$stage" "$before" "$FASTRUN_RUNTIME_DIR"
   check_no_namespaces "$stage"
+  part_end; stage_end
 done
 echo "== test: all stages passed ($stages)"
