@@ -111,11 +111,19 @@ check_no_leftovers() {  # check_no_leftovers STAGE ENTRIES_BEFORE RUNTIME_DIR
 }
 
 # The separate-hosts tests (tests/multinode/hosts.sh) name their network namespaces frmn-<pid>-*
-# and remove them, also when killed; one still there after a stage fails it.
+# and remove them, also when killed; one still there after a stage fails it. One whose test
+# process is alive and is not this run's (no FASTRUN_TEST_SUITE_TAG) is another job's, running.
 check_no_namespaces() {  # check_no_namespaces STAGE
-  local left
+  local left ns pid
   for _ in 1 2 3 4 5; do
-    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep '^frmn-' || true)
+    left=""
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^frmn-' || true); do
+      pid=${ns#frmn-}; pid=${pid%%-*}
+      if [ -d "/proc/$pid" ] && ! grep -qzx "FASTRUN_TEST_SUITE_TAG=$suite_tag" "/proc/$pid/environ" 2>/dev/null; then
+        continue
+      fi
+      left+="${left:+ }$ns"
+    done
     [ -z "$left" ] && return 0
     sleep 1
   done
