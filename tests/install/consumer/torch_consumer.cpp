@@ -3,7 +3,9 @@
 // set-up runs its checks and broadcasts, and one backward() goes through the adapter's hooks.
 #include <cstdio>
 
-#include <torch/torch.h>
+// The headers it uses rather than <torch/torch.h>: a third less compile time in this test.
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
 
 #include <fastrun/fastrun.h>
 #include <fastrun/torch/ddp.h>
