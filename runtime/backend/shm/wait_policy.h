@@ -66,7 +66,7 @@ class SpinThenYield {
  public:
   // `ranks` share `cpus` CPUs: with a core per rank spin up to 50 µs and yield to a peer on our
   // CPU up to 200 µs; with more ranks than CPUs, spinning steals the core a peer needs: only
-  // yield, for 5 µs.
+  // yield, for up to 200 µs, and a slow yield does not stop it (it ran a peer rank).
   SpinThenYield(int ranks, int cpus);
 
   // Spins, then yields, until ready() (true) or the policy says sleep (false). shares_cpu()
