@@ -44,13 +44,37 @@ hosts_skip_unless_able() {
   done
 }
 
+# Processes of run $1 in a network namespace whose inode is among $2...: found through /proc,
+# for a namespace whose name is gone. The run's mark in the environment (FRMN_HOSTS_RUN, which
+# everything started on the hosts inherits) is required too: a freed namespace's inode number
+# is soon given to a new one, maybe another job's.
+hosts_pids_by_inode() {
+  local run=$1 p link ino
+  shift
+  for p in /proc/[0-9]*; do
+    link=$(readlink "$p/ns/net" 2>/dev/null) || continue
+    for ino in "$@"; do
+      [[ $link == "net:[$ino]" ]] || continue
+      grep -qzx "FRMN_HOSTS_RUN=$run" "$p/environ" 2>/dev/null && echo "${p#/proc/}"
+    done
+  done
+}
+
 # The namespaces of run $1 (frmn-<pid>): every process in them (TERM, up to 3 s, then KILL),
 # then the namespaces. Fails, naming them, if any process or namespace is still there.
+# A namespace whose name someone else removed (`ip netns del`) lives on while processes are in
+# it, out of `ip netns pids`' sight: hosts_up recorded every namespace's inode in the run's
+# directory, and those processes are found by it (seen: two slurmstepd left running for an hour
+# after another job's clean-up deleted this run's names mid-test).
 hosts_remove_run() {
-  local run=$1 namespaces pids
+  local run=$1 namespaces inodes pids
   namespaces=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$run-")
-  [[ -z $namespaces ]] && return 0
-  run_pids() { for ns in $namespaces; do ip netns pids "$ns" 2>/dev/null; done | tr '\n' ' '; }
+  inodes=$(cat /tmp/"$run".*/netns-inodes 2>/dev/null | tr '\n' ' ')
+  [[ -z $namespaces && -z $inodes ]] && return 0
+  run_pids() {
+    { for ns in $namespaces; do ip netns pids "$ns" 2>/dev/null; done
+      [[ -z $inodes ]] || hosts_pids_by_inode "$run" $inodes; } | sort -u | tr '\n' ' '
+  }
   # signal_and_wait SIG TENTHS: sends SIG to what still runs, waits for it to go; sets pids.
   signal_and_wait() {
     local i
@@ -87,7 +111,9 @@ hosts_sweep_stale() {
   local dir
   for dir in /tmp/"$HOSTS_PREFIX"-*.*; do
     [[ -d $dir && $dir =~ ^/tmp/$HOSTS_PREFIX-([0-9]+)\. ]] || continue
-    kill -0 "${BASH_REMATCH[1]}" 2>/dev/null || rm -rf "$dir"
+    kill -0 "${BASH_REMATCH[1]}" 2>/dev/null && continue
+    hosts_remove_run "$HOSTS_PREFIX-${BASH_REMATCH[1]}"  # its namespaces may have lost their names
+    rm -rf "$dir"
   done
 }
 
@@ -109,6 +135,7 @@ hosts_up() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   HOSTS_DIR=$(mktemp -d "/tmp/$HOSTS_RUN.XXXXXX")
+  export FRMN_HOSTS_RUN=$HOSTS_RUN  # marks what runs on the hosts (hosts_pids_by_inode)
   # Outlives a SIGKILL of this shell (and of its process group, as CTest's timeout does).
   setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 0.5; done; source "$2"; hosts_remove_run "$3"; rm -rf "$4"' \
     hosts-watchdog "$$" "${BASH_SOURCE[0]}" "$HOSTS_RUN" "$HOSTS_DIR" </dev/null >/dev/null 2>&1 &
@@ -117,6 +144,7 @@ hosts_up() {
 
   local sw="$HOSTS_RUN-switch" name ns i=0
   ip netns add "$sw" || return 1
+  stat -L -c %i "/run/netns/$sw" >>"$HOSTS_DIR/netns-inodes" || return 1
   ip -n "$sw" link add br0 type bridge || return 1
   ip -n "$sw" link set br0 up || return 1
 
@@ -131,6 +159,7 @@ hosts_up() {
   for name in "$@"; do
     ns="$HOSTS_RUN-$name"
     ip netns add "$ns" || return 1
+    stat -L -c %i "/run/netns/$ns" >>"$HOSTS_DIR/netns-inodes" || return 1
     ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$ns" || return 1
     ip -n "$sw" link set "p$i" master br0 up || return 1
     HOSTS_PORT[$name]="p$i"

@@ -81,6 +81,22 @@ case_stale_swept() {
   rm -f "$said"
 }
 
+# The names of this run's namespaces removed by someone else mid-test (an `ip netns del` from
+# another job's clean-up): the namespaces live on while processes are in them, and hosts_down
+# still stops those processes (found by the namespaces' recorded inodes).
+case_names_deleted() {
+  local sleeper_a sleeper_b ns
+  hosts_up n0 n1 || exit 1
+  start_on_host n0 sleep 301 </dev/null >/dev/null 2>&1 &
+  sleeper_a=$!
+  sleeper_b=$(on_host n1 sh -c 'setsid sleep 302 </dev/null >/dev/null 2>&1 & echo $!')
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$HOSTS_RUN-"); do ip netns del "$ns"; done
+  expect_eq "$(ip netns list | grep -c "^$HOSTS_RUN-")" 0 "names of this run after the foreign ip netns del"
+  hosts_down || fail "hosts_down failed"
+  wait_gone "$sleeper_a" 5 || fail "pid $sleeper_a, started on n0, still runs"
+  wait_gone "$sleeper_b" 5 || fail "pid $sleeper_b, started on n1 in its own session, still runs"
+}
+
 case_name=$1
 declare -F "case_$case_name" >/dev/null || { echo "no case '$case_name'" >&2; exit 2; }
 "case_$case_name"
