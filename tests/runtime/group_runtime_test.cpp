@@ -42,7 +42,8 @@ RuntimeConfig config_of(std::size_t async_from_bytes, bool stage = false, Durati
   return c;
 }
 
-// A latch the comm thread waits on (bounded, so a failing test cannot hang).
+// A latch one thread waits on (bounded, so a failing test cannot hang): the comm thread on the
+// test, or the test on an op body that has started.
 struct Gate {
   std::atomic<bool> open{false};
   void wait() const {
@@ -128,11 +129,12 @@ TEST_CASE("group runtime: staged ops copy in and write back, and never after a w
   }
   SECTION("a wait that gave up leaves the caller's buffer alone, and the caller may free it") {
     Gate gate;
-    std::atomic<bool> started{false}, ran{false};
+    std::atomic<bool> ran{false};
+    Gate started;  // opened by the op body
     auto v = std::make_unique<std::vector<float>>(std::vector<float>{1, 2, 3});
     auto w = rt.run("all_reduce", 12, {{view_of(v->data(), v->size()), OpBuffer::read_write}},
                     [&](const OpContext& op) {
-                      started = true;
+                      started.open = true;
                       gate.wait();
                       auto* staged = static_cast<float*>(op.buffer(0).data);
                       for (int i = 0; i < 3; ++i) staged[i] = -1;  // op-owned memory only
@@ -140,12 +142,11 @@ TEST_CASE("group runtime: staged ops copy in and write back, and never after a w
                     });
     // Once the op runs (a wait that gives up while it is still queued fails it without its body,
     // and a loaded machine may start the comm thread later than the 50 ms below).
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!started.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    started.wait();
     CHECK_THROWS_AS(w->wait(50ms), TimeoutError);
     v.reset();  // the caller frees its buffer at once (ASan/TSan would see a later access)
     gate.open = true;
-    deadline = std::chrono::steady_clock::now() + 10s;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (!w->completed() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
     CHECK(ran.load());
     CHECK(w->completed());
@@ -154,21 +155,21 @@ TEST_CASE("group runtime: staged ops copy in and write back, and never after a w
 
 TEST_CASE("group runtime: an op on the caller's buffer holds a wait that gave up until it let go", "[runtime][group_runtime]") {
   Gate gate;
-  std::atomic<bool> started{false}, ran{false};
+  std::atomic<bool> ran{false};
+  Gate started;  // opened by the op body
   GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true, 10s));  // stages up to 1 KiB: this op is larger
   std::vector<float> v(1024, 1.0f);
   auto w = rt.run("all_reduce", v.size() * sizeof(float), {{view_of(v.data(), v.size()), OpBuffer::read_write}},
                   [&](const OpContext& op) {
                     CHECK(op.buffer(0).data == v.data());  // not staged
-                    started = true;
+                    started.open = true;
                     gate.wait();
                     static_cast<float*>(op.buffer(0).data)[0] = 2.0f;
                     ran = true;
                   });
   // Once the op runs: a wait that gives up while it is still queued fails it without its body (the
   // group failed), and a loaded machine may start the comm thread later than the 50 ms below.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!started.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  started.wait();
   // Timed from before the opener starts its 300 ms: the wait must outlast them however late this
   // thread runs again.
   const auto start = std::chrono::steady_clock::now();
@@ -215,19 +216,19 @@ TEST_CASE("group runtime: in_flight_failer fails running and queued ops at once,
 TEST_CASE("group runtime: in_flight_failer on an op on the caller's buffer returns its error once the op let go",
           "[runtime][group_runtime]") {
   Gate gate;
-  std::atomic<bool> started{false}, ran{false};
+  std::atomic<bool> ran{false};
+  Gate started;  // opened by the op body
   GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true, 10s));  // stages up to 1 KiB: this op is larger
   std::vector<float> v(1024, 1.0f);
   auto w = rt.run("all_reduce", v.size() * sizeof(float), {{view_of(v.data(), v.size()), OpBuffer::read_write}},
                   [&](const OpContext& op) {
-                    started = true;
+                    started.open = true;
                     gate.wait();
                     static_cast<float*>(op.buffer(0).data)[0] = 2.0f;  // the caller's buffer
                     ran = true;
                   });
   // Once the op runs (one still queued fails without touching the buffer, as the group failed).
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!started.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  started.wait();
   rt.in_flight_failer()(std::make_exception_ptr(BackendError("transport broke")));
   const auto start = std::chrono::steady_clock::now();  // before the opener's 300 ms start
   std::thread opener([&] {
