@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The README's set-up on a fresh Debian 12 machine, as a new user meets it. CI's first stage
+# (.ci/run), and runnable by hand before submitting (as root):
+#   tools/fresh_root.sh [COMMIT]        COMMIT defaults to HEAD; uncommitted changes are not seen
+# A machine that has been used for development has packages installed by hand, so a missing
+# install step never shows there; a fresh root has nothing but what the README's commands install.
+#   1. A minimal bookworm root (mmdebstrap --variant=minbase, plus ca-certificates and git) from
+#      this machine's own apt sources, made once and cached as a tarball in FASTRUN_FRESH_CACHE
+#      (default /var/cache/fastrun; remade after 30 days); every run unpacks a new root from it.
+#   2. In it: clone COMMIT and run the README's first command (bash tools/demo.sh), timed from the
+#      clone to the demo's last line.
+#   3. What docs/installing.md promises: the blocks it marks <!-- fresh-root: build-machine -->
+#      run in that root (install the prefix), then the prefix and the consumer's sources are
+#      copied into a second new root, which runs the blocks marked
+#      <!-- fresh-root: consumer-machine --> in order: the packages the page lists, and the
+#      documented find_package and pkg-config consumers.
+#   4. The README's second command (bash tools/test.sh) in the first root. FASTRUN_TEST_STAGES
+#      passes through; FASTRUN_FRESH_TESTS=0 leaves this step out.
+# Each root is a chroot in a private mount namespace: the root bound onto itself (so that `/` is
+# a mount point, as `ip netns` needs), proc, sys, dev, a tmpfs of its own on /dev/shm, and this
+# machine's /etc/hosts and resolv.conf; without those, tests fail for the chroot's reasons. A
+# step that fails ends the run with its last lines; nothing of the roots is left behind.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ $(id -u) == 0 ]] || { echo "fresh_root: needs root (chroot, mount namespaces)" >&2; exit 2; }
+commit=$(git rev-parse --verify "${1:-HEAD}^{commit}") || {
+  echo "fresh_root: '${1:-HEAD}' is not a commit of this repository" >&2; exit 2; }
+git_dir=$(cd "$(git rev-parse --git-common-dir)" && pwd)
+cache=${FASTRUN_FRESH_CACHE:-/var/cache/fastrun}
+tarball=$cache/bookworm-minbase.tar
+start=$SECONDS
+
+say() { echo "fresh_root: $*"; }
+
+# --- 1. the cached minimal root -------------------------------------------------------------
+if ! command -v mmdebstrap >/dev/null; then
+  say "installing mmdebstrap (this script's own tool, not the project's)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+fi
+if [[ ! -s $tarball ]] || [[ -n $(find "$tarball" -mtime +30) ]]; then
+  mkdir -p "$cache"
+  # The roots use this machine's apt sources (its mirror), pasted into the root's own.
+  sources=()
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] && grep -q '^[^#[:space:]]' "$f" && sources+=("$f")
+  done
+  ((${#sources[@]})) || { echo "fresh_root: no apt sources in /etc/apt" >&2; exit 1; }
+  say "making $tarball (once; about a minute)"
+  t=$SECONDS
+  mmdebstrap --quiet --variant=minbase --include=ca-certificates,git bookworm "$tarball.part" "${sources[@]}"
+  mv "$tarball.part" "$tarball"
+  say "root tarball made in $((SECONDS - t)) s"
+fi
+
+work=$(mktemp -d /var/tmp/fastrun-fresh-root.XXXXXX)
+# Processes still running in a root (a daemon a test started and did not stop) keep its mount
+# namespace alive: stop them, then remove the roots (mounts live only in the private namespace,
+# so the folders are plain here; --one-file-system guards against a mistake).
+cleanup() {
+  local pid left=""
+  for _ in 1 2 3; do
+    left=""
+    for pid in /proc/[0-9]*; do
+      [[ $(readlink "$pid/root" 2>/dev/null) == "$work"/* ]] && left+=" ${pid#/proc/}"
+    done
+    [[ -z $left ]] && break
+    kill -KILL $left 2>/dev/null || true
+    sleep 1
+  done
+  rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
+
+new_root() {  # new_root NAME: unpacks a fresh root at $work/NAME
+  mkdir "$work/$1"
+  tar -xf "$tarball" -C "$work/$1"
+  cp /etc/hosts /etc/resolv.conf "$work/$1/etc/"
+  mkdir -p "$work/$1/mnt/fastrun.git"
+}
+
+# in_root NAME SCRIPT: runs SCRIPT under bash in root NAME as a login would (a clean environment),
+# with this repository's git directory read-only at /mnt/fastrun.git.
+in_root() {
+  local root=$work/$1 script=$2 pass=()
+  for v in http_proxy https_proxy no_proxy FASTRUN_TEST_STAGES CI; do
+    [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
+  done
+  unshare --mount --propagation private -- bash -euo pipefail -c '
+    root=$1 git_dir=$2; shift 2
+    mount --bind "$root" "$root"
+    mount --bind -o ro "$git_dir" "$root/mnt/fastrun.git"
+    mount -t proc proc "$root/proc"
+    mount --rbind /sys "$root/sys"
+    mount --rbind /dev "$root/dev"
+    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$root/dev/shm"
+    exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+      PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"' \
+    in_root "$root" "$git_dir" "${pass[@]}" bash -euo pipefail -c "cd /root; $script"
+}
+
+# step NAME LIMIT_S NAME SCRIPT: in_root with a time limit, its output streamed and kept; on
+# failure, the step's last lines again and the run ends.
+step() {
+  local what=$1 limit=$2 root=$3 script=$4 rc=0 log="$work/$(echo "$1" | tr -c 'a-z0-9\n' '-').log"
+  say "== $what"
+  timeout --kill-after=10 "$limit" bash -c "$(declare -f in_root); work=$work git_dir=$git_dir; in_root $root $(printf %q "$script")" \
+    2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  if ((rc != 0)); then
+    ((rc == 124)) && say "$what: did not finish within $limit s"
+    say "$what FAILED (exit $rc); its last lines:"
+    tail -n 40 "$log" | sed 's/^/  | /'
+    exit 1
+  fi
+}
+
+# The marked ```sh blocks of docs/installing.md, in order, as one script (from the commit).
+doc_blocks() {  # doc_blocks ROLE
+  git show "$commit:docs/installing.md" | awk -v want="<!-- fresh-root: $1 -->" '
+    $0 == want { armed = 1; next }
+    armed && /^```/ && !inside { inside = 1; next }
+    inside && /^```/ { inside = 0; armed = 0; print ""; next }
+    inside { print }'
+}
+
+# --- 2. the README's first command ----------------------------------------------------------
+new_root build-machine
+say "commit $(git log -1 --format='%h %s' "$commit")"
+t=$SECONDS
+step "README: bash tools/demo.sh" 1200 build-machine "
+  git clone -q --no-local --no-checkout /mnt/fastrun.git fastrun
+  cd fastrun && git checkout -q $commit
+  bash tools/demo.sh"
+setup_s=$((SECONDS - t))
+say "the README's first command on a fresh Debian 12 root: $setup_s s from the clone to the demo's last line"
+
+# --- 3. docs/installing.md: install a prefix, build against it elsewhere ----------------------
+build_blocks=$(doc_blocks build-machine)
+consumer_blocks=$(doc_blocks consumer-machine)
+[[ -n $build_blocks && -n $consumer_blocks ]] || {
+  echo "fresh_root: docs/installing.md marks no <!-- fresh-root: build-machine --> or consumer-machine block" >&2; exit 1; }
+step "docs/installing.md: install the prefix" 300 build-machine "cd fastrun
+$build_blocks"
+new_root consumer-machine
+# The prefix (wherever the page installed it: the consumer blocks name the same path) and the
+# consumer's sources; nothing else of the build machine.
+prefix=$(grep -o -- '--prefix [^ ]*' <<<"$build_blocks" | head -1 | cut -d' ' -f2)
+[[ -n $prefix ]] || { echo "fresh_root: the build-machine block of docs/installing.md installs no --prefix" >&2; exit 1; }
+mkdir -p "$work/consumer-machine$(dirname "$prefix")" "$work/consumer-machine/root/fastrun/tests/install"
+cp -a "$work/build-machine$prefix" "$work/consumer-machine$prefix"
+cp -a "$work/build-machine/root/fastrun/tests/install/consumer" "$work/consumer-machine/root/fastrun/tests/install/"
+t=$SECONDS
+step "docs/installing.md: a consumer machine with only the packages the page lists" 600 consumer-machine "cd fastrun
+$consumer_blocks"
+say "the consumer machine: $((SECONDS - t)) s from its packages to the consumers' last line"
+
+# --- 4. the README's second command ---------------------------------------------------------
+if [[ ${FASTRUN_FRESH_TESTS:-1} != 0 ]]; then
+  t=$SECONDS
+  step "README: bash tools/test.sh" 4200 build-machine "cd fastrun && bash tools/test.sh"
+  say "the README's second command: $((SECONDS - t)) s"
+fi
+say "passed in $((SECONDS - start)) s (the README's first command: $setup_s s)"
