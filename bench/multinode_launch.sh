@@ -37,7 +37,7 @@ hosts_up n0 n1 || exit 1
 # In the background, so that a signal runs its trap at once (bash defers traps until a
 # foreground command ends); the trap stops the bench, and the EXIT trap then removes the hosts.
 "$bench" launch --nodes 2 --fastrun "$fastrun" --master-addr "$(host_addr n0)" \
-  --on-node "nsenter -t ${HOSTS_HOLDER[n0]} -n -u -m --" --on-node "nsenter -t ${HOSTS_HOLDER[n1]} -n -u -m --" \
+  --on-node "nsenter -t ${HOSTS_HOLDER[n0]} -n -u -m -r --" --on-node "nsenter -t ${HOSTS_HOLDER[n1]} -n -u -m -r --" \
   "${options[@]}" &
 bench_pid=$!
 trap 'kill "$bench_pid" 2>/dev/null; wait "$bench_pid"; exit 130' INT

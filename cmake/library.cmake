@@ -39,4 +39,14 @@ function(fastrun_library)
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   # Build-only: the warning flags (and -Werror) never reach a consumer or the exported package.
   target_link_libraries(${L_NAME} PRIVATE $<BUILD_INTERFACE:fastrun_warnings>)
+  fastrun_unity(${L_NAME})
+endfunction()
+
+# The libraries compile in batches of sources (FASTRUN_UNITY_BUILD): most of a source's compile
+# time is the same headers (fmt, Asio, the standard library), so batches halve a cold build's CPU
+# time (the main job's first build on a fresh machine). Batches of 8 keep two cores busy and an
+# edit recompiles only its batch. Tests and programs compile file by file (Catch2's generated
+# names are unique per file only).
+function(fastrun_unity target)
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ${FASTRUN_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
 endfunction()

@@ -1,13 +1,13 @@
 #include "fastrun/launcher/child_env.h"
 
+#include <unistd.h>  // environ
+
 #include <cstdlib>
 #include <set>
 #include <string_view>
 
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
-
-extern char** environ;
 
 namespace fastrun::launcher {
 

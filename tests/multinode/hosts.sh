@@ -212,9 +212,12 @@ host_addr() { echo "${HOSTS_ADDR[$1]}"; }
 # The host's cable out of the switch: no packet in or out, no FIN, no RST (a crash or a cut).
 host_unplug() { ip -n "$HOSTS_RUN-switch" link set "${HOSTS_PORT[$1]}" down; }
 
+# nsenter -r: the holder's root directory too. Entering a mount namespace resets the root to the
+# namespace's own; run from a chroot (tools/fresh_root.sh), that is the machine's root, whose
+# /dev/shm and /etc/hosts are not the host's.
 host_enter() {
   [[ -n ${HOSTS_HOLDER[$1]:-} ]] || { echo "hosts: no host '$1' (hosts: ${HOSTS_NAMES[*]})" >&2; return 2; }
-  HOSTS_ENTER=(nsenter -t "${HOSTS_HOLDER[$1]}" -n -u -m --wd="$PWD" --)
+  HOSTS_ENTER=(nsenter -t "${HOSTS_HOLDER[$1]}" -n -u -m -r --wd="$PWD" --)
 }
 
 on_host() {
@@ -235,7 +238,7 @@ host_leftovers() {
     [[ $pid == "${HOSTS_HOLDER[$name]}" ]] && continue
     echo "pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)) still runs on $name"
   done
-  nsenter -t "${HOSTS_HOLDER[$name]}" -m -- find /dev/shm -mindepth 1 -maxdepth 1 -printf "/dev/shm/%f is left on $name\n"
+  nsenter -t "${HOSTS_HOLDER[$name]}" -m -r -- find /dev/shm -mindepth 1 -maxdepth 1 -printf "/dev/shm/%f is left on $name\n"
 }
 
 # An rsh agent, as ssh is to mpirun: `AGENT HOST COMMAND...` runs COMMAND on that host through a
@@ -248,7 +251,7 @@ hosts_rsh_agent() {
       printf '#!/bin/sh\ncase "$1" in\n'
       for name in "${HOSTS_NAMES[@]}"; do printf '  %s) holder=%s ;;\n' "$name" "${HOSTS_HOLDER[$name]}"; done
       printf '  *) echo "rsh-agent: no host '"'"'$1'"'"' (hosts: %s)" >&2; exit 255 ;;\nesac\n' "${HOSTS_NAMES[*]}"
-      printf 'shift\nexec nsenter -t "$holder" -n -u -m -- sh -c "$*"\n'
+      printf 'shift\nexec nsenter -t "$holder" -n -u -m -r -- sh -c "$*"\n'
     } >"$agent"
     chmod +x "$agent"
   fi

@@ -104,7 +104,9 @@ struct DistributedDataParallel::State {
   std::vector<at::Tensor> params;
   std::vector<at::Tensor> arenas;  // one flat tensor per bucket
   std::vector<at::Tensor> slots;   // each parameter's gradient: a slice of its bucket's arena
-  std::vector<std::shared_ptr<Node>> accumulators;  // kept alive: autograd holds them weakly
+  // Kept alive: autograd holds them weakly. A shared_ptr<Node> in LibTorch 1.x, an
+  // intrusive_ptr<Node> in 2.x: the type is whatever grad_accumulator returns.
+  std::vector<decltype(::torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
   std::vector<std::uintptr_t> hook_keys;
   std::unique_ptr<fastrun::DistributedDataParallel> engine;
   std::vector<bool> ready;
