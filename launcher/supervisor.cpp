@@ -149,7 +149,6 @@ class Loop {
     req.stdin_fd = (r == 0 && o_.rank0_stdin >= 0) ? o_.rank0_stdin : devnull_.get();
     req.stdout_fd = out_w.get();
     req.stderr_fd = err_w.get();
-    req.reset_sigpipe = o_.reset_sigpipe;
     req.nofile = user_nofile_;
     Rank& rk = ranks_[static_cast<std::size_t>(r)];
     rk.rank = r;

@@ -52,7 +52,6 @@ struct SupervisorOptions {
   // CLI: become a child subreaper, so that what the ranks leave running is found and stopped
   // when the job ends (leftovers.h), and reap such orphans (SIGCHLD) while it runs.
   bool adopt_orphans = false;
-  bool reset_sigpipe = false;      // the caller ignores SIGPIPE; ranks get the default back
   int rank0_stdin = -1;            // stdin of rank 0 (-1: /dev/null); other ranks get /dev/null
   Store* failure_store = nullptr;  // where the failure key is set (may be null)
   Janitor* janitor = nullptr;      // told each rank's pid (may be null; janitor.h)
