@@ -188,7 +188,7 @@ int cli_main(int argc, char** argv) {
   // 2. Signals: blocked here, before any thread exists, and read by the supervisor's signalfd.
   const sigset_t handled = Supervisor::handled_signals();
   pthread_sigmask(SIG_BLOCK, &handled, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);  // for the launcher only: every rank starts with default dispositions (spawn.h)
   try {
     // 3. Several nodes: meet the other launchers through node 0's store (docs/multinode.md).
     std::unique_ptr<NodeRendezvous> rendezvous;
@@ -211,7 +211,6 @@ int cli_main(int argc, char** argv) {
     so.argv = args.program;
     so.handle_signals = true;
     so.adopt_orphans = true;
-    so.reset_sigpipe = true;
     so.rank0_stdin = ::isatty(0) ? -1 : 0;  // a terminal would stop a background rank (SIGTTIN)
     so.failure_store = resources.store();
     so.nodes = watch.get();

@@ -39,7 +39,34 @@ bool is_uuid_token(std::string_view t) {
   return false;
 }
 
+// What --devices accepts, for every message about its form.
+constexpr const char* kAccepted =
+    "give 'all' or indices into the visible GPUs (0, 1, ...) separated by commas; to pick GPUs by ordinal, "
+    "GPU-<uuid> or MIG-<uuid>, list them in CUDA_VISIBLE_DEVICES and use --devices all";
+
 }  // namespace
+
+void check_device_spec(std::string_view spec) {
+  if (spec == "all") return;
+  if (spec.empty()) throw ConfigError(fmt::format("--devices is empty; {}", kAccepted));
+  const auto parts = split_commas(spec);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string_view e = parts[i];
+    if (e.empty()) throw ConfigError(fmt::format("--devices {}: entry {} is empty; {}", spec, i, kAccepted));
+    if (e.front() == '-' && all_digits(e.substr(1))) {
+      throw ConfigError(fmt::format("--devices {}: entry '{}' is negative; {}", spec, e, kAccepted));
+    }
+    if (is_uuid_token(e)) {
+      // A token of CUDA_VISIBLE_DEVICES's form: say where it belongs rather than only "no".
+      throw ConfigError(fmt::format("--devices {}: entry '{}' is a device UUID, not an index; set "
+                                    "CUDA_VISIBLE_DEVICES={} and use --devices all ({})",
+                                    spec, e, e, kAccepted));
+    }
+    if (!all_digits(e)) {
+      throw ConfigError(fmt::format("--devices {}: entry '{}' is not a device index; {}", spec, e, kAccepted));
+    }
+  }
+}
 
 std::vector<std::string> parse_visible_devices(std::string_view value) {
   std::vector<std::string> tokens;
@@ -63,7 +90,10 @@ std::vector<std::string> parse_visible_devices(std::string_view value) {
 
 DevicePlan plan_devices(std::string_view spec, const std::optional<std::string>& cuda_visible_devices,
                         int physical_count) {
-  // 1. The visible devices and where they came from (for messages).
+  // 1. The form of the list first: a typo ("gpu0") is named as such, whatever the machine has.
+  check_device_spec(spec);
+
+  // 2. The visible devices and where they came from (for messages).
   std::vector<std::string> visible;
   std::string source;
   DevicePlan plan;
@@ -92,32 +122,13 @@ DevicePlan plan_devices(std::string_view spec, const std::optional<std::string>&
   const std::string range = fmt::format("valid indices are 0..{} ({} device{} visible, {})", n - 1, n,
                                         n == 1 ? "" : "s", source);
 
-  // 2. The user's list, in rank order.
+  // 3. The user's list, in rank order (its form is checked: non-empty entries of digits).
   if (spec == "all") {
     plan.rank_devices = visible;
     return plan;
   }
-  if (spec.empty()) {
-    throw ConfigError(fmt::format("--devices is empty; give a comma-separated list of device indices or 'all' ({})",
-                                  range));
-  }
   std::vector<int> chosen;
-  const auto parts = split_commas(spec);
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const std::string_view e = parts[i];
-    if (e.empty()) {
-      throw ConfigError(fmt::format("--devices {}: entry {} is empty; give a comma-separated list of device indices "
-                                    "or 'all' ({})",
-                                    spec, i, range));
-    }
-    if (e.front() == '-' && all_digits(e.substr(1))) {
-      throw ConfigError(fmt::format("--devices {}: entry '{}' is negative; {}", spec, e, range));
-    }
-    if (!all_digits(e)) {
-      throw ConfigError(fmt::format("--devices {}: entry '{}' is not a device index; give non-negative integers "
-                                    "separated by commas, or 'all' ({})",
-                                    spec, e, range));
-    }
+  for (const std::string_view e : split_commas(spec)) {
     int index = 0;
     const auto [ptr, ec] = std::from_chars(e.data(), e.data() + e.size(), index);
     if (ec != std::errc() || ptr != e.data() + e.size() || index >= n) {

@@ -20,11 +20,16 @@ struct DevicePlan {
 // cuda_visible_devices: the user's CUDA_VISIBLE_DEVICES (nullopt = unset); its tokens are the
 // visible devices. physical_count: GPUs found without a CUDA context; read only when
 // cuda_visible_devices is unset.
-// Throws ConfigError naming the bad entry and the valid range: "", "0,,1", "a", "-1", "+1",
-// duplicates, out of range, a malformed CUDA_VISIBLE_DEVICES token, or no device at all (the
-// message then suggests --nproc).
+// Throws ConfigError: for a malformed list (check_device_spec) naming the entry and what is
+// accepted; for duplicates and out-of-range indices naming the entry and the valid range; for a
+// malformed CUDA_VISIBLE_DEVICES token; for no device at all (the message then suggests --nproc).
 DevicePlan plan_devices(std::string_view spec, const std::optional<std::string>& cuda_visible_devices,
                         int physical_count);
+
+// The form of `--devices LIST|all` alone, before anything is probed: ConfigError naming the
+// entry and what is accepted for "", "0,,1", "gpu0", "-1", "+1", "GPU-<uuid>" (the message says
+// to put a UUID in CUDA_VISIBLE_DEVICES). plan_devices calls it first.
+void check_device_spec(std::string_view spec);
 
 // The tokens of a CUDA_VISIBLE_DEVICES value (ordinals, GPU-<uuid>, MIG-<uuid>), spaces trimmed.
 // Throws ConfigError for an empty or malformed token.

@@ -6,14 +6,21 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cxxabi.h>
+
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "fastrun/launcher/child_env.h"
@@ -98,12 +105,14 @@ void remove_stop_handlers() {
   ::_exit(128 + sig);
 }
 
-// Rank 0 is exiting normally (return from main, or exit()) with `status`: wait for the other
-// ranks. A non-zero status is rank 0's failure: the supervisor stops the others first. When any
-// rank fails, the supervisor thread ends the process with that status before this returns.
-// (on_exit rather than atexit: it is the only exit hook that sees the status.)
-void wait_for_ranks_at_exit(int status, void*) {
-  SelfJob& j = *g_job;
+// Rank 0's end is told to the supervisor once (launcher::SelfSpawn::done): by the exit hook or by
+// the terminate hook, whichever comes first; the other then leaves the process to its fate.
+std::atomic<bool> g_self_reported{false};
+thread_local bool t_supervisor = false;  // this thread is the supervisor (it must never wait for itself)
+
+// Tells the supervisor how rank 0 ends (a wait status); false when that was told already.
+bool report_self_end(SelfJob& j, int wait_status, bool peer_failure) {
+  if (g_self_reported.exchange(true)) return false;
   std::fflush(stdout);
   std::fflush(stderr);
   if (j.saved_out >= 0) {
@@ -111,8 +120,19 @@ void wait_for_ranks_at_exit(int status, void*) {
     ::dup2(j.saved_out, 1);
     ::dup2(j.saved_err, 2);
   }
-  const std::uint64_t value = static_cast<std::uint64_t>(status & 0xff) + 1;
+  const std::uint64_t value = (static_cast<std::uint64_t>(wait_status & 0xffff) + 1) |
+                              (peer_failure ? launcher::SelfSpawn::kPeerFailure : 0);
   (void)!::write(j.self_done, &value, sizeof value);
+  return true;
+}
+
+// Rank 0 is exiting normally (return from main, or exit()) with `status`: wait for the other
+// ranks. A non-zero status is rank 0's failure: the supervisor stops the others first. When any
+// rank fails, the supervisor thread ends the process with that status before this returns.
+// (on_exit rather than atexit: it is the only exit hook that sees the status.)
+void wait_for_ranks_at_exit(int status, void*) {
+  SelfJob& j = *g_job;
+  if (!report_self_end(j, W_EXITCODE(status & 0xff, 0), false)) return;  // after std::terminate: its business
   int code = 0;
   {
     std::unique_lock lock(j.mutex);
@@ -124,13 +144,82 @@ void wait_for_ranks_at_exit(int status, void*) {
   if (code != 0) ::_exit(code);
 }
 
+// Rank 0 ending through std::terminate: an exception nobody caught, typically the PeerFailure a
+// collective throws after a peer died, in a program without try/catch. The default handler's
+// abort() would take the supervisor thread down with the process before it stops the other
+// ranks, prints the summary and removes the store, and the shell would see 134 (SIGABRT) instead
+// of the dead peer's status (docs/launching.md, "In-process spawn"). So rank 0 says what it caught,
+// reports itself killed by SIGABRT (a PeerFailure also asks the supervisor to wait briefly for
+// the peer's exit), and waits: the supervisor ends the process with the first failing rank's
+// status, or, when rank 0 failed first, by SIGABRT after the clean-up (the core dump is kept).
+std::terminate_handler g_previous_terminate = nullptr;
+std::atomic<bool> g_terminated{false};  // rank 0 reported itself through on_terminate
+
+[[noreturn]] void fall_back_to_abort() {
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
+
+// What the default handler prints, to rank 0's stderr (filed and relayed when that is set up);
+// returns whether it was a fastrun::PeerFailure.
+bool say_what_was_uncaught() {
+  const std::exception_ptr current = std::current_exception();
+  if (!current) {
+    std::fprintf(stderr, "fastrun: rank 0: std::terminate called without an exception\n");
+    return false;
+  }
+  const std::type_info* type = abi::__cxa_current_exception_type();
+  int demangled_ok = -1;
+  char* name = type ? abi::__cxa_demangle(type->name(), nullptr, nullptr, &demangled_ok) : nullptr;
+  const char* shown = demangled_ok == 0 ? name : type ? type->name() : "?";
+  bool peer = false;
+  try {
+    std::rethrow_exception(current);
+  } catch (const PeerFailure& e) {
+    peer = true;
+    std::fprintf(stderr, "fastrun: rank 0: uncaught %s: %s\n", shown, e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fastrun: rank 0: uncaught %s: %s\n", shown, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "fastrun: rank 0: uncaught %s\n", shown);
+  }
+  std::free(name);
+  return peer;
+}
+
+[[noreturn]] void on_terminate() {
+  SelfJob* j = g_job;
+  // Not from the supervisor itself, and only while it still watches rank 0 (once every other rank
+  // has succeeded it is gone, and rank 0's failure is its own: abort as usual).
+  bool watched = j && !t_supervisor;
+  if (watched) {
+    std::lock_guard lock(j->mutex);
+    watched = !j->done;
+  }
+  if (!watched) fall_back_to_abort();
+  const bool peer = say_what_was_uncaught();
+  g_terminated = true;
+  if (!report_self_end(*j, SIGABRT, peer)) std::abort();  // already said above: no second account
+  // The supervisor ends the process: after the peer grace, --kill-timeout's SIGTERM/SIGKILL
+  // escalation and the stop of what the ranks left running. Bounded all the same.
+  const auto bound = std::chrono::duration<double>(2 * j->job.kill_timeout + 10);
+  std::unique_lock lock(j->mutex);
+  if (!j->cv.wait_for(lock, bound, [&] { return j->done; }))
+    std::fprintf(stderr, "fastrun: rank 0: the supervisor did not end the job within %.0f s\n", bound.count());
+  lock.unlock();
+  std::abort();  // done without acting on rank 0's report: its failure is its own
+}
+
 void supervise(SelfJob* j, launcher::SupervisorOptions options) {
+  t_supervisor = true;
   int code = 1;
   int stop_signal = 0;
+  std::optional<int> failed_rank;
   try {
     const auto result = launcher::Supervisor(std::move(options)).run();
     code = result.exit_code;
     stop_signal = result.stop_signal;
+    failed_rank = result.failed_rank;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fastrun: supervisor failed: %s\n", e.what());
   }
@@ -141,6 +230,8 @@ void supervise(SelfJob* j, launcher::SupervisorOptions options) {
   if (code != 0) {
     // A rank failed and the others are stopped: remove the store, end rank 0 with that status.
     j->resources->release();
+    // Rank 0 itself failed first through std::terminate: end as abort() would have.
+    if (failed_rank == 0 && code == 128 + SIGABRT && g_terminated.load()) die_by(SIGABRT);
     ::_exit(code);
   }
   if (g_signal_pipe[0] >= 0) remove_stop_handlers();
@@ -213,6 +304,7 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
     check_syscall(::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK), "pipe2");
     self.signals = g_signal_pipe[0];
     install_stop_handlers();
+    g_previous_terminate = std::set_terminate(on_terminate);
   }
 
   // 5. The supervisor thread, with every signal blocked (signals are rank 0's business); it

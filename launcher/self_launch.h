@@ -31,6 +31,11 @@
 // 0, the others are stopped first (rank 0 failed); if another rank fails, the process exits with
 // that rank's status, otherwise with rank 0's own. While children run, rank 0's SIGINT, SIGTERM
 // and SIGHUP (where still SIG_DFL) stop them, remove the store, then end rank 0 by that signal.
+// An exception that leaves rank 0 uncaught (std::terminate) is handled like a failing exit: a
+// terminate handler installed here prints it and hands rank 0's end to the supervisor, so a peer
+// that died first is still the job's failure (its summary, its status) and the store is removed;
+// when rank 0's own exception is the first failure, the process ends by SIGABRT after that.
+// Children start with default signal dispositions (an ignored SIGHUP aside) and an empty mask.
 // Not thread-safe: call it once, from the main thread, before starting threads.
 #include <string>
 

@@ -29,10 +29,22 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+  // Default dispositions before the mask opens, so that a pending signal meets the default
+  // action, never a handler of the parent's. A shell starts background jobs with SIGINT and SIGQUIT
+  // ignored, and an exec keeps SIG_IGN: inherited, the ranks would shrug off the SIGINT the
+  // launcher forwards and last until --kill-timeout's SIGKILL. Only nohup's SIGHUP stays ignored
+  // (the user asked for the whole job to outlive the terminal). Slurm's tasks start the same way.
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    struct sigaction old{};
+    if (sig == SIGHUP && ::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &dfl, nullptr);  // EINVAL for the C library's reserved real-time signals: harmless
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (r.reset_sigpipe) ::signal(SIGPIPE, SIG_DFL);
   if (r.nofile) ::setrlimit(RLIMIT_NOFILE, &*r.nofile);  // a plain syscall (prlimit64)
   if (r.stdin_fd >= 0 && r.stdin_fd != 0) ::dup2(r.stdin_fd, 0);
   if (r.stdout_fd >= 0 && r.stdout_fd != 1) ::dup2(r.stdout_fd, 1);

@@ -1,8 +1,9 @@
 #pragma once
 // Starting one rank: fork + exec with the protections every rank gets (docs/launching.md, "Failure").
 // In the child, before exec: its own process group (setpgid), PR_SET_PDEATHSIG(SIGKILL), then a
-// check that the parent is still the expected one (it may have died before prctl), an empty
-// signal mask, and the given stdin/stdout/stderr. PR_SET_PDEATHSIG fires when the *thread* that
+// check that the parent is still the expected one (it may have died before prctl), the default
+// disposition for every signal (except an ignored SIGHUP: nohup), an empty signal mask, and the
+// given stdin/stdout/stderr. PR_SET_PDEATHSIG fires when the *thread* that
 // forked exits, so call spawn_rank from a thread that lives as long as the job.
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -20,7 +21,6 @@ struct SpawnRequest {
   int stdin_fd = -1;              // duplicated onto 0 (-1: leave 0 as it is)
   int stdout_fd = -1;             // duplicated onto 1
   int stderr_fd = -1;             // duplicated onto 2
-  bool reset_sigpipe = false;     // SIG_DFL for SIGPIPE (the CLI ignores it for itself)
   std::optional<rlimit> nofile;   // RLIMIT_NOFILE to set before exec (the user's, fd_limit.h)
 };
 

@@ -1,6 +1,7 @@
 #include "fastrun/launcher/supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 // sys/pidfd.h of glibc 2.36 lacks extern "C": call the syscall directly.
@@ -149,7 +150,6 @@ class Loop {
     req.stdin_fd = (r == 0 && o_.rank0_stdin >= 0) ? o_.rank0_stdin : devnull_.get();
     req.stdout_fd = out_w.get();
     req.stderr_fd = err_w.get();
-    req.reset_sigpipe = o_.reset_sigpipe;
     req.nofile = user_nofile_;
     Rank& rk = ranks_[static_cast<std::size_t>(r)];
     rk.rank = r;
@@ -239,16 +239,42 @@ class Loop {
       read_stream(0, Stream::err, true);
       self_open_ = false;
     }
-    const int code = static_cast<int>(value - 1) & 0xff;
-    if (code != 0 && !stopping_) {
+    const int status = static_cast<int>((value & (SelfSpawn::kPeerFailure - 1)) - 1) & 0xffff;
+    // Rank 0 failing because a peer died is the peer's failure: see that death first.
+    if (failed(status) && !stopping_)
+      reap_gone_ranks((value & SelfSpawn::kPeerFailure) ? SelfSpawn::kPeerGraceMs : 0);
+    if (failed(status) && !stopping_) {
       Rank& self = ranks_[0];
       self.pid = ::getpid();
-      self.status = W_EXITCODE(code, 0);
+      self.status = status;
       first_failure_ = 0;
       set_failure_key(fmt::format("rank 0: {}", describe_status(self.status)));
       begin_stop(SIGTERM);
     } else if (!stopping_) {
-      check_joined(0, W_EXITCODE(code, 0));
+      check_joined(0, status);
+    }
+  }
+
+  // Reaps every child rank that has ended, waiting up to timeout_ms for the first one when none
+  // has; a failed one becomes the job's first failure (reap()).
+  void reap_gone_ranks(int timeout_ms) {
+    std::vector<pollfd> fds;
+    std::vector<int> which;
+    for (const Rank& rk : ranks_) {
+      if (!rk.alive || !rk.pidfd) continue;
+      fds.push_back(pollfd{rk.pidfd.get(), POLLIN, 0});
+      which.push_back(rk.rank);
+    }
+    if (fds.empty()) return;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    int n = 0;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      n = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(0, left.count())));
+      if (n >= 0 || errno != EINTR) break;
+    }
+    for (std::size_t i = 0; n > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents != 0) reap(which[i]);
     }
   }
 

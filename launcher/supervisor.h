@@ -11,6 +11,7 @@
 // parent-death signal is tied to it); nothing else may be called concurrently.
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,9 +27,16 @@ namespace fastrun::launcher {
 // only ranks 1.. and learns about rank 0 through these fds instead of a pidfd and pipes of its
 // own. Only launch_self fills this in; the CLI's event loop never sees any of it.
 struct SelfSpawn {
-  // An eventfd rank 0 writes (its exit status + 1) when it exits normally. A non-zero status is
-  // rank 0's failure: the other ranks are stopped as for any failing rank.
+  // An eventfd rank 0 writes when it ends: its wait status + 1 (an exit status when it exits
+  // normally, SIGABRT when it ends through std::terminate), with kPeerFailure added when what
+  // ended it was a PeerFailure. A failed status is rank 0's failure, unless another rank is seen
+  // to have failed first: every rank already gone is reaped first, and with kPeerFailure the
+  // supervisor waits up to kPeerGrace for one (rank 0 may have learned of a death, e.g. from a
+  // broken connection, a moment before the peer's exit shows). The other ranks are then stopped
+  // as for any failing rank.
   int done = -1;
+  static constexpr std::uint64_t kPeerFailure = std::uint64_t{1} << 32;
+  static constexpr int kPeerGraceMs = 1000;
   // With rank 0's own output relayed (--log-dir or --tag-output): the read ends of rank 0's
   // stdout/stderr pipes (owned by the supervisor from then on); rank 0 puts its own fds back
   // before writing `done`, and its pipes are then drained and closed. -1: not relayed.
@@ -52,7 +60,6 @@ struct SupervisorOptions {
   // CLI: become a child subreaper, so that what the ranks leave running is found and stopped
   // when the job ends (leftovers.h), and reap such orphans (SIGCHLD) while it runs.
   bool adopt_orphans = false;
-  bool reset_sigpipe = false;      // the caller ignores SIGPIPE; ranks get the default back
   int rank0_stdin = -1;            // stdin of rank 0 (-1: /dev/null); other ranks get /dev/null
   Store* failure_store = nullptr;  // where the failure key is set (may be null)
   Janitor* janitor = nullptr;      // told each rank's pid (may be null; janitor.h)

@@ -108,7 +108,8 @@ TEST_CASE("usage errors exit 2 before any rank starts", "[launcher][usage]") {
     Strings needles;
   };
   const std::vector<Row> rows = {
-      {{"--devices", "0,,1"}, "0,1,2", {"entry 1 is empty", "0..2"}},
+      {{"--devices", "0,,1"}, "0,1,2", {"entry 1 is empty", "'all'"}},
+      {{"--devices", "gpu0"}, std::nullopt, {"'gpu0' is not a device index", "GPU-<uuid>", "'all'"}},
       {{"--devices", "a"}, "0,1", {"'a'"}},
       {{"--devices", "-1"}, "0,1", {"negative"}},
       {{"--devices", "1,1"}, "0,1", {"twice"}},
@@ -130,7 +131,12 @@ TEST_CASE("usage errors exit 2 before any rank starts", "[launcher][usage]") {
     }
   }
   CHECK(std::filesystem::is_empty(dir.path()));  // no rank ever started
-  auto r = run({kFastrun, "--nproc", "2", "no-such-program-fastrun-test"});
+  // A typo is named as one even on a machine without GPUs (it was "no GPU found").
+  auto r = run(cmd({"--devices", "gpu0"}, {}), {{"CUDA_VISIBLE_DEVICES", std::nullopt}});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "'gpu0'"));
+  CHECK_FALSE(contains(r.err, "no GPU"));
+  r = run({kFastrun, "--nproc", "2", "no-such-program-fastrun-test"});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.err, "'no-such-program-fastrun-test' was not found on PATH"));
   if (fastrun::launcher::count_physical_gpus() == 0) {

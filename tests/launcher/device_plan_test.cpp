@@ -5,6 +5,7 @@
 #include "fastrun/runtime/error.h"
 
 using fastrun::ConfigError;
+using fastrun::launcher::check_device_spec;
 using fastrun::launcher::plan_devices;
 using Strings = std::vector<std::string>;
 
@@ -42,11 +43,11 @@ TEST_CASE("device plan rejects bad lists naming the entry and the range", "[laun
     Strings must_contain;
   };
   const std::vector<Row> rows = {
-      {"", "0,1", 0, {"empty", "0..1"}},
-      {"0,,1", "0,1,2", 0, {"entry 1 is empty", "0..2"}},
-      {"a", "0,1", 0, {"'a'", "0..1"}},
+      {"", "0,1", 0, {"empty", "'all'"}},
+      {"0,,1", "0,1,2", 0, {"entry 1 is empty", "'all'"}},
+      {"a", "0,1", 0, {"'a'", "not a device index", "'all'"}},
       {"1,x", "0,1", 0, {"'x'"}},
-      {"-1", "0,1", 0, {"'-1'", "negative", "0..1"}},
+      {"-1", "0,1", 0, {"'-1'", "negative"}},
       {"+1", "0,1", 0, {"'+1'"}},
       {"1,1", "0,1,2", 0, {"1 is listed twice"}},
       {"4", "3,4,5,6", 0, {"4 is out of range", "0..3", "4 devices", "CUDA_VISIBLE_DEVICES=3,4,5,6"}},
@@ -69,5 +70,44 @@ TEST_CASE("device plan rejects bad lists naming the entry and the range", "[laun
         CHECK(std::string(e.what()).find(s) != std::string::npos);
       }
     }
+  }
+}
+
+// A typo in the list is named as one, never reported as "no GPU found" (the probe comes after).
+TEST_CASE("device plan names a malformed list and what is accepted before looking for GPUs", "[launcher][devices]") {
+  const std::vector<std::string> bad = {"gpu0", "cuda:0", "GPU-1f2e3d4c", "MIG-abc", "0,gpu1", "ALL", "all,0",
+                                        "0 ", "1.5", "+1", "0x1", "-2", "0,", ""};
+  for (const std::string& spec : bad) {
+    CAPTURE(spec);
+    for (const auto& [cvd, physical] : {std::pair<std::optional<std::string>, int>{std::nullopt, 0},
+                                        {std::nullopt, 4}, {std::string(""), 0}, {std::string("0,1"), 0}}) {
+      CAPTURE(cvd.value_or("<unset>"), physical);
+      try {
+        plan_devices(spec, cvd, physical);
+        FAIL("accepted");
+      } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        CAPTURE(what);
+        CHECK(what.find("no GPU") == std::string::npos);
+        CHECK(what.find("'all'") != std::string::npos);            // what is accepted
+        CHECK(what.find("indices into the visible GPUs") != std::string::npos);
+        CHECK(what.find("GPU-<uuid>") != std::string::npos);
+        CHECK(what.find("MIG-<uuid>") != std::string::npos);
+      }
+    }
+    CHECK_THROWS_AS(check_device_spec(spec), ConfigError);
+  }
+  // The entry itself is named (the empty ones by position).
+  for (const std::string spec : {"gpu0", "0,gpu1", "1.5"}) {
+    CAPTURE(spec);
+    const std::string entry = spec == "0,gpu1" ? "gpu1" : spec;
+    CHECK_THROWS_WITH(check_device_spec(spec), Catch::Contains("'" + entry + "' is not a device index"));
+  }
+  CHECK_THROWS_WITH(check_device_spec("GPU-1f2e3d4c"),
+                    Catch::Contains("'GPU-1f2e3d4c' is a device UUID") && Catch::Contains("CUDA_VISIBLE_DEVICES=GPU-1f2e3d4c"));
+  CHECK_THROWS_WITH(check_device_spec("0,"), Catch::Contains("entry 1 is empty"));
+  for (const char* good : {"all", "0", "0,2,3", "12", "99999999999999999999"}) {  // range is plan_devices' business
+    CAPTURE(good);
+    CHECK_NOTHROW(check_device_spec(good));
   }
 }

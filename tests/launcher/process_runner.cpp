@@ -24,7 +24,7 @@ extern char** environ;
 namespace fastrun::test {
 
 Process::Process(std::vector<std::string> argv, std::map<std::string, std::optional<std::string>> env,
-                 const std::filesystem::path& io_dir) {
+                 const std::filesystem::path& io_dir, const std::optional<SignalState>& signals) {
   static std::atomic<int> counter{0};
   const int n = counter++;
   out_path_ = (io_dir / ("proc-" + std::to_string(n) + ".out")).string();
@@ -46,12 +46,21 @@ Process::Process(std::vector<std::string> argv, std::map<std::string, std::optio
   const int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  sigset_t mask;
+  sigemptyset(&mask);
+  if (signals) {
+    for (int sig : signals->blocked) sigaddset(&mask, sig);
+  }
   start_ = std::chrono::steady_clock::now();
   pid_ = ::fork();
   if (pid_ == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (signals) {
+      for (int sig = 1; sig < NSIG; ++sig) {
+        if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+      }
+      for (int sig : signals->ignored) ::signal(sig, SIG_IGN);
+    }
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     ::dup2(in, 0);
     ::dup2(out, 1);
     ::dup2(err, 2);

@@ -22,11 +22,20 @@ struct RunResult {
   double seconds = 0;
 };
 
+// The signal state a child starts with, when a test sets one: every signal at its default
+// disposition, then `ignored` at SIG_IGN and `blocked` as its mask (a shell's background job
+// starts with SIGINT and SIGQUIT ignored; nohup adds SIGHUP).
+struct SignalState {
+  std::vector<int> ignored;
+  std::vector<int> blocked;
+};
+
 class Process {
  public:
   // env: entries to set ("NAME" -> value) or remove (nullopt) on top of this process's environ.
+  // signals: nullopt leaves the child this process's dispositions and an empty mask.
   Process(std::vector<std::string> argv, std::map<std::string, std::optional<std::string>> env,
-          const std::filesystem::path& io_dir);
+          const std::filesystem::path& io_dir, const std::optional<SignalState>& signals = std::nullopt);
   ~Process();
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;

@@ -3,7 +3,7 @@
 //   --self N | --self-devices LIST   first flag only: fastrun::launch_self with nproc N / devices
 //   --self-log-dir DIR  --self-tag  --self-output MODE  --self-kill-timeout S  --self-run-id ID
 //   --exit N            exit with code N
-//   --crash segv|abort  die by SIGSEGV / SIGABRT
+//   --crash segv|abort|kill  die by SIGSEGV / SIGABRT / SIGKILL
 //   --sleep S           sleep S seconds (fractions allowed)
 //   --ignore-term       ignore SIGTERM from now on
 //   --usr1-exit N       exit with code N on SIGUSR1
@@ -16,6 +16,11 @@
 //   --dump FILE         write argv and environment, length-prefixed ("<len>:<bytes>\n"); "%r" in
 //                       FILE becomes the rank
 //   --pidfile FILE      write the pid ("%r" = rank)
+//   --sigstate FILE     write the SigIgn and SigBlk lines of /proc/self/status ("%r" = rank): the
+//                       dispositions and mask the rank started with
+//   --throw TEXT        throw std::runtime_error(TEXT) out of main (std::terminate)
+//   --uncaught          from now on an error of --join/--world-barrier/--world-allreduce is not
+//                       caught: it leaves main (std::terminate), as in a program without try/catch
 //   --background FILE   start `sleep 30` in the background (not waited for), write its pid to FILE
 //   --barrier           pass a barrier of all ranks through FASTRUN_STORE (10 s timeout)
 //   --wait-failure      wait (10 s) for the failure key in the store, print it to stderr, exit 7
@@ -39,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,6 +118,7 @@ int main(int argc, char** argv) {
     }
   }
   int only_on = -1;
+  bool uncaught = false;  // --uncaught
   std::shared_ptr<fastrun::Context> ctx;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -137,6 +144,7 @@ int main(int argc, char** argv) {
       if (active) {
         std::fflush(nullptr);
         if (how == "abort") std::abort();
+        if (how == "kill") ::raise(SIGKILL);
         // Default action through the raw syscall: a sanitizer's SIGSEGV handler (ASan/TSan
         // intercept sigaction) would otherwise turn the crash into "exit 1".
         struct {
@@ -223,6 +231,24 @@ int main(int argc, char** argv) {
         std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
         std::fclose(f);
       }
+    } else if (a == "--sigstate") {
+      const std::string file = with_rank(next(), rank);
+      if (active) {
+        std::FILE* in = std::fopen("/proc/self/status", "r");
+        std::FILE* out = std::fopen(file.c_str(), "w");
+        if (!in || !out) return 65;
+        char line[256];
+        while (std::fgets(line, sizeof line, in)) {
+          if (std::strncmp(line, "SigIgn:", 7) == 0 || std::strncmp(line, "SigBlk:", 7) == 0) std::fputs(line, out);
+        }
+        std::fclose(in);
+        std::fclose(out);
+      }
+    } else if (a == "--throw") {
+      const char* text = next();
+      if (active) throw std::runtime_error(text);
+    } else if (a == "--uncaught") {
+      if (active) uncaught = true;
     } else if (a == "--background") {
       const std::string file = with_rank(next(), rank);
       if (active) {
@@ -282,6 +308,7 @@ int main(int argc, char** argv) {
           ctx->world().all_reduce(fastrun::view_of(v, 4))->wait();
         }
       } catch (const std::exception& e) {
+        if (uncaught) throw;
         std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());
         return 67;
       }
