@@ -1,7 +1,8 @@
 #pragma once
 // Real-process harness for the shm backend tests: the parent hosts an shm:// store named after
 // a fresh run id, forks N ranks, each builds its groups from a GroupSpec over that store and runs
-// the body; the parent reaps every child within a deadline (SIGKILL on expiry) and can SIGKILL
+// the body; the parent reaps every child within a deadline (SIGKILL on expiry; the deadline and
+// the groups' default op timeout are scaled to the build, test_support/time_limits.h) and can SIGKILL
 // one rank mid-run (left unreaped until the others finish, so a zombie must read as dead).
 // A child reports failure through its exit code and a pipe carrying the error text (the
 // processes are test::Children from test_support/children.h).
@@ -23,6 +24,7 @@
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"
 #include "test_support/children.h"
+#include "test_support/time_limits.h"
 
 namespace fastrun::shm_test {
 
@@ -46,7 +48,7 @@ struct Rank {
 
   // A group of `members` (global ranks, this rank among them) named `name`.
   std::unique_ptr<ProcessGroup> group(const std::string& name, std::vector<int> members,
-                                      Duration op_timeout = std::chrono::seconds(30)) const {
+                                      Duration op_timeout = test::scaled(std::chrono::seconds(30))) const {
     GroupSpec spec;
     spec.store = std::make_shared<PrefixStore>("group/" + name, store->clone());
     spec.size = static_cast<int>(members.size());
@@ -61,7 +63,7 @@ struct Rank {
     spec.failure_store = store;
     return make_group(spec);
   }
-  std::unique_ptr<ProcessGroup> world(Duration op_timeout = std::chrono::seconds(30)) const {
+  std::unique_ptr<ProcessGroup> world(Duration op_timeout = test::scaled(std::chrono::seconds(30))) const {
     std::vector<int> all;
     for (int i = 0; i < size; ++i) all.push_back(i);
     return group("world", all, op_timeout);
@@ -76,7 +78,7 @@ struct Outcome {
 };
 
 struct RunOptions {
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout{30000};  // in a normal build; run_ranks scales it
   int kill_rank = -1;                       // SIGKILL this rank ...
   std::chrono::milliseconds kill_after{0};  // ... this long after the start
 };
@@ -115,7 +117,7 @@ inline std::vector<Outcome> run_ranks(int n, const std::function<void(const Rank
   plan.kill_index = opt.kill_rank;
   plan.kill_after = opt.kill_after;
   std::vector<Outcome> out;
-  for (auto& s : children.wait_all(opt.timeout, plan))
+  for (auto& s : children.wait_all(test::scaled(opt.timeout), plan))
     out.push_back({s.exited, s.code, s.signal,
                    (s.timed_out ? "timed out (killed by the test harness)" : "") + std::move(s.message)});
   return out;

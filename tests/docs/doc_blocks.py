@@ -6,11 +6,17 @@ Marking convention (the HTML comment is invisible on GitHub), on the line right 
     <!-- runnable -->            the ```sh block below must exit 0
     <!-- runnable exit=2 -->     ... must exit 2 (a documented usage error)
     <!-- compile -->             the ```cpp block below must compile against the build tree, and
-                                 link when it has a main()
+                                 link when it has a main(); a main() that calls fastrun::join()
+                                 and not launch_self() works on any rank count, so it also runs,
+                                 under `fastrun --nproc N` for each N of RUN_NPROCS (2 and 3:
+                                 rank 2 is the first that is neither a root nor a peer of 0 or 1)
     <!-- compile torch -->       the same, with LibTorch and fastrun::torch (docs/torch.md); shown
                                  as "skip" when the build has no LibTorch component
     <!-- runnable needs=torch -->  ... only when the build has that optional part (--have torch:
                                  the LibTorch layer); else the block is listed as skipped
+    <!-- runnable in=checkout -->  ... run in a scratch copy of the source tree (README's
+                                 "build and install the library" recipe), compiling through
+                                 ccache when it is installed; CHECKOUT_BLOCK_TIMEOUT seconds
 
 A runnable block runs under `bash -e -o pipefail` in a fresh temporary directory, with the
 build's programs on PATH (fastrun, fastrun-bench, hello, hello_self_spawn, train_mlp, ...: the
@@ -27,8 +33,9 @@ placeholders (./my_program, ./train), fragments that are not whole programs or c
 `fastrun --cleanup` (run beside the suite's SIGKILL tests, it would remove the leftovers those
 tests check before cleaning them up themselves).
 
-The same run checks that docs/index.md links every page of docs/, and that every marker is
-followed by a fence of the kind it names.
+The same run checks that docs/index.md links every page of docs/, that every marker is
+followed by a fence of the kind it names, and that every link to a section (`page.md#anchor`,
+`#anchor`) between these files names a heading that exists, by GitHub's anchor rules (slug()).
 
 usage: doc_blocks.py --source DIR --build DIR --path DIR... --cxx CXX --include DIR...
                      --define NAME=VALUE... --link LIB... [FILE.md...]
@@ -36,6 +43,7 @@ usage: doc_blocks.py --source DIR --build DIR --path DIR... --cxx CXX --include 
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,8 +51,19 @@ import tempfile
 
 # Seconds per block: every marked block takes a few at most (the slowest, two benchmarks, ~7 s).
 BLOCK_TIMEOUT = int(os.environ.get("DOC_BLOCK_TIMEOUT", 60))
-MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(torch\s*)?(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*-->\s*$")
+# A block run in a copy of the checkout builds fastrun's libraries (README's recipe, ~130
+# translation units): ~30 s through a warm ccache, which is how the suite runs it from the second
+# run on a machine (each later run compiles only what changed); the first, through an empty
+# cache, takes ~5 minutes on 2 quiet cores (docs.blocks' CTest timeout allows for it).
+CHECKOUT_BLOCK_TIMEOUT = max(BLOCK_TIMEOUT, 600)
+MARKER = re.compile(r"^<!--\s*(runnable|compile)\b\s*(torch\s*)?(?:exit=(\d+))?\s*(?:needs=(\w+))?\s*"
+                    r"(in=checkout\s*)?-->\s*$")
 FENCE_LANGS = {"runnable": ("sh", "bash"), "compile": ("cpp", "c++")}
+# The rank counts a compiled program that joins on any rank count runs at: 2 (the usual count of
+# the docs' examples) and 3 (an odd count, and a rank that takes no part in a two-rank exchange).
+RUN_NPROCS = (2, 3)
+JOINS = re.compile(r"\bfastrun::join\s*\(")
+SELF_LAUNCH = re.compile(r"\blaunch_self\s*\(")
 
 
 class Block:
@@ -52,6 +71,7 @@ class Block:
         self.path, self.line, self.kind, self.want_exit, self.text = path, line, kind, want_exit, text
         self.torch = False
         self.needs = needs
+        self.in_checkout = False
 
     def where(self):
         return f"{self.path}:{self.line}"
@@ -82,6 +102,7 @@ def extract(path, rel):
             break
         blocks.append(Block(rel, i + 3, kind, want_exit, "\n".join(lines[i + 2:end]) + "\n", m.group(4)))
         blocks[-1].torch = kind == "compile" and m.group(2) is not None
+        blocks[-1].in_checkout = kind == "runnable" and m.group(5) is not None
         i = end + 1
     return blocks, errors
 
@@ -99,14 +120,57 @@ def run_command(argv, cwd, env=None, timeout=BLOCK_TIMEOUT):
         return None, out.decode(errors="replace") + f"\n(timed out after {timeout} s)"
 
 
-def run_block(block, args, workdir):
-    os.symlink(args.build, os.path.join(workdir, "build"))
+def block_env(args):
+    """The caller's environment without FASTRUN_*, with the build's programs first on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FASTRUN_")}
     env["PATH"] = os.pathsep.join(args.path + [env.get("PATH", "/usr/bin:/bin")])
+    return env
+
+
+def copy_checkout(source, workdir):
+    """The source tree's files as a checkout has them (git's tracked and unignored files; without
+    git, everything but build trees), copied into workdir."""
+    listed = subprocess.run(["git", "-C", source, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True)
+    if listed.returncode == 0:
+        names = [n for n in listed.stdout.decode().split("\0") if n]
+    else:
+        names = []
+        for root, dirs, files in os.walk(source):
+            dirs[:] = [d for d in dirs if d != ".git" and not (root == source and d.startswith("build"))]
+            names += [os.path.relpath(os.path.join(root, f), source) for f in files]
+    for name in names:
+        src = os.path.join(source, name)
+        if not os.path.isfile(src):
+            continue  # deleted but not yet committed
+        os.makedirs(os.path.join(workdir, os.path.dirname(name)), exist_ok=True)
+        shutil.copy2(src, os.path.join(workdir, name))
+
+
+def checkout_env(env, workdir):
+    """A build in a checkout block compiles through ccache when there is one, so that a block that
+    builds fastrun takes seconds once the cache holds these sources (the first run after a change
+    compiles what changed). CMake takes the launcher from the environment; CCACHE_BASEDIR and
+    CCACHE_NOHASHDIR make the scratch copy's paths, new in every run, not part of the hash."""
+    if shutil.which("ccache"):
+        env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache")
+        env["CCACHE_BASEDIR"] = workdir
+        env["CCACHE_NOHASHDIR"] = "1"
+    return env
+
+
+def run_block(block, args, workdir):
+    env = block_env(args)
+    if block.in_checkout:
+        copy_checkout(args.source, workdir)
+        env = checkout_env(env, workdir)
+    os.symlink(args.build, os.path.join(workdir, "build"))
     script = os.path.join(workdir, "block.sh")
     with open(script, "w") as f:
         f.write(block.text)
-    rc, out = run_command(["bash", "-e", "-o", "pipefail", script], workdir, env)
+    rc, out = run_command(["bash", "-e", "-o", "pipefail", script], workdir, env,
+                          timeout=CHECKOUT_BLOCK_TIMEOUT if block.in_checkout else BLOCK_TIMEOUT)
     if rc == block.want_exit:
         return None
     status = "timed out" if rc is None else f"exit status {rc}"
@@ -135,9 +199,23 @@ def compile_block(block, args, workdir):
     else:
         argv = [args.cxx, *flags, "-fsyntax-only", source]
     rc, out = run_command(argv, workdir, timeout=120)
-    if rc == 0:
+    if rc != 0:
+        return f"does not compile ({' '.join(argv)}):\n{block.text}--- compiler ---\n{out}"
+    if not runs_on_any_count(block):
         return None
-    return f"does not compile ({' '.join(argv)}):\n{block.text}--- compiler ---\n{out}"
+    for nproc in RUN_NPROCS:
+        run = ["fastrun", "--nproc", str(nproc), os.path.join(workdir, "snippet")]
+        rc, out = run_command(run, workdir, block_env(args))
+        if rc != 0:
+            status = "timed out" if rc is None else f"exit status {rc}"
+            return f"compiles, but `fastrun --nproc {nproc} ./snippet` failed ({status}):\n{block.text}--- output ---\n{out}"
+    return None
+
+
+def runs_on_any_count(block):
+    """A program with a main() that joins whatever job it is in (not one that spawns its own)."""
+    code = re.sub(r"//[^\n]*", "", block.text)  # a comment may name launch_self()
+    return bool(re.search(r"\bint\s+main\s*\(", code) and JOINS.search(code) and not SELF_LAUNCH.search(code))
 
 
 def check_index(source):
@@ -145,6 +223,92 @@ def check_index(source):
     index = open(os.path.join(docs, "index.md"), encoding="utf-8").read()
     pages = sorted(p for p in os.listdir(docs) if p.endswith(".md") and p != "index.md")
     return [f"docs/index.md: no link to {p}" for p in pages if f"]({p})" not in index]
+
+
+HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$")  # ATX; 4+ spaces is code
+HTML_ANCHOR = re.compile(r"<a\s+(?:name|id)=\"([^\"]+)\"")
+LINK = re.compile(r"\[[^\]]*\]\(<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def prose_lines(path):
+    """(line number, text) of a Markdown file's lines outside fenced and indented code blocks."""
+    fence = None
+    for number, line in enumerate(open(path, encoding="utf-8").read().split("\n"), 1):
+        stripped = line.lstrip()
+        if fence:
+            if stripped.startswith(fence):
+                fence = None
+            continue
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            fence = stripped[:3]
+            continue
+        if line.startswith("    ") or line.startswith("\t"):
+            continue
+        yield number, line
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: the text as rendered (code spans keep their text, links
+    their label), lowercased, every character but letters, digits, '_', '-' and spaces dropped,
+    spaces turned into '-'."""
+    text = CODE_SPAN.sub(lambda m: m.group(2), heading)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+# GitHub's anchors for headings of these docs' kinds, as github.com renders them; check_anchors()
+# first checks slug() against them, so a change to it that breaks the rules fails here.
+SLUG_EXAMPLES = {
+    "Under Slurm and mpirun": "under-slurm-and-mpirun",
+    "The gloo address (the analogue of `GLOO_SOCKET_IFNAME`)": "the-gloo-address-the-analogue-of-gloo_socket_ifname",
+    "Not done / known limits": "not-done--known-limits",
+    "C++20 & CUDA: 3.5 GB/s, [linked](x.md) *emphasis*": "c20--cuda-35-gbs-linked-emphasis",
+    "Point-to-point and all-to-all against Open MPI": "point-to-point-and-all-to-all-against-open-mpi",
+}
+
+
+def anchors(path):
+    """Every anchor of a page: its headings' slugs (a repeated one gets -1, -2, ... as on
+    GitHub) and explicit <a name/id="..."> anchors."""
+    found, seen = set(), {}
+    for _, line in prose_lines(path):
+        found.update(HTML_ANCHOR.findall(line))
+        m = HEADING.match(line)
+        if not m:
+            continue
+        base = slug(m.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def check_anchors(source, files):
+    """Links to a section of these pages (`page.md#anchor`, `#anchor`) must name one that exists."""
+    problems = [f"doc_blocks.py: slug({heading!r}) is {slug(heading)!r}, GitHub's anchor is {want!r}"
+                for heading, want in SLUG_EXAMPLES.items() if slug(heading) != want]
+    cache = {}
+    for rel in files:
+        for number, line in prose_lines(os.path.join(source, rel)):
+            for target in LINK.findall(CODE_SPAN.sub("", line)):
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or "#" not in target:
+                    continue  # a URL, or a whole page
+                page, anchor = target.split("#", 1)
+                if not page.endswith(".md") and page:
+                    continue  # a source file's line, a directory
+                linked = os.path.normpath(os.path.join(os.path.dirname(rel), page)) if page else rel
+                full = os.path.join(source, linked)
+                if not os.path.isfile(full):
+                    problems.append(f"{rel}:{number}: link '{target}': no page {linked}")
+                    continue
+                if linked not in cache:
+                    cache[linked] = anchors(full)
+                if anchor not in cache[linked]:
+                    problems.append(f"{rel}:{number}: link '{target}': {linked} has no heading with anchor "
+                                    f"'#{anchor}'")
+    return problems
 
 
 def main():
@@ -167,7 +331,7 @@ def main():
     files = args.files or ["README.md"] + sorted(
         os.path.join("docs", p) for p in os.listdir(os.path.join(args.source, "docs")) if p.endswith(".md"))
 
-    failures = check_index(args.source)
+    failures = check_index(args.source) + check_anchors(args.source, files)
     blocks = []
     for rel in files:
         found, errors = extract(os.path.join(args.source, rel), rel)
@@ -182,7 +346,8 @@ def main():
             continue
         with tempfile.TemporaryDirectory(prefix="fastrun-doc-") as workdir:
             problem = (run_block if block.kind == "runnable" else compile_block)(block, args, workdir)
-        print(f"{'ok  ' if problem is None else 'FAIL'} {block.where()} ({block.kind})", flush=True)
+        ran = f", ran on {' and '.join(map(str, RUN_NPROCS))} ranks" if block.kind == "compile" and runs_on_any_count(block) else ""
+        print(f"{'ok  ' if problem is None else 'FAIL'} {block.where()} ({block.kind}{ran})", flush=True)
         if problem is not None:
             failures.append(f"{block.where()}: {problem}")
     print(f"{len(blocks)} marked blocks in {len(files)} files")

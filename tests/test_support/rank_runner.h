@@ -7,8 +7,8 @@
 // FASTRUN_RUN_ID and FASTRUN_STORE (a fresh shm:// store hosted by the parent and removed when
 // run_ranks returns), plus `extra_env`. The body reports failure by throwing (use RANK_REQUIRE,
 // not Catch's REQUIRE, inside children); its message comes back through a pipe. The processes
-// are test::Children (children.h): _exit, and at the deadline the remaining children are
-// SIGKILLed and reaped, and marked timed_out.
+// are test::Children (children.h): _exit, and at the deadline (options.timeout, scaled to the
+// build: time_limits.h) the remaining children are SIGKILLed and reaped, and marked timed_out.
 // Fork only from a single-threaded test process (no live contexts with comm threads).
 #include <unistd.h>
 
@@ -27,6 +27,7 @@
 
 #include "fastrun/runtime/store/factory.h"
 #include "test_support/children.h"
+#include "test_support/time_limits.h"
 
 #define RANK_REQUIRE(cond)                                                                            \
   do {                                                                                                \
@@ -45,7 +46,7 @@ struct RankResult {
 };
 
 struct RankRunOptions {
-  std::chrono::milliseconds timeout{30000};
+  std::chrono::milliseconds timeout{30000};  // in a normal build; run_ranks scales it
   std::map<std::string, std::string> extra_env;      // set in every child
   std::map<std::string, std::string> unset_env = {}; // keys unset in every child (values ignored)
   bool set_fastrun_env = true;                       // false: the body sets its own environment
@@ -93,7 +94,7 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<void(int ran
     });
 
   std::vector<RankResult> results;
-  for (auto& s : children.wait_all(options.timeout)) {
+  for (auto& s : children.wait_all(scaled(options.timeout))) {
     RankResult r;
     r.rank = static_cast<int>(results.size());
     r.exit_code = s.exited ? s.code : -1;
