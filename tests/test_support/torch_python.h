@@ -84,8 +84,12 @@ inline std::string no_torch2_reason() {
          "cache variable FASTRUN_TORCH2_PYTHON to its bin/python)";
 }
 
-// PyPI's torch 2.x warns on import when numpy is absent (the venv has none: TCPStore needs none).
-#define FASTRUN_TEST_QUIET_NUMPY "import warnings; warnings.filterwarnings('ignore', 'Failed to initialize NumPy')\n"
+// PyPI's torch 2.x warns on import when numpy is absent (the venv has none: TCPStore needs none),
+// and its libuv server logs a stack trace for each request it refuses (a test makes one):
+// keep the test output for what fails.
+#define FASTRUN_TEST_QUIET_TORCH2                                                        \
+  "import os, warnings; warnings.filterwarnings('ignore', 'Failed to initialize NumPy')\n" \
+  "os.environ['TORCH_CPP_LOG_LEVEL'] = 'ERROR'\n"
 
 // Which TCPStore server a TorchStoreServer runs.
 enum class TorchServer {
@@ -131,14 +135,14 @@ class TorchStoreServer final : public HostedStore {
               "print(s.port, flush=True)\n"
               "sys.stdin.read()\n"
             : server == TorchServer::torch2_libuv
-            ? "import datetime, sys\n" FASTRUN_TEST_QUIET_NUMPY
+            ? "import datetime, sys\n" FASTRUN_TEST_QUIET_TORCH2
               "import torch.distributed as d\n"
               "s = d.TCPStore('127.0.0.1', 0, is_master=True, timeout=datetime.timedelta(seconds=60),"
               " wait_for_workers=False, use_libuv=True)\n"
               "assert s.libuvBackend\n"
               "print(s.port, flush=True)\n"
               "sys.stdin.read()\n"
-            : "import datetime, sys\n" FASTRUN_TEST_QUIET_NUMPY
+            : "import datetime, sys\n" FASTRUN_TEST_QUIET_TORCH2
               "import torch.distributed as d\n"
               "s = d.TCPStore('127.0.0.1', 0, is_master=True, timeout=datetime.timedelta(seconds=60),"
               " wait_for_workers=False, use_libuv=False)\n"

@@ -1,6 +1,7 @@
 #include "fastrun/runtime/store/c10d/c10d_client.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -250,6 +251,47 @@ void Client::wait(const std::vector<std::string>& keys, Duration timeout) {
       if (!side_->check({k})) missing.push_back(k);
     if (missing.empty()) return;  // they came meanwhile
     throw_wait_timeout(*this, missing, keys.size(), timeout);
+  }
+}
+
+std::vector<Bytes> Client::multi_get(const std::vector<std::string>& keys, Duration timeout) {
+  // A missing key makes the server hang up on GET and MULTI_GET alike: wait for all first.
+  wait(keys, timeout);
+  std::vector<Bytes> values;
+  values.reserve(keys.size());
+  if (keys.empty()) return values;
+  if (dialect_ == Dialect::torch1) {
+    for (const auto& k : keys) {
+      call(request(Command::get).string(prefixed(k)));
+      values.push_back(receive_blob(Command::get));
+    }
+    return values;
+  }
+  call(keys_request(Command::multi_get, keys));
+  for (std::size_t i = 0; i < keys.size(); ++i) values.push_back(receive_blob(Command::multi_get));
+  return values;
+}
+
+void Client::multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
+  if (keys.size() != values.size())
+    throw std::invalid_argument(fmt::format("{}: multi_set of {} keys with {} values", address_, keys.size(),
+                                            values.size()));
+  if (dialect_ == Dialect::torch1) {
+    for (std::size_t i = 0; i < keys.size(); ++i) set(keys[i], values[i]);  // no replies: no round trips
+    return;
+  }
+  if (keys.empty()) return;
+  Request r = request(Command::multi_set);
+  r.u64(keys.size());
+  bool big = false;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    r.string(prefixed(keys[i])).bytes(values[i]);
+    big = big || values[i].size() > c10d_wire::kLibuvMaxValue || prefixed(keys[i]).size() > c10d_wire::kLibuvMaxKey;
+  }
+  call(r);
+  if (big) {  // as in set(): a refusal shows as a hang-up, so find out now
+    send(request(Command::num_keys));
+    receive_i64(Command::multi_set);
   }
 }
 

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fastrun/runtime/store/c10d/c10d_protocol.h"
 #include "fastrun/runtime/store/store.h"
@@ -58,6 +59,13 @@ class Client final : public Store {
   std::int64_t num_keys() override;
   std::unique_ptr<Store> clone() override;
   std::string describe() const override { return address_; }
+
+  // Batched forms, not (yet) in the Store interface: with torch 2.x, multi_get is a WAIT and one
+  // MULTI_GET (two round trips for any number of keys, where get() per key takes two each) and
+  // multi_set one MULTI_SET; with 1.x they are a WAIT then a GET per key, and a SET per key.
+  // multi_get returns the values in the order of `keys`; TimeoutError names the missing ones.
+  std::vector<Bytes> multi_get(const std::vector<std::string>& keys, Duration timeout);
+  void multi_set(const std::vector<std::string>& keys, const std::vector<Bytes>& values);
 
   // The protocol the server speaks, found when the first connection was opened.
   c10d_wire::Dialect dialect() const { return dialect_; }
