@@ -63,20 +63,31 @@ void Client::connect() {
 }
 
 Dialect Client::probe() {
-  // Each answer is awaited for kProbeTimeout at most: a server of yet another protocol may wait
-  // for bytes that never come (its one thread stuck on us, for torch's own users too), so hang
-  // up rather than hold it for the whole store timeout.
-  const Duration probe = std::min<Duration>(timeout(), kProbeTimeout);
+  // Each answer is awaited within the store timeout, like every reply: the hello stalls no
+  // server (c10d_protocol.h), and a busy 2.x server may take seconds to answer.
+  const Duration probe = timeout();
   std::string error;
 
-  // 1. torch 2.x's opening, VALIDATE + PING: a 2.x server echoes the nonce. A 1.x server reads
-  //    an impossible SET and closes the connection at once (c10d_protocol.h says why).
+  // 1. The hello, VALIDATE + PING + 2 GETNUMKEYS: a 2.x server echoes the nonce. A 1.x server
+  //    reads an impossible SET and closes the connection at once (c10d_protocol.h says why).
   socket_ = tcp_store::connect_with_retry(options_.host, options_.port, deadline_after(timeout()), address_);
   const auto hello = c10d_wire::torch2_hello();
-  std::uint32_t echo = 0;
+  struct {
+    std::uint32_t echo = 0;
+    std::int64_t num_keys[2] = {-1, -1};
+  } answer2;
   Socket::Io io = socket_.send_all(hello.data(), hello.size(), deadline_after(probe), error);
-  if (io == Socket::Io::done) io = socket_.recv_exact(&echo, sizeof echo, deadline_after(probe), error);
-  if (io == Socket::Io::done && echo == c10d_wire::kHelloNonce) return Dialect::torch2;
+  if (io == Socket::Io::done) io = socket_.recv_exact(&answer2.echo, sizeof answer2.echo, deadline_after(probe), error);
+  if (io == Socket::Io::done && answer2.echo == c10d_wire::kHelloNonce) {
+    if (socket_.recv_exact(answer2.num_keys, sizeof answer2.num_keys, deadline_after(probe), error) ==
+            Socket::Io::done &&
+        answer2.num_keys[0] >= 0 && answer2.num_keys[1] >= 0)
+      return Dialect::torch2;
+    socket_.reset();
+    throw StoreError(fmt::format("{}: the server echoed torch 2.x's PING but did not answer GETNUMKEYS ({}) ({})",
+                                 address_, error.empty() ? "wrong answer or timeout" : error, kDialects));
+  }
+  const std::uint32_t echo = answer2.echo;
   socket_.reset();
   if (io == Socket::Io::done)
     throw StoreError(fmt::format("{}: the server answered torch 2.x's PING with {:#010x}, not its nonce {:#010x}: not "
@@ -84,7 +95,7 @@ Dialect Client::probe() {
                                  address_, echo, c10d_wire::kHelloNonce, kDialects));
   if (io == Socket::Io::timeout)
     throw StoreError(fmt::format("{}: the server does not answer as a c10d TCPStore (no reply to torch 2.x's "
-                                 "VALIDATE + PING within {:.3g} s; {})",
+                                 "VALIDATE + PING within {:.3g} s, the store timeout; {})",
                                  address_, seconds(probe), kDialects));
 
   // 2. It hung up: a torch 1.x server, which must answer a CHECK of no keys with READY.

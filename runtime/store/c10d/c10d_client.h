@@ -9,8 +9,10 @@
 // within the store timeout. The first one finds the server's dialect with torch 2.x's VALIDATE +
 // PING (c10d_protocol.h): a 2.x server echoes the nonce (one round trip); a 1.x server closes
 // the connection, and the client reconnects and checks 1.x with a CHECK of no keys. Each
-// answer is awaited for 10 s at most: a server that answers neither fails with a message that
-// says so. Later connections (reconnects, clone(), the side connection) reuse the dialect.
+// answer is awaited within the store timeout (the hello stalls no server, and a 2.x server that
+// has just accepted hundreds of clients takes seconds to answer them all): a server that answers
+// neither fails with a message that says so. Later connections (reconnects, clone(), the side
+// connection) reuse the dialect.
 //
 // Every reply is awaited within the store timeout; get/wait within their own timeout, enforced
 // here. The servers wake a WAIT on set and add but not on compare_set, so a wait longer than
@@ -99,7 +101,6 @@ class Client final : public Store {
   [[noreturn]] void fail(c10d_wire::Command command, const std::string& why);
 
   static constexpr std::chrono::milliseconds kRecheck{100};
-  static constexpr std::chrono::milliseconds kProbeTimeout{10000};
 
   ClientOptions options_;
   std::string address_;

@@ -17,6 +17,7 @@ namespace {
 // (so DELETE_KEY keeps 8).
 constexpr std::uint8_t kTorch2Validate = 0;
 constexpr std::uint8_t kTorch2Ping = 13;
+constexpr std::uint8_t kTorch2NumKeys = 7;
 
 void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
   std::uint8_t raw[sizeof v];
@@ -75,6 +76,8 @@ std::vector<std::uint8_t> torch2_hello() {
   auto out = torch2_validate();
   out.push_back(kTorch2Ping);
   put_u32(out, kHelloNonce);
+  out.push_back(kTorch2NumKeys);
+  out.push_back(kTorch2NumKeys);
   return out;
 }
 

@@ -34,12 +34,18 @@
 // (store.h); the servers wake waiters on set and add but NOT on compare_set (c10d_client.h
 // copes). A GET or MULTI_GET of a missing key makes every server close the connection.
 //
-// Telling the dialects apart in one round trip: torch2_hello() (VALIDATE + PING). A 2.x server
-// echoes the nonce. A 1.x server reads the hello as a SET whose key length is the magic plus
-// the PING bytes; the nonce is chosen so that this length is >= 2^63, which no std::vector can
-// hold: the server fails at once (no allocation, no read) and closes the connection. The
-// client then reconnects and speaks 1.x (c10d_client.cpp). Sending 1.x's bytes first instead
-// would leave a libuv server silent (it ignores a first command that is not VALIDATE).
+// Telling the dialects apart in one round trip: torch2_hello() (VALIDATE + PING + 2 GETNUMKEYS).
+// A 2.x server echoes the nonce (and answers the GETNUMKEYS). A 1.x server reads the hello as a
+// SET whose key length is the magic plus the PING bytes; the nonce is chosen so that this length
+// is >= 2^63, which no std::vector can hold: the server fails at once (no allocation, no read)
+// and closes the connection. The client then reconnects and speaks 1.x (c10d_client.cpp).
+// Sending 1.x's bytes first instead would leave a libuv server silent (it ignores a first
+// command that is not VALIDATE). The two GETNUMKEYS make the hello 12 bytes, three whole
+// 32-bit words: an early 2.x server skips each (none is its magic) and never waits for the rest
+// of a word, which would stall its one thread. So no server is stalled by the hello, and the
+// client can await the answer for the whole store timeout: a 2.x server that has just accepted
+// many clients answers each first request only after the earlier ones (checked: 256 hellos at
+// once took 25 s on the 2-core VM under load, libuv and legacy alike).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -80,8 +86,8 @@ constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
 constexpr std::uint32_t kHelloNonce = 0x66A5D710;
 static_assert(((kHelloNonce >> 16) & 0xff) >= 0x80, "a 1.x server must read an impossible key length");
 
-// The torch2 connection opening: VALIDATE + magic, then PING + kHelloNonce (10 bytes). A torch2
-// server answers the 4 nonce bytes.
+// The connection opening that finds the dialect: VALIDATE + magic, PING + kHelloNonce, then
+// GETNUMKEYS twice (12 bytes). A torch2 server answers the 4 nonce bytes, then two int64.
 std::vector<std::uint8_t> torch2_hello();
 // The torch2 opening of a connection whose dialect is known already: VALIDATE + magic (no reply).
 std::vector<std::uint8_t> torch2_validate();
