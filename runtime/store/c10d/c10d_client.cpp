@@ -23,7 +23,7 @@ std::string prefixed(const std::string& key) { return c10d_wire::kKeyPrefix + ke
 double seconds(Duration d) { return static_cast<double>(d.count()) / 1000.0; }
 
 constexpr const char* kDialects = "fastrun's c10d client speaks torch 1.x's protocol and torch 2.x's (VALIDATE + PING); "
-                                  "see docs/stores.md";
+                                  "see docs/torchrun.md";
 
 }  // namespace
 
