@@ -28,6 +28,9 @@ struct StoreKindCase {
   std::function<std::unique_ptr<HostedStore>()> host;
   // True when another process can connect through connect_store(address()).
   bool cross_process = true;
+  // The largest value the store takes (the "16 MiB values" case sets one this big when smaller):
+  // torch 2.x's libuv c10d server refuses more than 8 MiB.
+  std::size_t max_value_bytes = std::size_t{16} << 20;
 };
 
 // Every registered kind, in registration order (one translation unit registers memory, prefix,
