@@ -76,27 +76,30 @@ new_root() {  # new_root NAME: unpacks a fresh root at $work/NAME
   mkdir "$work/$1"
   tar -xf "$tarball" -C "$work/$1"
   cp /etc/hosts /etc/resolv.conf "$work/$1/etc/"
-  mkdir -p "$work/$1/mnt/fastrun.git"
+  mkdir -p "$work/$1/mnt/fastrun.git" "$work/$1/var/cache/fastrun/pip" "$cache/pip"
 }
 
 # in_root NAME SCRIPT: runs SCRIPT under bash in root NAME as a login would (a clean environment),
-# with this repository's git directory read-only at /mnt/fastrun.git.
+# with this repository's git directory read-only at /mnt/fastrun.git, and this machine's pip
+# wheel cache at /var/cache/fastrun/pip (tools/install-torch2.sh: torch 2.x's ~3 GB of wheels
+# are downloaded once, not on every run; the venv itself is made anew in the root).
 in_root() {
   local root=$work/$1 script=$2 pass=()
-  for v in http_proxy https_proxy no_proxy FASTRUN_TEST_STAGES CI; do
+  for v in http_proxy https_proxy no_proxy FASTRUN_TEST_STAGES FASTRUN_TORCH2 CI; do
     [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
   done
   unshare --mount --propagation private -- bash -euo pipefail -c '
-    root=$1 git_dir=$2; shift 2
+    root=$1 git_dir=$2 cache=$3; shift 3
     mount --bind "$root" "$root"
     mount --bind -o ro "$git_dir" "$root/mnt/fastrun.git"
+    mount --bind "$cache/pip" "$root/var/cache/fastrun/pip"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"
     mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$root/dev/shm"
     exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"' \
-    in_root "$root" "$git_dir" "${pass[@]}" bash -euo pipefail -c "cd /root; $script"
+    in_root "$root" "$git_dir" "$cache" "${pass[@]}" bash -euo pipefail -c "cd /root; $script"
 }
 
 # step NAME LIMIT_S NAME SCRIPT: in_root with a time limit, its output streamed and kept; on
@@ -104,7 +107,7 @@ in_root() {
 step() {
   local what=$1 limit=$2 root=$3 script=$4 rc=0 log="$work/$(echo "$1" | tr -c 'a-z0-9\n' '-').log"
   say "== $what"
-  timeout --kill-after=10 "$limit" bash -c "$(declare -f in_root); work=$work git_dir=$git_dir; in_root $root $(printf %q "$script")" \
+  timeout --kill-after=10 "$limit" bash -c "$(declare -f in_root); work=$work git_dir=$git_dir cache=$cache; in_root $root $(printf %q "$script")" \
     2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
   if ((rc != 0)); then
     ((rc == 124)) && say "$what: did not finish within $limit s"

@@ -30,6 +30,15 @@ trap 'report_times; [ -z "$suite_dir" ] || rm -rf "$suite_dir"' EXIT
 part_begin install-deps
 tools/install-deps.sh
 timings+=("install-deps: $((SECONDS - part_start)) s"); echo "tools/test.sh: ${timings[-1]}"; part=""
+# torch 2.x from PyPI in a venv (~3 GB of wheels, cached in /var/cache/fastrun/pip): the c10d
+# client's tests against torch 2.x's TCPStore servers (docs/stores.md). FASTRUN_TORCH2=0 leaves
+# it out; those cases are then reported Skipped.
+if [[ ${FASTRUN_TORCH2:-1} != 0 ]]; then
+  part_begin install-torch2
+  tools/install-torch2.sh
+  export FASTRUN_TORCH2_PYTHON=${FASTRUN_TORCH2_VENV:-/var/cache/fastrun/torch2-venv}/bin/python
+  timings+=("install-torch2: $((SECONDS - part_start)) s"); echo "tools/test.sh: ${timings[-1]}"; part=""
+fi
 stages=${FASTRUN_TEST_STAGES:-main asan tsan}
 jobs=$(nproc)
 

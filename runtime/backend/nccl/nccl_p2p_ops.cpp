@@ -17,8 +17,6 @@ BufferView block(const BufferView& b, std::size_t first, std::size_t count) {
 P2POp send_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::send, b, peer, 0}; }
 P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b, peer, 0}; }
 
-std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", dtype_name(b.dtype), b.count); }
-
 }  // namespace
 
 WorkHandle NcclProcessGroup::enqueue_p2p(std::string op, std::vector<P2POp> ops) {

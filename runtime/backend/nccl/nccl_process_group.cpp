@@ -50,8 +50,6 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", dtype_name(b.dtype), b.count); }
-
 }  // namespace
 
 std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return std::make_unique<NcclProcessGroup>(spec); }

@@ -31,4 +31,6 @@ ncclRedOp_t to_nccl(ReduceOp op) {
                                  static_cast<int>(op)));
 }
 
+std::string describe_view(const BufferView& b) { return fmt::format("{} x {}", dtype_name(b.dtype), b.count); }
+
 }  // namespace fastrun::nccl
