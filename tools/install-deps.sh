@@ -7,7 +7,8 @@
 # tests/install/deps_in_step.py keeps these lists and every find_package of the build in step.
 set -euo pipefail
 group=${1:-all}
-build=(g++ cmake ninja-build pkg-config libboost-dev libfmt-dev libgloo-dev)
+# make: CMake's default generator, for the README's build-and-install recipe (tools/ use ninja).
+build=(g++ cmake make ninja-build pkg-config libboost-dev libfmt-dev libgloo-dev)
 # catch2: the test binaries; python3: the docs and install tests' scripts (tests/docs, tests/install).
 # iproute2, slurm-wlm, munge: the separate-hosts and Slurm tests (tests/multinode);
 # openmpi-bin, libopenmpi-dev: mpirun for the tests of jobs under Open MPI
