@@ -18,7 +18,8 @@
 #      passes through; FASTRUN_FRESH_TESTS=0 leaves this step out.
 # Each root is a chroot in a private mount namespace: the root bound onto itself (so that `/` is
 # a mount point, as `ip netns` needs), proc, sys, dev, a tmpfs of its own on /dev/shm, and this
-# machine's /etc/hosts and resolv.conf; without those, tests fail for the chroot's reasons. A
+# machine's /etc/hosts, resolv.conf and certificate authorities; without those, tests fail for
+# the chroot's reasons. A
 # step that fails ends the run with its last lines; nothing of the roots is left behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +77,13 @@ new_root() {  # new_root NAME: unpacks a fresh root at $work/NAME
   mkdir "$work/$1"
   tar -xf "$tarball" -C "$work/$1"
   cp /etc/hosts /etc/resolv.conf "$work/$1/etc/"
+  # This machine's trust anchors and pip settings: a network that reaches PyPI through a proxy
+  # with its own certificate authority needs them in the root too (tools/install-torch2.sh).
+  cp /etc/ssl/certs/ca-certificates.crt "$work/$1/etc/ssl/certs/"
+  if compgen -G '/usr/local/share/ca-certificates/*' >/dev/null; then
+    cp -r /usr/local/share/ca-certificates/. "$work/$1/usr/local/share/ca-certificates/"
+  fi
+  [[ ! -f /etc/pip.conf ]] || cp /etc/pip.conf "$work/$1/etc/"
   mkdir -p "$work/$1/mnt/fastrun.git" "$work/$1/var/cache/fastrun/pip" "$cache/pip"
 }
 
@@ -85,7 +93,8 @@ new_root() {  # new_root NAME: unpacks a fresh root at $work/NAME
 # are downloaded once, not on every run; the venv itself is made anew in the root).
 in_root() {
   local root=$work/$1 script=$2 pass=()
-  for v in http_proxy https_proxy no_proxy FASTRUN_TEST_STAGES FASTRUN_TORCH2 CI; do
+  for v in http_proxy https_proxy no_proxy PIP_CERT SSL_CERT_FILE REQUESTS_CA_BUNDLE PIP_DEFAULT_TIMEOUT \
+           FASTRUN_TEST_STAGES FASTRUN_TORCH2 CI; do
     [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
   done
   unshare --mount --propagation private -- bash -euo pipefail -c '
