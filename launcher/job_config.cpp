@@ -72,8 +72,6 @@ JobConfig prepare_job(const JobOptions& options) {
   if (options.devices) {
     std::optional<std::string> cvd;
     if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) cvd = v;
-    // A malformed list is named as such before any probing (not "no GPU found" for "gpu0").
-    check_device_spec(*options.devices);
     // Count GPUs only when CUDA_VISIBLE_DEVICES does not already say which are visible.
     job.devices = plan_devices(*options.devices, cvd, cvd ? 0 : count_physical_gpus());
     job.world_size = static_cast<int>(job.devices->rank_devices.size());

@@ -87,17 +87,17 @@ new_root() {  # new_root NAME: unpacks a fresh root at $work/NAME
   mkdir -p "$work/$1/mnt/fastrun.git" "$work/$1/var/cache/fastrun/pip" "$cache/pip"
 }
 
-# in_root NAME SCRIPT: runs SCRIPT under bash in root NAME as a login would (a clean environment),
-# with this repository's git directory read-only at /mnt/fastrun.git, and this machine's pip
+# in_root LIMIT_S NAME SCRIPT: runs SCRIPT under bash in root NAME as a login would (a clean
+# environment), for LIMIT_S seconds at most (what is left of it is killed by cleanup), with this repository's git directory read-only at /mnt/fastrun.git, and this machine's pip
 # wheel cache at /var/cache/fastrun/pip (tools/install-torch2.sh: torch 2.x's ~3 GB of wheels
 # are downloaded once, not on every run; the venv itself is made anew in the root).
 in_root() {
-  local root=$work/$1 script=$2 pass=()
+  local limit=$1 root=$work/$2 script=$3 pass=()
   for v in http_proxy https_proxy no_proxy PIP_CERT SSL_CERT_FILE REQUESTS_CA_BUNDLE PIP_DEFAULT_TIMEOUT \
            FASTRUN_TEST_STAGES FASTRUN_TORCH2 CI; do
     [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
   done
-  unshare --mount --propagation private -- bash -euo pipefail -c '
+  timeout --kill-after=10 "$limit" unshare --mount --propagation private -- bash -euo pipefail -c '
     root=$1 git_dir=$2 cache=$3; shift 3
     mount --bind "$root" "$root"
     mount --bind -o ro "$git_dir" "$root/mnt/fastrun.git"
@@ -111,13 +111,12 @@ in_root() {
     in_root "$root" "$git_dir" "$cache" "${pass[@]}" bash -euo pipefail -c "cd /root; $script"
 }
 
-# step NAME LIMIT_S NAME SCRIPT: in_root with a time limit, its output streamed and kept; on
-# failure, the step's last lines again and the run ends.
+# step WHAT LIMIT_S NAME SCRIPT: in_root, its output streamed and kept; on failure, the step's
+# last lines again and the run ends.
 step() {
   local what=$1 limit=$2 root=$3 script=$4 rc=0 log="$work/$(echo "$1" | tr -c 'a-z0-9\n' '-').log"
   say "== $what"
-  timeout --kill-after=10 "$limit" bash -c "$(declare -f in_root); work=$work git_dir=$git_dir cache=$cache; in_root $root $(printf %q "$script")" \
-    2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  in_root "$limit" "$root" "$script" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
   if ((rc != 0)); then
     ((rc == 124)) && say "$what: did not finish within $limit s"
     say "$what FAILED (exit $rc); its last lines:"
