@@ -23,9 +23,30 @@ message(STATUS "fastrun: CUDA ${FASTRUN_HAVE_CUDA}, NCCL ${FASTRUN_HAVE_NCCL}, s
 # LibTorch is optional too (Debian: libtorch-dev): the fastrun::torch component (torch/) and the
 # c10d interop program (tests/c10d). Without it (or with FASTRUN_WITH_TORCH=OFF) everything else
 # builds and the cases that need it are skipped. fastrun's own c10d store client needs no LibTorch.
+# A LibTorch whose libraries come from two installations stops the configure, naming both
+# (cmake/fastrun_torch_check.cmake: a wheel's share/cmake beside Debian's libtorch-dev).
+include(${CMAKE_CURRENT_LIST_DIR}/fastrun_torch_check.cmake)
+# TorchConfig enables CUDA and runs its CUDA checks in the caller's scope, taking the CUDA
+# standard from CMAKE_CXX_STANDARD (the torch 2.x wheel: "requires the language dialect CUDA20"
+# in CMake 3.25). fastrun sets no language setting globally (CMakeLists.txt); this scope hides a
+# parent's or the command line's too, and keeps TorchConfig's own (CMAKE_CUDA_STANDARD) out of
+# ours. The results the build uses are passed up.
+function(fastrun_find_torch)
+  foreach(setting CMAKE_CXX_STANDARD CMAKE_CXX_EXTENSIONS CMAKE_CXX_STANDARD_REQUIRED CMAKE_CUDA_STANDARD)
+    set(${setting} "")
+  endforeach()
+  find_package(Torch QUIET)
+  if(Torch_FOUND OR TORCH_FOUND)
+    fastrun_check_torch()
+  endif()
+  foreach(result Torch_FOUND TORCH_FOUND Torch_VERSION TORCH_LIBRARIES TORCH_LIBRARY TORCH_INCLUDE_DIRS
+                 TORCH_INSTALL_PREFIX TORCH_CXX_FLAGS)
+    set(${result} "${${result}}" PARENT_SCOPE)
+  endforeach()
+endfunction()
 set(FASTRUN_HAVE_TORCH OFF)
 if(FASTRUN_WITH_TORCH)
-  find_package(Torch QUIET)
+  fastrun_find_torch()
   if(Torch_FOUND OR TORCH_FOUND)
     set(FASTRUN_HAVE_TORCH ON)
   endif()

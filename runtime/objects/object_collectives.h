@@ -24,8 +24,6 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/objects/serializer.h"
@@ -118,8 +116,8 @@ std::optional<std::vector<T>> gather_object(Group& group, const T& value, int ro
 template <class T>
 T scatter_object(Group& group, const std::vector<T>& values, int root = 0) {
   if (group.rank() == root && values.size() != static_cast<std::size_t>(group.size()))
-    throw ConfigError(fmt::format("scatter_object: the root has {} values for a group of {} ranks; it needs one per rank",
-                                  values.size(), group.size()));
+    throw ConfigError("scatter_object: the root has " + std::to_string(values.size()) + " values for a group of " +
+                      std::to_string(group.size()) + " ranks; it needs one per rank");
   if (no_sync_level() >= 2 || group.size() == 1) {
     if (group.rank() != root) objects_detail::throw_no_local_result("scatter_object");
     return values[static_cast<std::size_t>(root)];

@@ -56,6 +56,30 @@ if(NOT "fastrun/fastrun.h" IN_LIST headers)
   message(FATAL_ERROR "the umbrella header fastrun/fastrun.h is not installed")
 endif()
 
+# 2b. No installed header includes fmt (a private dependency: a consumer whose include path holds
+#     another fmt, as a torch 2.x wheel's does, must still link). Textually, for every installed
+#     file (with step 2, which keeps fastrun's includes inside the installed set, that is
+#     transitive); and compiled: every installed header but LibTorch's component (whose
+#     LibTorch headers include fmt themselves) in one file, where <fmt/*.h> is an #error.
+file(GLOB_RECURSE installed_files RELATIVE ${prefix}/include ${prefix}/include/*)
+foreach(header ${installed_files})
+  file(STRINGS ${prefix}/include/${header} fmt_includes REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]fmt/")
+  if(fmt_includes)
+    message(FATAL_ERROR "installed ${header} includes fmt: ${fmt_includes}")
+  endif()
+endforeach()
+foreach(fmt_header args base chrono color compile core format format-inl os ostream printf ranges std xchar)
+  file(WRITE ${WORK_DIR}/fmt-poison/fmt/${fmt_header}.h "#error an installed fastrun header includes <fmt/${fmt_header}.h>\n")
+endforeach()
+set(all_headers "")
+foreach(header ${headers})
+  if(NOT header MATCHES "^fastrun/torch/")
+    string(APPEND all_headers "#include <${header}>\n")
+  endif()
+endforeach()
+file(WRITE ${WORK_DIR}/all_headers.cpp "${all_headers}")
+step(${CXX} -std=c++20 -fsyntax-only -I${WORK_DIR}/fmt-poison -I${prefix}/include ${WORK_DIR}/all_headers.cpp)
+
 # 3. The installed command starts and runs a job.
 step(${prefix}/bin/fastrun --nproc 2 /bin/echo launched)
 expect("installed fastrun" "launched\n.*launched|launched")
