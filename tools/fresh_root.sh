@@ -91,24 +91,33 @@ new_root() {  # new_root NAME: unpacks a fresh root at $work/NAME
 # environment), for LIMIT_S seconds at most (what is left of it is killed by cleanup), with this repository's git directory read-only at /mnt/fastrun.git, and this machine's pip
 # wheel cache at /var/cache/fastrun/pip (tools/install-torch2.sh: torch 2.x's ~3 GB of wheels
 # are downloaded once, not on every run; the venv itself is made anew in the root).
+# Extra binds for the steps that follow, "SOURCE:MODE" (ro or rw) at the same path in the root
+# (machine_binds, below).
+binds=()
 in_root() {
   local limit=$1 root=$work/$2 script=$3 pass=()
   for v in http_proxy https_proxy no_proxy PIP_CERT SSL_CERT_FILE REQUESTS_CA_BUNDLE PIP_DEFAULT_TIMEOUT \
            FASTRUN_TEST_STAGES FASTRUN_TORCH2 CI; do
     [[ -n ${!v:-} ]] && pass+=("$v=${!v}")
   done
+  ((${#binds[@]} == 0)) || pass+=("CCACHE_DIR=$cache/ccache")
   timeout --kill-after=10 "$limit" unshare --mount --propagation private -- bash -euo pipefail -c '
-    root=$1 git_dir=$2 cache=$3; shift 3
+    root=$1 git_dir=$2 cache=$3 extra=$4; shift 4
     mount --bind "$root" "$root"
     mount --bind -o ro "$git_dir" "$root/mnt/fastrun.git"
     mount --bind "$cache/pip" "$root/var/cache/fastrun/pip"
+    for b in $extra; do
+      mkdir -p "$root${b%:*}"
+      mount --bind "${b%:*}" "$root${b%:*}"
+      [[ ${b##*:} == rw ]] || mount -o remount,bind,ro "$root${b%:*}"
+    done
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"
     mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$root/dev/shm"
     exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"' \
-    in_root "$root" "$git_dir" "$cache" "${pass[@]}" bash -euo pipefail -c "cd /root; $script"
+    in_root "$root" "$git_dir" "$cache" "${binds[*]}" "${pass[@]}" bash -euo pipefail -c "cd /root; $script"
 }
 
 # step WHAT LIMIT_S NAME SCRIPT: in_root, its output streamed and kept; on failure, the step's
@@ -167,6 +176,20 @@ say "the consumer machine: $((SECONDS - t)) s from its packages to the consumers
 
 # --- 4. the README's second command ---------------------------------------------------------
 if [[ ${FASTRUN_FRESH_TESTS:-1} != 0 ]]; then
+  # What this machine has beside Debian, for the tests only (the README's first command and the
+  # consumer machine above ran without them):
+  # - its CUDA toolkit, read-only, where CMake looks for it (/usr/local/cuda): the main stage
+  #   then compiles the nccl component, and the torch2 stage can configure against the CUDA
+  #   wheel's LibTorch (its CMake package needs a toolkit);
+  # - a compiler cache kept between runs ($cache/ccache, CCACHE_DIR in the root): the four builds
+  #   of tools/test.sh compile only what changed since the last run on this machine.
+  mkdir -p "$cache/ccache"
+  binds=("$cache/ccache:rw")
+  if [[ -d /usr/local/cuda/ ]]; then
+    cuda=$(readlink -f /usr/local/cuda)
+    binds+=("$cuda:ro")
+    [[ $cuda == /usr/local/cuda ]] || ln -sfn "$cuda" "$work/build-machine/usr/local/cuda"
+  fi
   t=$SECONDS
   step "README: bash tools/test.sh" 4200 build-machine "cd fastrun && bash tools/test.sh"
   say "the README's second command: $((SECONDS - t)) s"

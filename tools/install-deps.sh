@@ -18,8 +18,10 @@ build=(g++ cmake make ninja-build pkg-config libboost-dev libfmt-dev libgloo-dev
 # libtorch-dev, python3-torch: LibTorch (CPU) for the optional component (torch/, fastrun::torch)
 # and the c10d program run under fastrun; the real torchrun, torch.distributed.TCPStore server
 # (fastrun's c10d client is tested against it) and PyTorch's own DDP that the torch tests and
-# fastrun-bench-torch compare with (docs/torchrun.md, docs/torch.md, docs/torch-data.md).
-tests=(catch2 python3 iproute2 slurm-wlm munge openmpi-bin libopenmpi-dev libtorch-dev python3-torch)
+# fastrun-bench-torch compare with (docs/torchrun.md, docs/torch.md, docs/torch-data.md);
+# ccache: tools/build.sh compiles through it when it is there, so tools/test.sh's four builds
+# compile only what changed since the last run (its cache: CCACHE_DIR, default ~/.cache/ccache).
+tests=(catch2 python3 iproute2 slurm-wlm munge openmpi-bin libopenmpi-dev libtorch-dev python3-torch ccache)
 case $group in
   build) pkgs=("${build[@]}") ;;
   all) pkgs=("${build[@]}" "${tests[@]}") ;;

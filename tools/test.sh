@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
 #   1. install what is needed, build with warnings as errors, run every test;
-#   2. rebuild the tests under ASan+UBSan and run them again;
-#   3. rebuild the threaded parts under TSan and run their tests.
-# FASTRUN_TEST_STAGES picks stages (default "main asan tsan").
+#   2. build the LibTorch component against the LibTorch inside PyPI's torch 2.x wheel (the venv of
+#      tools/install-torch2.sh) and run its tests (stage torch2; main tests Debian's 1.13);
+#   3. rebuild the tests under ASan+UBSan and run them again;
+#   4. rebuild the threaded parts under TSan and run their tests.
+# FASTRUN_TEST_STAGES picks stages (default "main torch2 asan tsan").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +41,7 @@ if [[ ${FASTRUN_TORCH2:-1} != 0 ]]; then
   export FASTRUN_TORCH2_PYTHON=${FASTRUN_TORCH2_VENV:-/var/cache/fastrun/torch2-venv}/bin/python
   timings+=("install-torch2: $((SECONDS - part_start)) s"); echo "tools/test.sh: ${timings[-1]}"; part=""
 fi
-stages=${FASTRUN_TEST_STAGES:-main asan tsan}
+stages=${FASTRUN_TEST_STAGES:-main torch2 asan tsan}
 jobs=$(nproc)
 
 # Cases that cannot run on this machine (no GPU, no mount namespace, a low fd limit) print
@@ -159,6 +161,32 @@ for stage in $stages; do
       part_end; part_begin tests
       run_ctest build
       ;;
+    torch2)
+      # fastrun::torch, its tests (DDP, the sampler adapter, checkpoints, torch_train killed and
+      # resumed, where a program finds the wheel's libraries) and the loss curve against PyTorch
+      # 2.x's own DDP, built against the LibTorch inside the venv's wheel (docs/torch.md). The
+      # package folder, not torch.utils.cmake_prefix_path: its lib/ is then searched before a
+      # system LibTorch (Debian's 1.13, installed for the main stage). The CUDA wheel's CMake
+      # package needs a CUDA toolkit to configure (Caffe2Config.cmake); fastrun's own CUDA part
+      # is left out (the main stage builds it).
+      echo "== test: LibTorch 2.x (the torch wheel's) build"
+      torch2_reason=""
+      if [[ ${FASTRUN_TORCH2:-1} == 0 ]]; then
+        torch2_reason="FASTRUN_TORCH2=0"
+      elif ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+        torch2_reason="no CUDA toolkit (nvcc): the CUDA wheel's CMake package cannot be configured without one"
+      fi
+      if [[ -n $torch2_reason ]]; then
+        echo "tools/test.sh: stage torch2 skipped: $torch2_reason"
+        part_end; part_begin tests
+      else
+        torch_dir=$("$FASTRUN_TORCH2_PYTHON" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("torch").origin))')
+        BUILD_DIR=build-torch2 BUILD_TARGETS="fastrun test_torch_ddp test_torch_data" \
+          tools/build.sh -DCMAKE_PREFIX_PATH="$torch_dir" -DFASTRUN_WITH_CUDA=OFF
+        part_end; part_begin tests
+        run_ctest build-torch2 -L libtorch
+      fi
+      ;;
     asan)
       echo "== test: ASan+UBSan build"
       # Without the LibTorch component: LibTorch itself is not instrumented, its ~10 translation
@@ -207,7 +235,7 @@ for stage in $stages; do
       tsan_run backend "[gloo]"
       unset TSAN_OPTIONS
       ;;
-    *) echo "tools/test.sh: unknown stage '$stage' (accepted: main asan tsan)" >&2; exit 2 ;;
+    *) echo "tools/test.sh: unknown stage '$stage' (accepted: main torch2 asan tsan)" >&2; exit 2 ;;
   esac
   check_no_leftovers "$stage" "$before" "$FASTRUN_RUNTIME_DIR"
   check_no_namespaces "$stage"

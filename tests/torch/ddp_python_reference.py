@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """PyTorch's own DDP (gloo, torch.multiprocessing) on the model, data and initial weights of
-tests/torch/ddp_torch_test.cpp: writes rank 0's loss per step, one per line, to --out, for the
-C++ adapter's loss curve to be compared with.
+tests/torch/ddp_torch_test.cpp: writes the torch version on the first line ("torch 2.15.0+cu132"),
+then rank 0's loss per step, one per line, to --out, for the C++ adapter's loss curve to be
+compared with. Run by the python whose torch is the LibTorch the test links (Debian's
+/usr/bin/python3 for 1.13, the venv's python for a wheel's LibTorch; tests/torch/CMakeLists.txt).
 
 mp.spawn rather than torchrun: Debian's torchrun 1.13 crashes at start on Python 3.11.
 """
@@ -58,7 +60,7 @@ def worker(rank, args):
         losses.append(loss.item())
     if rank == 0:
         with open(args.out, "w") as f:
-            f.write("".join(f"{v!r}\n" for v in losses))
+            f.write(f"torch {torch.__version__}\n" + "".join(f"{v!r}\n" for v in losses))
     dist.destroy_process_group()
 
 
