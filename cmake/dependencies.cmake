@@ -4,22 +4,6 @@ find_package(fmt 9 REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(Gloo REQUIRED)
 
-# CUDA and NCCL are optional: found at configure time, never required for the CPU build.
-set(FASTRUN_HAVE_CUDA OFF)
-set(FASTRUN_HAVE_NCCL OFF)
-if(FASTRUN_WITH_CUDA)
-  find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
-    set(FASTRUN_HAVE_CUDA ON)
-    find_library(FASTRUN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
-    find_path(FASTRUN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
-    if(FASTRUN_NCCL_LIBRARY AND FASTRUN_NCCL_INCLUDE_DIR)
-      set(FASTRUN_HAVE_NCCL ON)
-    endif()
-  endif()
-endif()
-message(STATUS "fastrun: CUDA ${FASTRUN_HAVE_CUDA}, NCCL ${FASTRUN_HAVE_NCCL}, sanitizer '${FASTRUN_SANITIZE}'")
-
 # LibTorch is optional too (Debian: libtorch-dev): the fastrun::torch component (torch/) and the
 # c10d interop program (tests/c10d). Without it (or with FASTRUN_WITH_TORCH=OFF) everything else
 # builds and the cases that need it are skipped. fastrun's own c10d store client needs no LibTorch.
@@ -57,3 +41,36 @@ if(FASTRUN_HAVE_TORCH AND Torch_VERSION)
 else()
   message(STATUS "fastrun: LibTorch ${FASTRUN_HAVE_TORCH}")
 endif()
+
+# CUDA and NCCL are optional: found at configure time, never required for the CPU build.
+# Found after LibTorch: beside a LibTorch from PyPI's CUDA wheel, the nccl component uses the
+# wheel's NCCL (site-packages/nvidia/nccl), the one libtorch_cuda.so loads, so that a process
+# holds one NCCL, not whichever libnccl.so.2 the loader meets first (docs/torch.md).
+set(FASTRUN_HAVE_CUDA OFF)
+set(FASTRUN_HAVE_NCCL OFF)
+if(FASTRUN_WITH_CUDA)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(FASTRUN_HAVE_CUDA ON)
+    set(_fastrun_wheel_nccl "")
+    if(FASTRUN_HAVE_TORCH)
+      get_filename_component(_fastrun_wheel_nccl "${TORCH_INSTALL_PREFIX}/../nvidia/nccl" ABSOLUTE)
+    endif()
+    if(_fastrun_wheel_nccl AND EXISTS "${_fastrun_wheel_nccl}/lib/libnccl.so.2" AND EXISTS "${_fastrun_wheel_nccl}/include/nccl.h")
+      set(FASTRUN_NCCL_LIBRARY "${_fastrun_wheel_nccl}/lib/libnccl.so.2")  # (shadows a cached one)
+      set(FASTRUN_NCCL_INCLUDE_DIR "${_fastrun_wheel_nccl}/include")
+    else()
+      find_library(FASTRUN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
+      find_path(FASTRUN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)
+    endif()
+    if(FASTRUN_NCCL_LIBRARY AND FASTRUN_NCCL_INCLUDE_DIR)
+      set(FASTRUN_HAVE_NCCL ON)
+    endif()
+  endif()
+endif()
+if(FASTRUN_HAVE_NCCL)
+  message(STATUS "fastrun: CUDA ON, NCCL ON (${FASTRUN_NCCL_LIBRARY}), sanitizer '${FASTRUN_SANITIZE}'")
+else()
+  message(STATUS "fastrun: CUDA ${FASTRUN_HAVE_CUDA}, NCCL OFF, sanitizer '${FASTRUN_SANITIZE}'")
+endif()
+

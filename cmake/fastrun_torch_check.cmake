@@ -128,3 +128,33 @@ function(fastrun_check_torch)
       "(torch.utils.cmake_prefix_path), or remove the other LibTorch (Debian: apt-get remove libtorch-dev).${stray_cache}")
   endif()
 endfunction()
+
+# fastrun_torch_wheel_lib_dirs(OUT): the lib folders of the CUDA and NCCL wheels beside a
+# LibTorch from PyPI (site-packages/nvidia/*/lib, beside site-packages/torch), or empty for
+# another LibTorch. Call after find_package(Torch) (it reads TORCH_INSTALL_PREFIX).
+function(fastrun_torch_wheel_lib_dirs out)
+  file(GLOB dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+  set(${out} "${dirs}" PARENT_SCOPE)
+endfunction()
+
+# fastrun_torch_wheel_link(TARGET): a program linking TARGET (fastrun::torch) against a wheel's
+# LibTorch finds the wheel's CUDA and NCCL libraries at link time. libtorch_cuda.so finds them at
+# run time through its own RPATH ($ORIGIN/../../nvidia/...), but the linker, resolving the
+# libraries libtorch_cuda.so needs, looks first in the program's -rpath, where torch's CMake
+# package puts the CUDA toolkit's lib folder; a toolkit that holds another libnccl.so.2 there
+# fails the link with undefined nccl* symbols (seen: the toolkit's NCCL 2.28 against the
+# torch 2.15 wheel's). -rpath-link to the wheel's folders is searched before -rpath.
+# BUILD_TREE: for fastrun's own target, whose export must not carry this machine's paths (the
+# installed package calls this again with the consumer's LibTorch).
+function(fastrun_torch_wheel_link target)
+  cmake_parse_arguments(W "BUILD_TREE" "" "" ${ARGN})
+  fastrun_torch_wheel_lib_dirs(dirs)
+  if(dirs)
+    list(JOIN dirs ":" path)
+    set(option "LINKER:-rpath-link,${path}")
+    if(W_BUILD_TREE)
+      set(option "$<BUILD_INTERFACE:${option}>")
+    endif()
+    set_property(TARGET ${target} APPEND PROPERTY INTERFACE_LINK_OPTIONS "${option}")
+  endif()
+endfunction()
