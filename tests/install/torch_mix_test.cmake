@@ -75,4 +75,10 @@ configure(package-folder -DCMAKE_PREFIX_PATH=${wheel})
 if(NOT RC EQUAL 0 OR NOT OUTPUT MATCHES "fastrun: LibTorch ON \\(2\\.")
   message(FATAL_ERROR "CMAKE_PREFIX_PATH=${wheel}: expected fastrun to configure with LibTorch 2.x; rc ${RC}:\n${OUTPUT}")
 endif()
+# ... and its nccl component takes the wheel's NCCL (the one libtorch_cuda.so loads), not the
+# toolkit's: one NCCL in a process (cmake/dependencies.cmake).
+get_filename_component(wheel_nccl "${wheel}/../nvidia/nccl/lib/libnccl.so.2" ABSOLUTE)
+if(EXISTS "${wheel_nccl}" AND NOT OUTPUT MATCHES "NCCL ON \\(${wheel_nccl}\\)")
+  message(FATAL_ERROR "CMAKE_PREFIX_PATH=${wheel}: expected the nccl component on ${wheel_nccl}; rc ${RC}:\n${OUTPUT}")
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
