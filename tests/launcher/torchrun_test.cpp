@@ -149,6 +149,8 @@ TEMPLATE_TEST_CASE("torchrun static rendezvous: launch_self starts nothing and j
   CHECK(contains(r.out, "joined rank 0 of 2 from torchrun\n"));
   CHECK(contains(r.out, "joined rank 1 of 2 from torchrun\n"));
   CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 2);
+  CHECK(contains(r.err, "store c10d://127.0.0.1:" + port));
+  CHECK_FALSE(contains(r.err, "does not answer"));
 }
 
 // FASTRUN_STORE=file://… under two torchrun agents used to wait silently for FASTRUN_TIMEOUT
@@ -214,7 +216,6 @@ TEST_CASE("torchrun or srun variables with FASTRUN_STORE naming a store nothing 
     const auto r = run({kPartner, "--allreduce"}, env, scaled(20s));
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
     CHECK(r.exit_code == 66);
-    CHECK(contains(r.err, c.says));
-    CHECK(r.seconds < 20);
+    CHECK(contains(r.err, c.says));  // at once: run() fails the case after 20 s, not FASTRUN_TIMEOUT's 300
   }
 }
