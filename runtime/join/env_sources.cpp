@@ -63,6 +63,7 @@ std::optional<cluster::EngineJob> engine_of(const std::string& source) {
 void pick_store(Layout& l) {
   if (auto s = env::find_string(env::kStore); s && !s->empty()) {
     l.store_address = *s;
+    l.store_by_hand = l.source != "fastrun";  // the fastrun launcher hosts the store it sets; nothing else does
     return;
   }
   auto addr = getenv_opt("MASTER_ADDR");

@@ -5,7 +5,9 @@
 //   slurm     SLURM_PROCID + SLURM_NTASKS (+ SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE, SLURM_NODEID)
 //   openmpi   OMPI_COMM_WORLD_RANK + OMPI_COMM_WORLD_SIZE (+ _LOCAL_RANK, _LOCAL_SIZE)
 //   none      a world of one with an in-process store
-// The store: FASTRUN_STORE when set; else, under a real torchrun whose agent serves its own
+// The store: FASTRUN_STORE when set (under a foreign launcher only connected to: a shm:// or
+// file:// store that does not exist when a rank joins is a ConfigError at once, since nothing in
+// such a job creates one later); else, under a real torchrun whose agent serves its own
 // c10d TCPStore on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), every rank connects to
 // that store (c10d://MASTER_ADDR:MASTER_PORT) under a key prefix of fastrun's own (when it
 // speaks another protocol version, a job on one node falls back to an shm store rank 0 hosts,
@@ -29,6 +31,7 @@ struct Layout {
   std::string store_prefix;             // keys go under this prefix ("" = none): a store others use too
   std::string fallback_store;           // when store_address cannot be used: this one, hosted by rank 0
   bool host_store = false;              // this rank hosts store_address (torchrun-style rank 0)
+  bool store_by_hand = false;           // FASTRUN_STORE under torchrun, srun, mpirun: nothing in the job hosts it
   std::string store_token;              // token for a self-hosted tcp store ("" = FASTRUN_STORE_TOKEN)
   std::string run_id;
   std::string store_origin;             // where a derived store address came from ("" = given)

@@ -32,6 +32,29 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+// FASTRUN_STORE set by hand under torchrun, srun or mpirun is only connected to. connect_store
+// waits the whole FASTRUN_TIMEOUT for a shm:// or file:// store to appear, since under the
+// fastrun launcher its host may still be creating it; here nothing in the job ever will, so a
+// missing one fails now, naming the value and what works instead. (A user who hosts such a store
+// outside the job creates it before the job starts.)
+void check_store_by_hand(const join_detail::Layout& l) {
+  if (!l.store_by_hand || store_exists(l.store_address).value_or(true)) return;
+  const bool file = l.store_address.rfind("file://", 0) == 0;
+  const std::string instead =
+      l.source == "torchrun"
+          ? "the ranks then join through torchrun's agent store (static rendezvous, and --standalone under torch "
+            "2.x) or rank 0 hosts tcp://MASTER_ADDR:MASTER_PORT; docs/torchrun.md"
+          : "rank 0 then hosts tcp://MASTER_ADDR:MASTER_PORT, derived from the engine's variables when those are "
+            "unset; docs/multinode.md";
+  throw ConfigError(fmt::format(
+      "rank {} of {} ({} environment): FASTRUN_STORE={} names no existing store ({} not found) and nothing in a {} "
+      "job creates one: FASTRUN_STORE set by hand is only connected to (only the fastrun launcher hosts the store "
+      "it sets). Unset FASTRUN_STORE: {}. Or name a store that is hosted before the job starts: tcp://HOST:PORT, "
+      "c10d://HOST:PORT (a torch TCPStore), or a shm:// or file:// store its host has created",
+      l.rank, l.world_size, l.source, l.store_address, file ? "its directory's owner marker" : "its shm segment",
+      l.source, instead));
+}
+
 }  // namespace
 
 std::shared_ptr<Context> join(const JoinOptions& options) {
@@ -80,6 +103,7 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
         }
       }
     } else {
+      check_store_by_hand(layout);
       c.store_ = connect_store(layout.store_address, so);
     }
   } catch (const StoreError& e) {

@@ -124,4 +124,15 @@ std::unique_ptr<Store> connect_store(std::string_view address, const StoreOption
   return s;
 }
 
+std::optional<bool> store_exists(std::string_view address) {
+  const StoreAddress a = parse_store_address(address);
+  switch (a.kind) {
+    case StoreAddress::Kind::shm: return store_kinds::shm_exists(a);
+    case StoreAddress::Kind::file: return store_kinds::file_exists(a);
+    case StoreAddress::Kind::tcp:
+    case StoreAddress::Kind::c10d: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace fastrun

@@ -11,6 +11,7 @@
 // handle on a store someone else hosts; destroying it removes nothing.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,5 +50,11 @@ class HostedStore {
 
 std::unique_ptr<HostedStore> host_store(std::string_view address, const StoreOptions& options = {});
 std::unique_ptr<Store> connect_store(std::string_view address, const StoreOptions& options = {});
+
+// Whether a store that needs no server exists now, without waiting: shm:// its segment, file://
+// its directory's owner marker. nullopt for tcp:// and c10d:// (only connecting tells). For a
+// caller that knows nothing will host the store later (join() under torchrun, srun, mpirun),
+// where connect_store would wait the whole store timeout for it.
+std::optional<bool> store_exists(std::string_view address);
 
 }  // namespace fastrun

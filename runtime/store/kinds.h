@@ -9,9 +9,11 @@ namespace fastrun::store_kinds {
 
 std::unique_ptr<HostedStore> host_shm(const StoreAddress& address, const StoreOptions& options);
 std::unique_ptr<Store> connect_shm(const StoreAddress& address, const StoreOptions& options);
+bool shm_exists(const StoreAddress& address);  // the segment is there (not whether it is ready)
 
 std::unique_ptr<HostedStore> host_file(const StoreAddress& address, const StoreOptions& options);
 std::unique_ptr<Store> connect_file(const StoreAddress& address, const StoreOptions& options);
+bool file_exists(const StoreAddress& address);  // the directory's owner marker is there (ready)
 
 std::unique_ptr<HostedStore> host_tcp(const StoreAddress& address, const StoreOptions& options);
 std::unique_ptr<Store> connect_tcp(const StoreAddress& address, const StoreOptions& options);

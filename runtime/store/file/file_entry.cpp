@@ -108,4 +108,9 @@ std::unique_ptr<Store> connect_file(const StoreAddress& address, const StoreOpti
   }
 }
 
+bool file_exists(const StoreAddress& address) {
+  struct stat st {};
+  return ::stat((file_store::resolve_path(address.name) + "/owner").c_str(), &st) == 0;
+}
+
 }  // namespace fastrun::store_kinds

@@ -1,5 +1,6 @@
 // host_shm / connect_shm: creating, opening and removing the segment of a shm:// store.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -163,6 +164,13 @@ std::unique_ptr<Store> connect_shm(const StoreAddress& address, const StoreOptio
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::microseconds(20000));
   }
+}
+
+bool shm_exists(const StoreAddress& address) {
+  const int fd = ::shm_open(("/" + segment_name(address)).c_str(), O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
 }
 
 }  // namespace fastrun::store_kinds
