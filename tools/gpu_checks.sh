@@ -35,7 +35,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-if ! cmake -S . -B "$build_dir" "${generator[@]}" -DFASTRUN_WITH_CUDA=ON -DFASTRUN_WERROR=ON "${launcher[@]}" "$@" \
+if ! cmake -S . -B "$build_dir" "${generator[@]}" -DFASTRUN_WITH_CUDA=ON -DFASTRUN_CUDA_MODEL=OFF -DFASTRUN_WERROR=ON "${launcher[@]}" "$@" \
     >"$build_dir.configure.log" 2>&1; then
   cat "$build_dir.configure.log"; echo "FAIL step: configure"; exit 1
 fi
