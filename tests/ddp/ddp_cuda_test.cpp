@@ -100,9 +100,13 @@ TEST_CASE("DDP on CUDA buffers over nccl (world of one)", "[ddp][cuda]") {
   auto nccl = backend::find("nccl")(spec);
   SplitAllReduceGroup pg(*nccl);
 
-  const std::size_t n1 = 300000, n2 = 1000;  // 1.2 MB + 4 KB: two buckets with the 1 MiB first cap
+  // 1.2 MB + 4 KB. Buckets fill in reverse registration order, so "b" comes first; a first cap
+  // of its size closes it alone, and "a" makes the second bucket. (With the default 1 MiB cap
+  // both would share one bucket: 4 KB is under the cap, and "a" then tips it over.)
+  const std::size_t n1 = 300000, n2 = 1000;
   DeviceBuffer v1(n1 * 4), g1(n1 * 4), v2(n2 * 4), g2(n2 * 4);
   DdpOptions options;
+  options.first_bucket_bytes = n2 * 4;
   options.reduce_in_place = in_place;
   DistributedDataParallel ddp(pg,
                               {{"a", v1.view(n1, DType::float32), g1.view(n1, DType::float32)},
