@@ -1,0 +1,224 @@
+// The nccl backend with real rank processes: ranks forked by test::run_ranks, each joining
+// through fastrun::join() with FASTRUN_BACKEND=nccl on its own device (CUDA_VISIBLE_DEVICES =
+// its rank). On a GPU-less machine the binary runs against the CPU model of CUDA and NCCL
+// (docs/cuda-model.md), with FASTRUN_CUDA_MODEL_DEVICES model devices; on a GPU machine it uses
+// the GPUs, and a case that needs more devices than are visible skips.
+//
+// CUDA is not fork-safe: a child forked after its parent used CUDA cannot use it (the model
+// refuses it as CUDA does). So this binary's parent process never calls CUDA: every CUDA call,
+// the device count for the skip decision included, happens in a forked child. Keep it so: a
+// case that used CUDA in the parent would break every later case of a whole-binary run.
+#ifdef FASTRUN_HAVE_NCCL
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/cuda/device_identity.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/join.h"
+#include "gpu/nccl_p2p_suite.h"
+#include "gpu/nccl_suite.h"
+#include "test_support/rank_runner.h"
+#include "test_support/skip.h"
+
+using namespace fastrun;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The environment of every rank: the nccl backend, a failure that raises in the rank (so the
+// rank reports it) and, under the model, `devices` model devices.
+std::map<std::string, std::string> nccl_env(int devices) {
+  return {{"FASTRUN_BACKEND", "nccl"},
+          {"FASTRUN_NCCL_ON_ERROR", "raise"},
+          {"FASTRUN_CUDA_MODEL_DEVICES", std::to_string(devices)}};
+}
+
+// How many CUDA devices a rank would see, asked in a child (see the top of the file).
+int devices_seen_by_a_rank(int model_devices) {
+  test::RankRunOptions o;
+  o.set_fastrun_env = false;
+  o.extra_env = nccl_env(model_devices);
+  o.timeout = 30s;
+  const auto results = test::run_ranks(
+      1, [](int) { ::_exit(std::min(cuda_device_count(), 100)); }, o);
+  return results.at(0).exit_code;  // -1 when the probe itself died
+}
+
+// "" when `n` ranks can each have a device here, else why not.
+std::string skip_reason(int n) {
+  const int seen = devices_seen_by_a_rank(n);
+  return seen >= n ? std::string() : fmt::format("{} rank(s) need {} CUDA devices; a rank sees {}", n, n, seen);
+}
+
+// Each rank's own device: device `rank` of the machine, which becomes its device 0.
+void pin_to_own_device(int rank) { ::setenv("CUDA_VISIBLE_DEVICES", std::to_string(rank).c_str(), 1); }
+
+// Throws with every failed check's name and detail.
+void require_passed(const std::vector<nccl_suite::Result>& results, int rank) {
+  std::string failed;
+  for (const auto& r : results)
+    if (!r.passed) failed += fmt::format("\n  {}: {}", r.name, r.detail);
+  if (!failed.empty()) throw std::runtime_error(fmt::format("rank {}: checks failed:{}", rank, failed));
+}
+
+}  // namespace
+
+TEST_CASE("nccl ranks: every collective, dtype and op on device buffers, 2 and 3 ranks", "[nccl][gpu][mp]") {
+  const int n = GENERATE(2, 3);
+  CAPTURE(n);
+  if (const std::string skip = skip_reason(n); !skip.empty()) {
+    test::skip_case(skip);
+    return;
+  }
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(n);
+  o.timeout = 120s;
+  const auto results = test::run_ranks(
+      n,
+      [n](int rank) {
+        pin_to_own_device(rank);
+        auto ctx = join();
+        RANK_REQUIRE(ctx->world().backend_name() == "nccl");
+        RANK_REQUIRE(ctx->world_size() == n && ctx->rank() == rank);
+        RANK_REQUIRE(ctx->device() == DeviceKind::cuda);
+        require_passed(nccl_suite::check_collectives(ctx->world()), rank);
+        require_passed(nccl_suite::check_p2p_and_rooted(ctx->world()), rank);
+        // send/recv one by one (the suite's ring is one batch): a chain 0 -> 1 -> ... -> n-1.
+        const std::size_t count = 70000;  // over the model's 256 KiB chunk
+        DeviceBuffer buf = nccl_suite::poisoned(count * 4);
+        std::vector<double> want(count);
+        for (std::size_t i = 0; i < count; ++i) want[i] = static_cast<double>(i % 1000);
+        if (rank == 0) buf = nccl_suite::to_device(want, DType::float32);
+        if (rank > 0) ctx->world().recv(buf.view(count, DType::float32), rank - 1)->wait();
+        if (rank + 1 < n) ctx->world().send(buf.view(count, DType::float32), rank + 1)->wait();
+        const std::string mismatch = nccl_suite::compare(nccl_suite::from_device(buf, count, DType::float32), want);
+        if (!mismatch.empty()) throw std::runtime_error("send/recv chain: " + mismatch);
+        ctx->world().barrier()->wait();
+      },
+      o);
+  REQUIRE(test::all_ok(results));
+}
+
+// The shm and gloo backends once failed a slower rank's join when a fast rank joined and left at
+// once (tests/launcher/join_exit_test.cpp): here the same shape, ranks that join and leave at
+// once, many times, on the nccl backend. The default error policy (exit) is kept: a rank whose
+// group saw its peer leave as a failure would exit non-zero.
+TEST_CASE("nccl ranks: join then exit never fails another rank's join", "[nccl][gpu][mp][join]") {
+  const int n = GENERATE(2, 3);
+  CAPTURE(n);
+  if (const std::string skip = skip_reason(n); !skip.empty()) {
+    test::skip_case(skip);
+    return;
+  }
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(n);
+  o.extra_env.erase("FASTRUN_NCCL_ON_ERROR");
+  o.timeout = 30s;
+  for (int run = 0; run < 20; ++run) {
+    INFO("run " << run);
+    const auto results = test::run_ranks(
+        n,
+        [](int rank) {
+          pin_to_own_device(rank);
+          // Rank 0 hosts NCCL's bootstrap in a real NCCL: let it be the fast one now and then.
+          if (rank != 0 && rank % 2 == 0) std::this_thread::sleep_for(5ms);
+          auto ctx = join();
+          RANK_REQUIRE(ctx->world().backend_name() == "nccl");
+        },  // the context ends here: the group is closed and the rank leaves
+        o);
+    REQUIRE(test::all_ok(results));
+  }
+}
+
+TEST_CASE("nccl ranks: a rank killed mid-collective fails the others, naming it", "[nccl][gpu][mp][failure]") {
+  if (const std::string skip = skip_reason(3); !skip.empty()) {
+    test::skip_case(skip);
+    return;
+  }
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(3);
+  o.timeout = 60s;
+  auto results = test::run_ranks(
+      3,
+      [](int rank) {
+        pin_to_own_device(rank);
+        auto ctx = join();
+        const std::size_t count = 1 << 16;
+        DeviceBuffer buf = nccl_suite::to_device(std::vector<double>(count, 1.0), DType::float32);
+        ctx->world().all_reduce(buf.view(count, DType::float32))->wait();
+        if (rank == 2) ::raise(SIGKILL);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          for (int i = 0; i < 100000; ++i) ctx->world().all_reduce(buf.view(count, DType::float32))->wait();
+        } catch (const Error& e) {
+          const std::string m = e.what();
+          if (m.find("rank 2") == std::string::npos) throw std::runtime_error("message does not name rank 2: " + m);
+          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (took > 10) throw std::runtime_error(fmt::format("the failure came after {:.1f} s", took));
+          return;
+        }
+        throw std::runtime_error("the collectives kept succeeding after rank 2 died");
+      },
+      o);
+  REQUIRE(results[2].signal == SIGKILL);
+  results.pop_back();
+  REQUIRE(test::all_ok(results));
+}
+
+// Without a device: making an nccl group, directly or through join(), says why and names gloo.
+// No device two ways: CUDA_VISIBLE_DEVICES empty (CUDA's own way, on a GPU machine too) and,
+// under the model, no model device at all.
+TEST_CASE("nccl ranks: without a device, the nccl backend says why and names the alternative", "[nccl][mp]") {
+  std::map<std::string, std::string> env = {{"FASTRUN_BACKEND", "nccl"}};
+#ifdef FASTRUN_CUDA_MODEL
+  const bool no_model_device = GENERATE(true, false);
+#else
+  const bool no_model_device = false;
+#endif
+  CAPTURE(no_model_device);
+  if (no_model_device) env["FASTRUN_CUDA_MODEL_DEVICES"] = "0";
+  else env["CUDA_VISIBLE_DEVICES"] = "";
+  test::RankRunOptions o;
+  o.extra_env = env;
+  o.timeout = 30s;
+  const auto results = test::run_ranks(
+      1,
+      [](int) {
+        RANK_REQUIRE(cuda_device_count() == 0);
+        auto expect_refusal = [](const std::string& what, const char* how) {
+          if (what.find("cudaGetDeviceCount") == std::string::npos || what.find("gloo") == std::string::npos)
+            throw std::runtime_error(fmt::format("{}: the refusal lacks 'cudaGetDeviceCount' or 'gloo': {}", how, what));
+        };
+        try {
+          GroupSpec spec;
+          spec.name = "world";
+          spec.global_ranks = {0};
+          auto pg = backend::find("nccl")(spec);
+          throw std::runtime_error("a group was made without a device");
+        } catch (const BackendError& e) {
+          expect_refusal(e.what(), "backend::find(\"nccl\")");
+        }
+        try {
+          auto ctx = join();
+          throw std::runtime_error("join() on nccl succeeded without a device");
+        } catch (const BackendError& e) {
+          expect_refusal(e.what(), "join()");
+        }
+      },
+      o);
+  REQUIRE(test::all_ok(results));
+}
+
+#endif  // FASTRUN_HAVE_NCCL
