@@ -10,8 +10,9 @@
 #      timeout is 1 s, its stream stalled by a sleeping host function), a peer failure marked
 #      under the failure key, and an init whose second rank never joins (aborted at the deadline);
 #   4. the exit policy: after an op timeout the watchdog must end the rank with exit 70;
-#   5. the Catch2 cases tagged [nccl], and DDP on CUDA buffers (test_ddp "[cuda]"): they skip
-#      without a GPU; here they must run;
+#   5. the Catch2 cases tagged [nccl], DDP on CUDA buffers (test_ddp "[cuda]") and the forked
+#      ranks of test_nccl_ranks (one GPU each; cases needing more GPUs than visible skip): they
+#      skip without a GPU; here they must run;
 #   6. the CUDA example trainer: `fastrun --devices 0 train_mlp_cuda` (and --accum 2, and with
 #      two GPUs --devices 0,1) must end with the CPU trainer's single-rank weights on the same
 #      seed, within 1e-4 relative (train_mlp_compare prints PASS/FAIL).
@@ -54,7 +55,7 @@ else
   echo "(no launcher binary: step 2 runs the check program directly)"
 fi
 have_tests=0
-if timeout 900 cmake --build "$build_dir" -j"$jobs" --target test_backend test_ddp; then have_tests=1; else fail "build test_backend test_ddp"; fi
+if timeout 900 cmake --build "$build_dir" -j"$jobs" --target test_backend test_ddp test_nccl_ranks; then have_tests=1; else fail "build test_backend test_ddp test_nccl_ranks"; fi
 pass "build"
 
 step "2. world of one: init and every collective"
@@ -102,6 +103,8 @@ run_catch() {
 if [ "$have_tests" = 1 ]; then
   run_catch backend/test_backend "[nccl]" "no GPU visible"
   run_catch ddp/test_ddp "[cuda]" "no CUDA device visible"
+  # forked ranks, one GPU each: the 2- and 3-rank cases skip where fewer GPUs are visible
+  run_catch gpu/test_nccl_ranks "[nccl]" ".*a rank sees 0\$"
 fi
 
 step "6. train_mlp_cuda against the CPU trainer (same seed, same samples)"

@@ -53,6 +53,18 @@ void copy_scaled(void* dst, const void* src, std::size_t count, DType dtype, Dev
                                 dtype_name(dtype)));
 }
 
+void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {
+  if (bytes == 0) return;
+  require_device_ops("copying host data to a CUDA device");
+  device_ops().to_device(device_dst, host_src, bytes);
+}
+
+void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
+  if (bytes == 0) return;
+  require_device_ops("copying CUDA device data to the host");
+  device_ops().to_host(host_dst, device_src, bytes);
+}
+
 FlatBuffer::FlatBuffer(std::size_t bytes, DeviceKind device) : bytes_(bytes), device_(device) {
   if (bytes == 0) return;
   if (device == DeviceKind::cuda) {
@@ -94,6 +106,9 @@ void FlatBuffer::release() noexcept {
 }
 
 void install_device_ops(const DeviceOps& ops) { device_ops() = ops; }
-bool have_device_ops() { return device_ops().alloc && device_ops().free && device_ops().copy; }
+bool have_device_ops() {
+  const DeviceOps& ops = device_ops();
+  return ops.alloc && ops.free && ops.copy && ops.to_device && ops.to_host;
+}
 
 }  // namespace fastrun::ddp

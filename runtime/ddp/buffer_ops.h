@@ -40,12 +40,19 @@ class FlatBuffer {
   DeviceKind device_ = DeviceKind::cpu;
 };
 
+// Host bytes into device memory and back, through the hooks below: what a check that runs a
+// collective on small host data needs on a device-only backend (layout_check.cpp's all-gather).
+void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes);
+void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes);
+
 // Device-memory hooks (installed by the CUDA layer). All synchronous with respect to the host:
 // when copy() returns, the bytes are in place (so a collective enqueued afterwards sees them).
 struct DeviceOps {
   void* (*alloc)(std::size_t bytes) = nullptr;        // zeroed; throws on failure
   void (*free)(void* ptr) noexcept = nullptr;
   void (*copy)(void* dst, const void* src, std::size_t bytes) = nullptr;  // device to device
+  void (*to_device)(void* dst, const void* src, std::size_t bytes) = nullptr;  // host to device
+  void (*to_host)(void* dst, const void* src, std::size_t bytes) = nullptr;    // device to host
 };
 void install_device_ops(const DeviceOps& ops);
 bool have_device_ops();

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/ddp/buffer_ops.h"
 #include "fastrun/runtime/error.h"
 
 namespace fastrun::ddp {
@@ -31,9 +32,22 @@ std::int64_t layout_hash(const std::vector<ParamLayout>& params) {
   return static_cast<std::int64_t>(h);
 }
 
-std::vector<std::int64_t> all_gather_i64(ProcessGroup& group, std::vector<std::int64_t> local, Duration timeout) {
+// All-gathers `local` on `device`: in host memory, or staged through CUDA device memory (as
+// PyTorch's DDP checks shapes with device tensors on an NCCL group).
+std::vector<std::int64_t> all_gather_i64(ProcessGroup& group, std::vector<std::int64_t> local, Duration timeout,
+                                         DeviceKind device) {
   std::vector<std::int64_t> out(local.size() * static_cast<std::size_t>(group.size()));
-  group.all_gather(view_of(local.data(), local.size()), view_of(out.data(), out.size()))->wait(timeout);
+  if (device == DeviceKind::cpu) {
+    group.all_gather(view_of(local.data(), local.size()), view_of(out.data(), out.size()))->wait(timeout);
+    return out;
+  }
+  const std::size_t in_bytes = local.size() * sizeof(std::int64_t), out_bytes = out.size() * sizeof(std::int64_t);
+  FlatBuffer in(in_bytes, device), gathered(out_bytes, device);
+  copy_to_device(in.data(), local.data(), in_bytes);
+  group.all_gather(BufferView{in.data(), local.size(), DType::int64, device},
+                   BufferView{gathered.data(), out.size(), DType::int64, device})
+      ->wait(timeout);
+  copy_to_host(out.data(), gathered.data(), out_bytes);
   return out;
 }
 
@@ -54,8 +68,12 @@ void verify_same_layout(ProcessGroup& group, const std::vector<ParamLayout>& par
                         const std::vector<std::string>& names, Duration timeout) {
   const int size = group.size();
   if (size == 1) return;
+  // The nccl backend takes device buffers only: stage the check's host data through device
+  // memory there (on every rank, whatever device its parameters are on, so that a rank whose
+  // parameters are on another device is still named, not left waiting).
+  const DeviceKind device = group.backend_name() == "nccl" ? DeviceKind::cuda : DeviceKind::cpu;
   // 1. (number of parameters, hash of the layout) from every rank.
-  auto summary = all_gather_i64(group, {static_cast<std::int64_t>(params.size()), layout_hash(params)}, timeout);
+  auto summary = all_gather_i64(group, {static_cast<std::int64_t>(params.size()), layout_hash(params)}, timeout, device);
   bool same = true;
   std::int64_t max_n = 0;
   for (int r = 0; r < size; ++r) {
@@ -72,7 +90,7 @@ void verify_same_layout(ProcessGroup& group, const std::vector<ParamLayout>& par
     local[1 + 2 * i] = static_cast<std::int64_t>(params[i].count);
     local[2 + 2 * i] = encode_kind(params[i]);
   }
-  auto all = all_gather_i64(group, std::move(local), timeout);
+  auto all = all_gather_i64(group, std::move(local), timeout, device);
   auto at = [&](int r, std::size_t k) { return all[static_cast<std::size_t>(r) * width + k]; };
 
   for (std::size_t i = 0; i < static_cast<std::size_t>(max_n); ++i) {

@@ -19,6 +19,10 @@ test::RankRunOptions gloo_options() {
   test::RankRunOptions o;
   o.timeout = std::chrono::milliseconds(60000);
   o.extra_env["FASTRUN_BACKEND"] = "gloo";
+  // CPU ranks, as the launcher starts them: no CUDA device. Otherwise, on a GPU machine or
+  // under the CPU model of CUDA (docs/cuda-model.md), every rank sees device 0 and join()
+  // refuses two ranks on one GPU.
+  o.extra_env["CUDA_VISIBLE_DEVICES"] = "";
   return o;
 }
 

@@ -25,6 +25,7 @@
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/cuda/device_identity.h"
+#include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/join.h"
 #include "gpu/nccl_p2p_suite.h"
@@ -106,6 +107,105 @@ TEST_CASE("nccl ranks: every collective, dtype and op on device buffers, 2 and 3
         const std::string mismatch = nccl_suite::compare(nccl_suite::from_device(buf, count, DType::float32), want);
         if (!mismatch.empty()) throw std::runtime_error("send/recv chain: " + mismatch);
         ctx->world().barrier()->wait();
+      },
+      o);
+  REQUIRE(test::all_ok(results));
+}
+
+// DDP on device buffers across real ranks: each rank's gradients differ, finish() must leave
+// their average in every rank's gradient memory, step after step, reduced in place or through
+// the flat buckets. The gradients are uploaded with cudaMemcpy, whose device write is still
+// queued on the legacy stream when it returns (under the model too): DDP and the group must
+// order their own streams after it, or they reduce the previous step's values.
+TEST_CASE("nccl ranks: DDP on device buffers averages the ranks' gradients", "[nccl][gpu][mp][ddp]") {
+  const int n = GENERATE(2, 3);
+  const bool in_place = GENERATE(true, false);
+  CAPTURE(n, in_place);
+  if (const std::string skip = skip_reason(n); !skip.empty()) {
+    test::skip_case(skip);
+    return;
+  }
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(n);
+  o.timeout = 120s;
+  const auto results = test::run_ranks(
+      n,
+      [n, in_place](int rank) {
+        pin_to_own_device(rank);
+        auto ctx = join();
+        // 1.2 MB + 4 KB; the first cap closes "b" (the last registered) alone: two buckets.
+        const std::size_t n1 = 300000, n2 = 1000;
+        DeviceBuffer v1(n1 * 4), g1(n1 * 4), v2(n2 * 4), g2(n2 * 4);
+        DdpOptions options;
+        options.first_bucket_bytes = n2 * 4;
+        options.reduce_in_place = in_place;
+        DistributedDataParallel ddp(ctx->world(),
+                                    {{"a", v1.view(n1, DType::float32), g1.view(n1, DType::float32)},
+                                     {"b", v2.view(n2, DType::float32), g2.view(n2, DType::float32)}},
+                                    options);
+        RANK_REQUIRE(ddp.buckets().size() == 2);
+        // Rank r's gradient is (r + 1) * base, so the average is (n + 1) / 2 * base: exact in
+        // float32 for these small integers and halves.
+        for (int step = 0; step < 3; ++step) {
+          std::vector<float> h1(n1), h2(n2), want1(n1), want2(n2);
+          for (std::size_t i = 0; i < n1; ++i) {
+            const float base = static_cast<float>((i + step) % 97);
+            h1[i] = static_cast<float>(rank + 1) * base;
+            want1[i] = static_cast<float>(n + 1) / 2 * base;
+          }
+          for (std::size_t i = 0; i < n2; ++i) {
+            const float base = static_cast<float>((i + 3 * step) % 13) - 6.f;
+            h2[i] = static_cast<float>(rank + 1) * base;
+            want2[i] = static_cast<float>(n + 1) / 2 * base;
+          }
+          g2.upload(h2.data(), n2 * 4);
+          ddp.mark_ready(1);
+          g1.upload(h1.data(), n1 * 4);
+          ddp.mark_ready(0);
+          ddp.finish();
+          std::vector<float> r1(n1), r2(n2);
+          g1.download(r1.data(), n1 * 4);
+          g2.download(r2.data(), n2 * 4);
+          for (std::size_t i = 0; i < n1; ++i)
+            if (r1[i] != want1[i])
+              throw std::runtime_error(fmt::format("step {}: a[{}] = {}, want {}", step, i, r1[i], want1[i]));
+          for (std::size_t i = 0; i < n2; ++i)
+            if (r2[i] != want2[i])
+              throw std::runtime_error(fmt::format("step {}: b[{}] = {}, want {}", step, i, r2[i], want2[i]));
+          for (const auto& stats : ddp.last_step_stats()) RANK_REQUIRE(stats.in_place == in_place);
+        }
+      },
+      o);
+  REQUIRE(test::all_ok(results));
+}
+
+// DDP's set-up check of the layouts runs on the group; on nccl it is staged through device
+// memory. Ranks that registered different parameters all get the error that names them.
+TEST_CASE("nccl ranks: DDP set-up names a parameter the ranks registered differently", "[nccl][gpu][mp][ddp]") {
+  if (const std::string skip = skip_reason(2); !skip.empty()) {
+    test::skip_case(skip);
+    return;
+  }
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(2);
+  o.timeout = 60s;
+  const auto results = test::run_ranks(
+      2,
+      [](int rank) {
+        pin_to_own_device(rank);
+        auto ctx = join();
+        const std::size_t n2 = rank == 0 ? 100 : 101;
+        DeviceBuffer v1(400), g1(400), v2(n2 * 4), g2(n2 * 4);
+        try {
+          DistributedDataParallel ddp(ctx->world(), {{"a", v1.view(100, DType::float32), g1.view(100, DType::float32)},
+                                                     {"b", v2.view(n2, DType::float32), g2.view(n2, DType::float32)}});
+        } catch (const ConfigError& e) {
+          const std::string m = e.what();
+          if (m.find("parameter 1 ('b' here)") == std::string::npos || m.find("101 x float32 on cuda on ranks [1]") == std::string::npos)
+            throw std::runtime_error("the error does not name parameter 1 and rank 1's layout: " + m);
+          return;
+        }
+        throw std::runtime_error("DDP was set up although the ranks' layouts differ");
       },
       o);
   REQUIRE(test::all_ok(results));
