@@ -242,6 +242,43 @@ TEST_CASE("nccl ranks: join then exit never fails another rank's join", "[nccl][
   }
 }
 
+#ifdef FASTRUN_BIN
+// The rank program of the case below: this binary, run by the launcher with a hidden case name.
+TEST_CASE("nccl ranks: rank program: join then leave", "[.nccl-rank-program]") {
+  auto ctx = join();
+  REQUIRE(ctx->world().backend_name() == "nccl");
+}  // the context ends, then the program: the README's shape
+
+// The same under the fastrun CLI, as tests/launcher/join_exit_test.cpp runs it for shm and
+// gloo: the launcher starts a rank per device (--devices all over CUDA_VISIBLE_DEVICES=0,1) and
+// fails the job if a rank's exit 0 disturbed another rank's join.
+TEST_CASE("nccl ranks: join then exit under the fastrun CLI", "[nccl][gpu][mp][join][cli]") {
+  if (const std::string skip = skip_reason(2); !skip.empty()) {
+    test::skip_case(skip);
+    return;
+  }
+  char self[4096] = {};
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(len > 0);
+  for (int run = 0; run < 10; ++run) {
+    INFO("run " << run);
+    test::Children launcher;
+    launcher.spawn([&] {
+      ::setenv("FASTRUN_BACKEND", "nccl", 1);
+      ::setenv("FASTRUN_CUDA_MODEL_DEVICES", "2", 1);
+      ::setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);
+      ::unsetenv("FASTRUN_RANK");
+      const char* argv[] = {FASTRUN_BIN, "--devices", "all", self,
+                            "[.nccl-rank-program]", "--warn", "NoTests", nullptr};
+      ::execv(FASTRUN_BIN, const_cast<char* const*>(argv));
+      return 127;
+    });
+    const auto status = launcher.wait_all(test::scaled(std::chrono::milliseconds(30000)));
+    REQUIRE(status.at(0).ok());
+  }
+}
+#endif
+
 TEST_CASE("nccl ranks: a rank killed mid-collective fails the others, naming it", "[nccl][gpu][mp][failure]") {
   if (const std::string skip = skip_reason(3); !skip.empty()) {
     test::skip_case(skip);
