@@ -41,6 +41,13 @@ if [[ ${FASTRUN_TORCH2:-1} != 0 ]]; then
   export FASTRUN_TORCH2_PYTHON=${FASTRUN_TORCH2_VENV:-/var/cache/fastrun/torch2-venv}/bin/python
   timings+=("install-torch2: $((SECONDS - part_start)) s"); echo "tools/test.sh: ${timings[-1]}"; part=""
 fi
+# A CUDA toolkit at the usual place but not on PATH (a fresh machine's PATH, the CI root): CMake
+# finds the toolkit's libraries there by itself, but a CUDA compiler only on PATH or in CUDACXX
+# ("Failed to detect a default CUDA architecture" otherwise, from enable_language(CUDA) in
+# train_mlp's kernels and in the CUDA wheel's TorchConfig.cmake).
+if ! command -v nvcc >/dev/null && [[ -z ${CUDACXX:-} && -x /usr/local/cuda/bin/nvcc ]]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
 stages=${FASTRUN_TEST_STAGES:-main torch2 asan tsan}
 jobs=$(nproc)
 
@@ -173,7 +180,7 @@ for stage in $stages; do
       torch2_reason=""
       if [[ ${FASTRUN_TORCH2:-1} == 0 ]]; then
         torch2_reason="FASTRUN_TORCH2=0"
-      elif ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+      elif ! command -v nvcc >/dev/null && [[ -z ${CUDACXX:-} ]]; then
         torch2_reason="no CUDA toolkit (nvcc): the CUDA wheel's CMake package cannot be configured without one"
       fi
       if [[ -n $torch2_reason ]]; then
