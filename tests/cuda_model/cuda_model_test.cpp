@@ -166,6 +166,15 @@ std::vector<fastrun::test::ChildStatus> two_ranks(Body body, std::chrono::millis
   return kids.wait_all(fastrun::test::scaled(limit));
 }
 
+// Both ranks returned 0, and the communicator's segment went with them.
+void check_all_ok(const std::vector<fastrun::test::ChildStatus>& status) {
+  for (const auto& s : status) {
+    INFO(s.message);
+    CHECK(s.ok());
+  }
+  CHECK(model_segments() == 0);
+}
+
 ncclComm_t init(int rank, const ncclUniqueId& id, bool blocking = true) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = blocking ? 1 : 0;
@@ -206,11 +215,7 @@ TEST_CASE("nccl model: all-reduce and broadcast between two processes, no segmen
     CHILD_CHECK(ncclCommDestroy(comm) == ncclSuccess);
     return 0;
   });
-  for (const auto& s : status) {
-    INFO(s.message);
-    CHECK(s.ok());
-  }
-  CHECK(model_segments() == 0);
+  check_all_ok(status);
 }
 
 TEST_CASE("nccl model: non-blocking init is in progress until the peer comes", "[cuda_model][nccl_model]") {
@@ -230,11 +235,7 @@ TEST_CASE("nccl model: non-blocking init is in progress until the peer comes", "
     CHILD_CHECK(ncclCommDestroy(comm) == ncclSuccess);
     return 0;
   });
-  for (const auto& s : status) {
-    INFO(s.message);
-    CHECK(s.ok());
-  }
-  CHECK(model_segments() == 0);
+  check_all_ok(status);
 }
 
 TEST_CASE("nccl model: a collective whose peer never comes stays pending until abort", "[cuda_model][nccl_model]") {
@@ -261,11 +262,7 @@ TEST_CASE("nccl model: a collective whose peer never comes stays pending until a
     CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
     return 0;
   });
-  for (const auto& s : status) {
-    INFO(s.message);
-    CHECK(s.ok());
-  }
-  CHECK(model_segments() == 0);
+  check_all_ok(status);
 }
 
 TEST_CASE("nccl model: a killed peer shows as ncclRemoteError, the op stays pending", "[cuda_model][nccl_model]") {

@@ -74,15 +74,19 @@ void require_passed(const std::vector<nccl_suite::Result>& results, int rank) {
   if (!failed.empty()) throw std::runtime_error(fmt::format("rank {}: checks failed:{}", rank, failed));
 }
 
+// A case on n ranks cannot run here (skip_reason): says why, for CTest's "Skipped".
+bool skipped(int n) {
+  const std::string skip = skip_reason(n);
+  if (!skip.empty()) test::skip_case(skip);
+  return !skip.empty();
+}
+
 }  // namespace
 
 TEST_CASE("nccl ranks: every collective, dtype and op on device buffers, 2 and 3 ranks", "[nccl][gpu][mp]") {
   const int n = GENERATE(2, 3);
   CAPTURE(n);
-  if (const std::string skip = skip_reason(n); !skip.empty()) {
-    test::skip_case(skip);
-    return;
-  }
+  if (skipped(n)) return;
   test::RankRunOptions o;
   o.extra_env = nccl_env(n);
   o.timeout = 120s;
@@ -121,10 +125,7 @@ TEST_CASE("nccl ranks: DDP on device buffers averages the ranks' gradients", "[n
   const int n = GENERATE(2, 3);
   const bool in_place = GENERATE(true, false);
   CAPTURE(n, in_place);
-  if (const std::string skip = skip_reason(n); !skip.empty()) {
-    test::skip_case(skip);
-    return;
-  }
+  if (skipped(n)) return;
   test::RankRunOptions o;
   o.extra_env = nccl_env(n);
   o.timeout = 120s;
@@ -218,10 +219,7 @@ TEST_CASE("nccl ranks: DDP set-up names a parameter the ranks registered differe
 TEST_CASE("nccl ranks: join then exit never fails another rank's join", "[nccl][gpu][mp][join]") {
   const int n = GENERATE(2, 3);
   CAPTURE(n);
-  if (const std::string skip = skip_reason(n); !skip.empty()) {
-    test::skip_case(skip);
-    return;
-  }
+  if (skipped(n)) return;
   test::RankRunOptions o;
   o.extra_env = nccl_env(n);
   o.extra_env.erase("FASTRUN_NCCL_ON_ERROR");
