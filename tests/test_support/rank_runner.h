@@ -88,6 +88,11 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<void(int ran
         ::setenv("FASTRUN_RUN_ID", name.c_str(), 1);
         ::setenv("FASTRUN_STORE", hosted->address().c_str(), 1);
       }
+      // CPU ranks unless the case gives devices, as the launcher starts ranks without --devices:
+      // otherwise on a GPU machine, or under the CPU model of CUDA (docs/cuda-model.md), every
+      // rank sees device 0 and join() refuses two ranks on one GPU.
+      if (!options.extra_env.count("CUDA_VISIBLE_DEVICES") && !options.extra_env.count("FASTRUN_CUDA_MODEL_DEVICES"))
+        ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
       for (const auto& kv : options.extra_env) ::setenv(kv.first.c_str(), kv.second.c_str(), 1);
       body(rank);
       return 0;
