@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +30,7 @@
 #include "torch_filestore.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/runtime_dir.h"
 #include "fastrun/runtime/store/tcp/server.h"
 
@@ -174,10 +176,22 @@ double rate(HostedStore& hosted, int procs, double seconds, const std::string& r
   return total;
 }
 
+// How the clients of a rendezvous meet, once released:
+//   keys     each sets its key and waits for all N keys (what join did before: O(N²) server work)
+//   barrier  store_barrier with its rank: add its bit to its group's counter, wait on one release
+//            key (runtime/store/gather.h; O(N))
+//   gather   store_all_gather of a 16-byte value: the same round, and every client gets all N values
+//   release  nothing: the floor of the figure (the store waking N waiters on "go", and the threads
+//            getting to run)
+enum class Pattern { keys, barrier, gather, release };
+constexpr const char* kPatternNames[] = {"keys", "barrier", "gather", "release"};
+
 // The release happens once every child is connected and waiting on "go" (not timed); then
-// each sets its key and waits for all. Returns {seconds from release to the last done,
+// the clients meet as `pattern` says. Returns {seconds from release to the last done,
 // seconds from the first fork to the last done}.
-std::pair<double, double> rendezvous(HostedStore& hosted, int procs, const std::string& round, int threads = 1) {
+std::pair<double, double> rendezvous(HostedStore& hosted, int procs, const std::string& round, int threads = 1,
+                                     Pattern pattern = Pattern::keys) {
+  constexpr auto kLimit = 300s;  // the keys pattern at 16,384 clients takes minutes
   auto control = hosted.connect();
   const double t_spawn = now_s();
   const int clients = procs * threads;
@@ -188,14 +202,26 @@ std::pair<double, double> rendezvous(HostedStore& hosted, int procs, const std::
     auto s = connect_store(hosted.address(), client_options(hosted));
     if (s->add(round + "/ready", 1) == clients) s->set(round + "/all-ready", {});
     s->wait({go}, 120s);
-    s->set(keys[static_cast<std::size_t>(i)], to_bytes("1"));
-    s->wait(keys, 120s);
+    if (pattern == Pattern::keys) {
+      s->set(keys[static_cast<std::size_t>(i)], to_bytes("1"));
+      s->wait(keys, kLimit);
+    } else if (pattern == Pattern::barrier) {
+      store_barrier(*s, round + "/barrier", i, clients, kLimit);
+    } else if (pattern == Pattern::gather) {
+      RoundOptions r;
+      r.prefix = round + "/gather";
+      r.rank = i;
+      r.size = clients;
+      r.timeout = kLimit;
+      if (store_all_gather(*s, r, Bytes(16, 'v')).size() != static_cast<std::size_t>(clients))
+        throw StoreError("bench: gathered the wrong number of values");
+    }
     return now_s();
   });
   control->wait({round + "/all-ready"}, 120s);
   const double t_go = now_s();
   control->set(go, {});
-  const auto results = kids.collect(180s);
+  const auto results = kids.collect(kLimit + 60s);
   double last = 0;
   bool ok = true;
   for (double r : results) {
@@ -229,14 +255,18 @@ std::vector<std::string> split_commas(const std::string& list) {
 }
 
 // One TCP store on 127.0.0.1 against each count of client connections in `clients`.
-int store_at_scale(const std::vector<int>& clients, int procs, double seconds) {
+int store_at_scale(const std::vector<int>& clients, int procs, double seconds, const std::vector<Pattern>& patterns) {
   const std::uint64_t fds = tcp_store::raise_fd_limit();
   std::printf("fastrun-bench store --clients: one tcp store on 127.0.0.1, N connections held by %d processes of "
-              "N/%d threads; open-file limit %llu; this machine (%ld CPUs)\n",
+              "N/%d threads; open-file limit %llu; this machine (%ld CPUs); a fresh store per figure\n",
               procs, procs, static_cast<unsigned long long>(fds), ::sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("%-7s | %-7s | %-26s | %-16s\n", "clients", "threads", "rdv: set, wait all (w/ spawn)",
-              "set+get/s, all N");
-  std::printf("%s\n", std::string(66, '-').c_str());
+  std::printf("rdv: from the release to the last client done (with spawn + connect); keys = set, wait all N keys "
+              "(the old pattern); barrier = store_barrier; gather = store_all_gather of 16 bytes; release = none (the floor: "
+              "waking N waiters)\n");
+  std::printf("%-7s | %-7s", "clients", "threads");
+  for (Pattern p : patterns) std::printf(" | %-22s", fmt::format("rdv {}", kPatternNames[static_cast<int>(p)]).c_str());
+  std::printf(" | %-16s\n", "set+get/s, all N");
+  std::printf("%s\n", std::string(38 + 25 * patterns.size(), '-').c_str());
   for (int n : clients) {
     // The server holds one descriptor per client, and every process a share of them.
     if (fds < static_cast<std::uint64_t>(n) + 64)
@@ -246,8 +276,16 @@ int store_at_scale(const std::vector<int>& clients, int procs, double seconds) {
     const int threads = n / procs;
     StoreOptions o;
     o.timeout = 120s;
+    std::vector<std::pair<double, double>> rdv;
+    for (Pattern p : patterns) rdv.push_back(rendezvous(*host_store("tcp://127.0.0.1:0", o), procs, "rdv", threads, p));
+    if (seconds <= 0) {
+      std::printf("%-7d | %-7d", procs * threads, threads);
+      for (const auto& t : rdv) std::printf(" | %-22s", fmt_time(t).c_str());
+      std::printf(" | %-16s\n", "-");
+      std::fflush(stdout);
+      continue;
+    }
     auto hosted = host_store("tcp://127.0.0.1:0", o);
-    const auto rdv = rendezvous(*hosted, procs, "rdv", threads);
     const Bytes value(32, 'v');
     const double r = rate(
         *hosted, procs, seconds, "sg",
@@ -257,7 +295,9 @@ int store_at_scale(const std::vector<int>& clients, int procs, double seconds) {
           if (s.get(key, 10s).size() != value.size()) throw StoreError("bench: wrong value size");
         },
         threads);
-    std::printf("%-7d | %-7d | %-26s | %-16s\n", procs * threads, threads, fmt_time(rdv).c_str(), fmt_rate(r).c_str());
+    std::printf("%-7d | %-7d", procs * threads, threads);
+    for (const auto& t : rdv) std::printf(" | %-22s", fmt_time(t).c_str());
+    std::printf(" | %-16s\n", fmt_rate(r).c_str());
     std::fflush(stdout);
   }
   return 0;
@@ -268,6 +308,7 @@ int run_store(int argc, char** argv) {
   std::vector<std::string> kinds = {"shm", "file", "tcp"};
   std::vector<int> clients;
   int procs = 8;
+  std::vector<Pattern> patterns = {Pattern::keys, Pattern::barrier};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--clients" && i + 1 < argc) {
@@ -283,19 +324,29 @@ int run_store(int argc, char** argv) {
       procs = std::atoi(argv[++i]);
       if (procs < 1 || procs > 256)
         throw ConfigError(fmt::format("fastrun-bench store --procs '{}': accepted 1 to 256", argv[i]));
+    } else if (a == "--patterns" && i + 1 < argc) {
+      patterns.clear();
+      for (const auto& name : split_commas(argv[++i])) {
+        const auto* it = std::find(std::begin(kPatternNames), std::end(kPatternNames), name);
+        if (it == std::end(kPatternNames))
+          throw ConfigError(fmt::format("fastrun-bench store --patterns: unknown pattern '{}'; accepted: keys, "
+                                        "barrier, gather, release (comma-separated)",
+                                        name));
+        patterns.push_back(static_cast<Pattern>(it - std::begin(kPatternNames)));
+      }
     } else if (a == "--seconds" && i + 1 < argc) {
       seconds = std::stod(argv[++i]);
     } else if (a == "--kinds" && i + 1 < argc) {
       kinds = split_commas(argv[++i]);
     } else {
       throw ConfigError(fmt::format("fastrun-bench store: unknown option '{}'; accepted: --seconds S, --kinds "
-                                    "shm,file,tcp, --clients N,N --procs P",
+                                    "shm,file,tcp, --clients N,N --procs P --patterns keys,barrier,gather",
                                     a));
     }
   }
   if (!clients.empty()) {
     for (int& n : clients) n = std::max(procs, n - n % procs);  // whole threads per process
-    return store_at_scale(clients, procs, seconds);
+    return store_at_scale(clients, procs, seconds, patterns);
   }
   std::printf("fastrun-bench store: %.1f s per throughput figure, real processes, this machine (%ld CPUs)\n",
               seconds, ::sysconf(_SC_NPROCESSORS_ONLN));
@@ -361,7 +412,9 @@ const Registration reg{"store", "rendezvous store throughput and rendezvous time
                        "  --kinds LIST       stores to measure, from shm,file,tcp (default all three)\n"
                        "  --clients LIST     instead: one tcp store against N connections each, e.g. 1024,4096\n"
                        "  --procs P          processes holding the --clients connections, as threads (default 8;\n"
-                       "                     each N is rounded down to a multiple of P)\n"};
+                       "                     each N is rounded down to a multiple of P)\n"
+                       "  --patterns LIST    how the --clients meet, from keys,barrier,gather,release (default keys,barrier:\n"
+                       "                     the old wait-for-all-N-keys beside store_barrier); --seconds 0 skips set+get\n"};
 
 }  // namespace
 }  // namespace fastrun::bench

@@ -5,7 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
+#include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +19,7 @@
 #include "fastrun/runtime/join/env_sources.h"
 #include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::launcher {
@@ -129,11 +131,13 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
                                   "launcher its own node rank, 0 to {}",
                                   me, me, other.host, other.pid, plan_.nnodes - 1));
   }
-  // 3. Wait for every node; at the deadline, name the ones missing.
-  std::vector<int> missing;
+  // 3. Meet every node in one round (runtime/store/gather.h): each node's entry goes in once,
+  // the last node to arrive publishes all of them under one key that the others wait on (O(nodes)
+  // requests; this was every node checking every node's key in a sleep-poll). At the deadline,
+  // name the ones missing.
+  std::vector<int> missing;  // as last seen: what to report if node 0's store goes first
   for (int k = 0; k < plan_.nnodes; ++k)
     if (k != me) missing.push_back(k);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   const auto never_arrived = [&](const std::string& also) {
     return TimeoutError(fmt::format(
         "node {} ({}): {} of {} nodes never arrived within {:.3g} s: node{} [{}]{} (store {}; start a fastrun with "
@@ -142,26 +146,38 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
         missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), also, address_, plan_.master_addr,
         plan_.master_port));
   };
-  Duration interval = std::chrono::milliseconds(2);
-  while (!missing.empty()) {
-    try {
-      std::erase_if(missing, [&](int k) { return client_->check({launcher_keys::node(k)}); });
-    } catch (const StoreError& e) {
-      // Node 0 gave up at the same deadline and took its store down: the cause is the same.
-      if (me != 0) throw never_arrived(fmt::format("; node 0 gave up first ({})", e.what()));
-      throw;
-    }
-    if (missing.empty()) break;
+  RoundOptions round;
+  round.prefix = launcher_keys::kNodesRound;
+  round.rank = me;
+  round.size = plan_.nnodes;
+  round.timeout = timeout_;
+  std::optional<std::chrono::steady_clock::time_point> refreshed;
+  round.poll = [&](const std::function<std::vector<int>()>& who) {
     if (const int sig = pending_stop_signal()) throw Interrupted(sig);
-    if (std::chrono::steady_clock::now() >= deadline) throw never_arrived("");
-    std::this_thread::sleep_for(interval);
-    interval = std::min<Duration>(interval * 2, std::chrono::milliseconds(100));
+    // At the first slice, then once a second (the list is only for a message).
+    if (!refreshed || std::chrono::steady_clock::now() - *refreshed >= std::chrono::seconds(1)) {
+      missing = who();
+      refreshed = std::chrono::steady_clock::now();
+    }
+  };
+  round.on_timeout = [&](const std::vector<int>& who) {
+    if (who.empty()) return;
+    missing = who;
+    throw never_arrived("");
+  };
+  std::vector<Bytes> entries;
+  try {
+    entries = store_all_gather(*client_, round, to_bytes(mine));
+  } catch (const StoreError& e) {
+    // Node 0 gave up at the same deadline and took its store down: the cause is the same.
+    if (me != 0) throw never_arrived(fmt::format("; node 0 gave up first ({})", e.what()));
+    throw;
   }
   // 4. Offsets in node-rank order.
   int offset = 0, world = 0;
   hosts_.clear();
   for (int k = 0; k < plan_.nnodes; ++k) {
-    const NodeEntry e = parse_entry(k, to_string(client_->get(launcher_keys::node(k), timeout_)));
+    const NodeEntry e = parse_entry(k, to_string(entries[static_cast<std::size_t>(k)]));
     if (k == me) offset = world;
     world += e.ranks;
     hosts_.push_back(e.host);

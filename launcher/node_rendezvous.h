@@ -5,7 +5,8 @@
 // rank offset (node-rank order), the run id and the ranks' MASTER_ADDR/MASTER_PORT.
 //
 // Keys (all under "fastrun/launcher/"): node/<k> = "<ranks>\t<host>\t<pid>" (claimed with
-// compare_set, so two launchers with one node rank are refused), run-id, rank-master.
+// compare_set, so two launchers with one node rank are refused), run-id, rank-master, and the
+// nodes' round under nodes/ (runtime/store/gather.h: one all-gather of the node entries, O(nodes)).
 #include <memory>
 #include <string>
 #include <vector>

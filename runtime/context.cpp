@@ -55,6 +55,7 @@ std::shared_ptr<Group> Context::make_group(const std::vector<int>& ranks, const 
   spec.op_timeout = op_timeout_;
   spec.failure_store = store_;
   spec.gloo_host = gloo_host_;
+  spec.peers = peers_;
   spec.store = std::make_shared<PrefixStore>(fmt::format("fastrun/pg/{}/{}/{}", generation_, name, backend_name),
                                              store_->clone());
   std::shared_ptr<ProcessGroup> pg = backend::find(backend_name)(spec);

@@ -69,6 +69,7 @@ class Context : public std::enable_shared_from_this<Context> {
   std::string gloo_host_;  // gloo's address when join chose it ("" = FASTRUN_GLOO_HOST or its default)
   Duration timeout_{}, op_timeout_{};
   std::vector<std::string> hosts_;  // host of each global rank
+  std::shared_ptr<const std::vector<PeerInfo>> peers_;  // join's exchange, for the groups (GroupSpec::peers)
   std::vector<std::string> places_;  // "host#node" of each global rank: shm only within one
   int generation_ = 0;              // joins so far in this process: keeps store keys fresh
   int groups_made_ = 0;

@@ -124,6 +124,7 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   self.node = layout.node_rank.value_or(-1);
   const auto peers = join_detail::exchange_peer_infos(c.store_, self, c.world_size_, c.generation_, c.timeout_);
   join_detail::check_distinct_devices(peers);
+  c.peers_ = std::make_shared<const std::vector<PeerInfo>>(peers);
   for (const auto& p : peers) {
     c.hosts_.push_back(p.host);
     c.places_.push_back(fmt::format("{}#{}", p.host, p.node));

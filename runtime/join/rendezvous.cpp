@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -10,6 +11,8 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
 #include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/store/gather.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::join_detail {
 
@@ -17,52 +20,44 @@ std::vector<PeerInfo> exchange_peer_infos(const std::shared_ptr<Store>& job_stor
                                           int world_size, int generation, Duration timeout) {
   Store& store = *job_store;
   FailureWatch failure(job_store);
-  auto arrival_key = [&](int r) { return join_arrival_key(generation, r); };
+  // peer_key first: the launcher reads it to tell a rank that joined and left from one that
+  // never joined (launcher/supervisor.cpp).
   store.set(peer_key(self.rank), to_bytes(self.encode()));
-  store.set(arrival_key(self.rank), to_bytes(self.encode()));
 
-  // Block on the missing arrival keys: the store wakes a waiter as soon as a key is set (a
-  // futex in shm, the server in tcp), so the last rank's arrival is seen at once. (This was a
-  // sleep-poll from 2 ms doubling to 100 ms: with 32 ranks the early ones slept through the
-  // last arrival for up to as long again as the launch took.) The wait is cut into slices so
-  // that a failure the job records meanwhile is seen within one, and at the deadline we know
-  // exactly which ranks are missing (and can say so).
-  constexpr Duration kSlice = std::chrono::milliseconds(50);
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + timeout;
-  std::vector<int> missing;
-  for (int r = 0; r < world_size; ++r)
-    if (r != self.rank) missing.push_back(r);
-  for (;;) {
-    std::erase_if(missing, [&](int r) { return store.check({arrival_key(r)}); });
-    if (missing.empty()) break;
-    // A rank that ended before joining (its launcher records it), or failed: fail now, not at
-    // the deadline.
+  // One all-gather round under "fastrun/join/<generation>" (runtime/store/gather.h): each rank
+  // sets its arrival key (join_arrival_key) and counts itself in; the last arriver of each group
+  // of ~sqrt(N) ranks aggregates the group, the last group publishes every rank's info in one
+  // key that all wait on. O(N) requests in all; it was N checks, waits and gets per rank (N^2).
+  // The wait is cut into slices so that a failure the job records meanwhile (a rank that ended
+  // before it joined: its launcher records it) is seen within one, and at the deadline the
+  // arrival keys are read once to name the ranks that never arrived.
+  RoundOptions round;
+  round.prefix = join_round_prefix(generation);
+  round.rank = self.rank;
+  round.size = world_size;
+  round.timeout = timeout;
+  round.poll = [&](const std::function<std::vector<int>()>& missing) {
     if (auto why = failure.poll()) {
+      const std::vector<int> who = missing();
       throw PeerFailure(fmt::format("rank {}: joining failed: the job recorded a failure ('{}' = \"{}\"); {} of {} "
                                     "ranks had not arrived: [{}]",
-                                    self.rank, kFailureKey, *why, missing.size(), world_size, fmt::join(missing, ", ")));
+                                    self.rank, kFailureKey, *why, who.size(), world_size, fmt::join(who, ", ")));
     }
-    const auto now = clock::now();
-    if (now >= deadline) {
-      throw TimeoutError(fmt::format(
-          "rank {}: joining timed out after {:.3g} s: {} of {} ranks never arrived: [{}] (store {}; raise "
-          "FASTRUN_TIMEOUT to wait longer, or check that those ranks started and use the same FASTRUN_STORE)",
-          self.rank, std::chrono::duration<double>(timeout).count(), missing.size(), world_size,
-          fmt::join(missing, ", "), store.describe()));
-    }
-    std::vector<std::string> keys;
-    for (int r : missing) keys.push_back(arrival_key(r));
-    try {
-      store.wait(keys, std::min<Duration>(kSlice, Duration(deadline - now)));
-    } catch (const TimeoutError&) {
-      // The slice ended: check for a failure and the deadline, then wait again.
-    }
-  }
+  };
+  round.on_timeout = [&](const std::vector<int>& missing) {
+    if (missing.empty()) return;  // every rank arrived, none released: the round's own message says so
+    throw TimeoutError(fmt::format(
+        "rank {}: joining timed out after {:.3g} s: {} of {} ranks never arrived: [{}] (store {}; raise "
+        "FASTRUN_TIMEOUT to wait longer, or check that those ranks started and use the same FASTRUN_STORE)",
+        self.rank, std::chrono::duration<double>(timeout).count(), missing.size(), world_size,
+        fmt::join(missing, ", "), store.describe()));
+  };
+  const std::vector<Bytes> values = store_all_gather(store, round, to_bytes(self.encode()));
 
   std::vector<PeerInfo> peers;
+  peers.reserve(values.size());
   for (int r = 0; r < world_size; ++r)
-    peers.push_back(r == self.rank ? self : PeerInfo::decode(r, to_string(store.get(arrival_key(r), timeout))));
+    peers.push_back(r == self.rank ? self : PeerInfo::decode(r, to_string(values[static_cast<std::size_t>(r)])));
   return peers;
 }
 

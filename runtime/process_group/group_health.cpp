@@ -26,7 +26,12 @@ GroupHealth::GroupHealth(const GroupSpec& spec, const std::string& backend, bool
     std::vector<int> ranks = spec.global_ranks;
     if (ranks.empty())
       for (int r = 0; r < spec.size; ++r) ranks.push_back(r);
-    peers_ = read_peer_infos(*spec.failure_store, ranks);
+    if (spec.peers) {
+      for (int r : ranks)
+        if (r >= 0 && r < static_cast<int>(spec.peers->size())) peers_.push_back((*spec.peers)[static_cast<std::size_t>(r)]);
+    } else {
+      peers_ = read_peer_infos(*spec.failure_store, ranks);
+    }
   }
 }
 

@@ -105,6 +105,8 @@ class ProcessGroup {
                                  const AllToAllOptions& options = {}) = 0;
 };
 
+struct PeerInfo;  // runtime/join/peer_info.h
+
 // What a backend needs to build a group. The store is already prefixed for this group and
 // generation, so backend keys never collide with another group's.
 struct GroupSpec {
@@ -120,6 +122,10 @@ struct GroupSpec {
   // every backend's wait watches it so no survivor hangs on a dead peer.
   std::shared_ptr<Store> failure_store;  // unprefixed; may be null in a world of one
   std::string gloo_host;  // the address gloo binds; "" = FASTRUN_GLOO_HOST (or its default)
+  // Every world rank's PeerInfo as join() gathered it (global rank order), so that a group that
+  // names dead peers need not read 2 keys per member from the store (N² requests for N groups'
+  // worth of ranks). Null: read them from failure_store.
+  std::shared_ptr<const std::vector<PeerInfo>> peers;
 };
 
 }  // namespace fastrun

@@ -6,8 +6,10 @@ namespace fastrun {
 
 std::string peer_key(int global_rank) { return fmt::format("fastrun/peer/{}", global_rank); }
 
+std::string join_round_prefix(int generation) { return fmt::format("fastrun/join/{}", generation); }
+
 std::string join_arrival_key(int generation, int global_rank) {
-  return fmt::format("fastrun/join/{}/{}", generation, global_rank);
+  return fmt::format("{}/{}", join_round_prefix(generation), global_rank);
 }
 
 std::string flight_answer_key(std::int64_t request, int global_rank) {

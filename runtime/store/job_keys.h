@@ -15,7 +15,9 @@ inline constexpr const char* kFailureKey = "fastrun/failure";
 
 // What a rank publishes about itself when it joins (runtime/join/peer_info.h).
 std::string peer_key(int global_rank);
-// A rank's arrival at the join of round `generation` (runtime/join/rendezvous.cpp).
+// The join of round `generation` is one all-gather round under this prefix (runtime/store/gather.h);
+// a rank's arrival key in it (its PeerInfo) is join_arrival_key.
+std::string join_round_prefix(int generation);
 std::string join_arrival_key(int generation, int global_rank);
 // Flight-record dumps (process_group/flight_recorder.h): a counter a timing-out rank increments
 // to ask every rank what it is doing, and where rank R answers request n.
@@ -36,6 +38,8 @@ namespace launcher_keys {
 inline constexpr const char* kRunId = "fastrun/launcher/run-id";
 inline constexpr const char* kRankMaster = "fastrun/launcher/rank-master";
 inline constexpr const char* kSeed = "fastrun/launcher/seed";
+// The launchers' round (runtime/store/gather.h): node k's entry under "<kNodesRound>/k".
+inline constexpr const char* kNodesRound = "fastrun/launcher/nodes";
 // A node's failure as the node watch records it (first writer wins, like kFailureKey).
 inline constexpr const char* kNodeFailure = "fastrun/launcher/failure";
 std::string node(int node_rank);

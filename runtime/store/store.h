@@ -69,5 +69,9 @@ class Store {
 // "<name>/count"; the last one sets "<name>/done"; everyone waits for "<name>/done". The timeout
 // message says how many arrived. A name may be used once per store (use a prefix per round).
 void store_barrier(Store& store, const std::string& name, int participants, Duration timeout);
+// The same for participants that know their rank (0..participants-1), as a store round
+// (runtime/store/gather.h): each adds its own bit to its group's counter (groups of ~√N), so the
+// timeout names the ranks that never arrived, and a name used twice fails with StoreError.
+void store_barrier(Store& store, const std::string& name, int rank, int participants, Duration timeout);
 
 }  // namespace fastrun

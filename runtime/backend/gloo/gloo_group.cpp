@@ -176,7 +176,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
     // A rank may leave right after set-up (join() can end a program); closing its sockets while
     // a slower peer is still connecting to it fails that peer's set-up. So nobody returns until
     // every rank's mesh is connected; after that a closed socket matters only to an op.
-    store_barrier(*spec.store, "gloo/connected", spec.size, spec.timeout);
+    store_barrier(*spec.store, "gloo/connected", spec.rank, spec.size, spec.timeout);
     transport_->threads = adopt_transport_threads(threads_before);
     context_ = context;
     transport_->health = runtime_->shared_health();

@@ -84,7 +84,7 @@ std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::str
   mine.probe_addr = reinterpret_cast<std::uintptr_t>(probe_address());
   mine.probe_value = probe_word();
   try {
-    store_barrier(*spec.store, "shm/mailboxes-mapped", spec.size, spec.timeout);
+    store_barrier(*spec.store, "shm/mailboxes-mapped", spec.rank, spec.size, spec.timeout);
   } catch (...) {
     seg.unlink();
     throw;
@@ -102,7 +102,7 @@ std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::str
     auto& pair = at<PairControl>(seg, layout.pair_offset(static_cast<std::size_t>(p), me));
     std::atomic_ref<std::uint32_t>(pair.receiver.cma_ok).store(ok ? 1 : 0, std::memory_order_release);
   }
-  store_barrier(*spec.store, "shm/mailboxes-probed", spec.size, spec.timeout);
+  store_barrier(*spec.store, "shm/mailboxes-probed", spec.rank, spec.size, spec.timeout);
   log::debug("shm group '{}': rank {} mailboxes of {} KiB, single-copy reads from {} of {} peers", spec.name,
              spec.rank, layout.ring_bytes / 1024, readable, spec.size - 1);
   return std::make_shared<P2PEngine>(std::move(seg), layout, spec.rank, spec.global_ranks, spec.name, spec.op_timeout,

@@ -129,7 +129,7 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
   //    name: from here on nothing is left in /dev/shm whatever happens to the ranks.
   control(seg, layout, spec.rank).pid = static_cast<std::int32_t>(::getpid());
   try {
-    store_barrier(*spec.store, kMappedBarrier, spec.size, spec.timeout);
+    store_barrier(*spec.store, kMappedBarrier, spec.rank, spec.size, spec.timeout);
   } catch (...) {
     seg.unlink();
     throw;
