@@ -37,7 +37,8 @@ Bytes hex(const std::string& text) {
   for (char c : text)
     if (c != ' ') digits += c;
   if (digits.size() % 2 != 0) throw std::invalid_argument("odd number of hex digits: " + text);
-  for (std::size_t i = 0; i < digits.size(); i += 2) out.push_back(static_cast<std::uint8_t>(std::stoi(digits.substr(i, 2), nullptr, 16)));
+  for (std::size_t i = 0; i < digits.size(); i += 2)
+    out.push_back(static_cast<std::uint8_t>(std::stoi(digits.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -79,7 +80,9 @@ struct Step {
   std::string what;  // the call that sends them, for messages
 };
 Step accept_connection() { return {Step::accept, 0, {}, "accept"}; }
-Step expect(int conn, const std::string& what, const std::string& golden) { return {Step::expect, conn, hex(golden), what}; }
+Step expect(int conn, const std::string& what, const std::string& golden) {
+  return {Step::expect, conn, hex(golden), what};
+}
 Step reply(int conn, const std::string& bytes) { return {Step::reply, conn, hex(bytes), "reply"}; }
 Step hang_up(int conn) { return {Step::hang_up, conn, {}, "hang up"}; }
 

@@ -6,7 +6,8 @@
 #   fastrun_skip("no CUDA toolkit (nvcc)")
 macro(fastrun_skip reason)
   if(NOT FASTRUN_SKIP_FILE)
-    message(FATAL_ERROR "fastrun_skip: FASTRUN_SKIP_FILE is not set (run the script with test_support/cmake_script_test.sh)")
+    message(FATAL_ERROR "fastrun_skip: FASTRUN_SKIP_FILE is not set "
+                        "(run the script with test_support/cmake_script_test.sh)")
   endif()
   file(WRITE "${FASTRUN_SKIP_FILE}" "${reason}")
   return()

@@ -7,7 +7,8 @@
 // fails. catch_discover_tests runs each case as its own process, so ending the process ends
 // just that case; a binary run by hand with many cases stops at the first skip.
 // A skip after a failed assertion of the same process (a skip in a later SECTION, say) is not a
-// skip: the process exits 1, so the failure shows (tests/skip_verdicts_test.cmake proves both).
+// skip: the process exits 1, so the failure shows (test_support/skip_verdicts_test.cmake proves
+// both).
 // Call it from the test's own thread, before any thread or child of the case is started.
 #include <string>
 

@@ -30,7 +30,8 @@ case(catch_skip_text_then_fails Failed ${FIXTURE} --warn NoTests "prints the ski
 case(catch_fails_then_skips Failed ${FIXTURE} --warn NoTests "fails then skips")
 case(sh_skips Skipped bash -c "source ${support}/skip.sh && fastrun_skip no tool here && exit 1")
 case(sh_skip_text_then_fails Failed bash -c "echo 'FASTRUN-SKIPPED: not really' && exit 1")
-file(WRITE ${WORK_DIR}/skips.cmake "include(${support}/skip.cmake)\nfastrun_skip(\"no tool here\")\nmessage(FATAL_ERROR \"ran on after the skip\")\n")
+file(WRITE ${WORK_DIR}/skips.cmake "include(${support}/skip.cmake)\nfastrun_skip(\"no tool here\")\n"
+                                   "message(FATAL_ERROR \"ran on after the skip\")\n")
 file(WRITE ${WORK_DIR}/fails.cmake "message(\"FASTRUN-SKIPPED: not really\")\nmessage(FATAL_ERROR \"failed\")\n")
 case(cmake_skips Skipped ${SKIP_SCRIPT_RUNNER} ${CMAKE_COMMAND} -P ${WORK_DIR}/skips.cmake)
 case(cmake_skip_text_then_fails Failed ${SKIP_SCRIPT_RUNNER} ${CMAKE_COMMAND} -P ${WORK_DIR}/fails.cmake)
