@@ -52,8 +52,9 @@ stages=${FASTRUN_TEST_STAGES:-main torch2 asan tsan}
 jobs=$(nproc)
 
 # Cases that cannot run on this machine (no GPU, no mount namespace, a low fd limit) print
-# tests/test_support/skip.h's marker and CTest counts them "Skipped"; list each with its reason,
-# read from the test log, so that CI shows what it did not test.
+# tests/test_support/skip.h's marker with the reason and exit 77, which CTest counts "Skipped"
+# (the exit code decides, not the marker); list each with its reason, read from the test log, so
+# that CI shows what it did not test.
 report_skips() {  # report_skips BUILD_DIR
   local log=$1/Testing/Temporary/LastTest.log skips
   [ -f "$log" ] || return 0

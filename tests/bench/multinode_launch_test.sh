@@ -2,7 +2,7 @@
 # bench/multinode_launch.sh on tiny sizes, on real separate hosts (network namespaces):
 #   multinode_launch_test.sh table BUILD_DIR     prints its table row, and leaves no namespace
 #   multinode_launch_test.sh sigterm BUILD_DIR   SIGTERM mid-run stops it and removes the hosts
-# Root only (hosts.sh): elsewhere it prints FASTRUN-SKIPPED and CTest reports Skipped.
+# Root only (hosts.sh): elsewhere it skips (test_support/skip.sh) and CTest reports Skipped.
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source=tests/multinode/hosts.sh

@@ -11,6 +11,7 @@
 # python) or without a CUDA toolkit (the CUDA wheel's Caffe2Config needs nvcc).
 # Inputs: SOURCE_DIR, WORK_DIR, GENERATOR, CXX, PYTHON (may be empty).
 cmake_minimum_required(VERSION 3.20)
+include(${CMAKE_CURRENT_LIST_DIR}/../test_support/skip.cmake)
 file(REMOVE_RECURSE ${WORK_DIR})
 
 # 1. The wheel's package folder, found without importing torch (that takes seconds).
@@ -21,19 +22,16 @@ if(NOT PYTHON)
   set(PYTHON /var/cache/fastrun/torch2-venv/bin/python)
 endif()
 if(NOT EXISTS ${PYTHON})
-  message("FASTRUN-SKIPPED: no torch 2.x venv (${PYTHON}; tools/install-torch2.sh)")
-  return()
+  fastrun_skip("no torch 2.x venv (${PYTHON}; tools/install-torch2.sh)")
 endif()
 execute_process(COMMAND ${PYTHON} -c "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])"
   RESULT_VARIABLE rc OUTPUT_VARIABLE wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 if(NOT rc EQUAL 0 OR NOT EXISTS ${wheel}/share/cmake/Torch/TorchConfig.cmake)
-  message("FASTRUN-SKIPPED: ${PYTHON} has no torch with a LibTorch CMake package")
-  return()
+  fastrun_skip("${PYTHON} has no torch with a LibTorch CMake package")
 endif()
 find_program(NVCC nvcc PATHS $ENV{CUDA_HOME}/bin /usr/local/cuda/bin NO_CACHE)
 if(NOT NVCC)
-  message("FASTRUN-SKIPPED: no CUDA toolkit (nvcc): the CUDA wheel's TorchConfig needs one")
-  return()
+  fastrun_skip("no CUDA toolkit (nvcc): the CUDA wheel's TorchConfig needs one")
 endif()
 
 function(configure name)

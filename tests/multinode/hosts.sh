@@ -7,7 +7,7 @@
 # network namespace gets neither an interface nor a route to the test addresses: traffic stays
 # inside these namespaces. Every host's /etc/hosts names all the hosts.
 #
-#   hosts_skip_unless_able          print FASTRUN-SKIPPED and exit 0 unless root with the tools
+#   hosts_skip_unless_able          skip the test (test_support/skip.sh) unless root with the tools
 #   hosts_up NAME...                one host per name, addresses HOSTS_NET.11, .12, ... in order
 #   on_host NAME CMD...             run CMD on that host and wait for it
 #   start_on_host NAME CMD... &     the same in the background; it execs, so $! is CMD's pid
@@ -22,6 +22,8 @@
 # SIGKILL is cleaned up by its watchdog (a setsid'd process that outlives the process group),
 # and any namespace of a dead run is swept by the next hosts_up.
 
+# shellcheck source=tests/test_support/skip.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../test_support/skip.sh"
 HOSTS_PREFIX=frmn
 HOSTS_NET=10.77.0
 declare -gA HOSTS_HOLDER=() HOSTS_ADDR=() HOSTS_PORT=()
@@ -32,14 +34,12 @@ HOSTS_WATCHDOG=""
 
 hosts_skip_unless_able() {
   if [[ $(id -u) != 0 ]]; then
-    echo "FASTRUN-SKIPPED: separate hosts need root (network, UTS and mount namespaces); running as $(id -un)"
-    exit 0
+    fastrun_skip "separate hosts need root (network, UTS and mount namespaces); running as $(id -un)"
   fi
   local tool
   for tool in ip nsenter unshare setsid; do
     if ! command -v "$tool" >/dev/null; then
-      echo "FASTRUN-SKIPPED: '$tool' is not installed (tools/install-deps.sh installs iproute2 and util-linux)"
-      exit 0
+      fastrun_skip "'$tool' is not installed (tools/install-deps.sh installs iproute2 and util-linux)"
     fi
   done
 }

@@ -6,7 +6,7 @@
 # enters n1's namespaces (hosts_rsh_agent), as ssh would reach another machine.
 #   netns_test.sh CASE FASTRUN SPARRING_PARTNER HELLO [C10D_ALLREDUCE]
 # CASE is one of the functions named case_* below; CTest runs each as its own test.
-# Prints FASTRUN-SKIPPED (CTest: Skipped) when not root (and, for mpirun_*, without Open MPI).
+# Skips (test_support/skip.sh; CTest: Skipped) when not root (and, for mpirun_*, without Open MPI).
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
 # shellcheck source=tests/multinode/hosts.sh
@@ -17,8 +17,11 @@ source "$here/checks.sh"
 case_name=$1 fastrun=$2 partner=$3 hello=$4 c10d=${5:-}
 hosts_skip_unless_able
 if [[ $case_name == c10d_allreduce && -z $c10d ]]; then
-  echo "FASTRUN-SKIPPED: tests/c10d/c10d_allreduce not built (LibTorch not found, FASTRUN_WITH_TORCH=OFF, or a sanitizer build)"
-  exit 0
+  fastrun_skip "tests/c10d/c10d_allreduce not built (LibTorch not found, FASTRUN_WITH_TORCH=OFF, or a sanitizer build)"
+fi
+# Before hosts_up: its exit trap (hosts_down) would turn a later skip's exit code into its own.
+if [[ $case_name == mpirun_* ]] && ! command -v mpirun >/dev/null; then
+  fastrun_skip "'mpirun' is not installed (tools/install-deps.sh installs Open MPI)"
 fi
 hosts=(n0 n1)
 [[ $case_name == gloo_allreduce ]] && hosts=(n0 n1 n2)
@@ -203,10 +206,6 @@ mpirun_code=""
 run_mpirun() {
   local name=$1
   shift
-  if ! command -v mpirun >/dev/null; then
-    echo "FASTRUN-SKIPPED: 'mpirun' is not installed (tools/install-deps.sh installs Open MPI)"
-    exit 0
-  fi
   # Open MPI's session directory is /tmp/ompi.<host name>.<uid>: every test's hosts are named
   # n0, n1, so two tests at once (ctest -j) would race creating it. Each run gets its own.
   mkdir -p "$work/ompi-tmp"

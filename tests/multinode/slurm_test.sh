@@ -8,7 +8,7 @@
 # one bare fastrun per node (no --nnodes/--node-rank/--master-* flags, no MASTER_* variables):
 # the global ranks and hosts, the example trainer (its weights against a one-host run), a
 # failing rank's exit code and name, and scancel of a running job.
-# Prints FASTRUN-SKIPPED (CTest: Skipped) when not root or Slurm/munge is not installed.
+# Skips (test_support/skip.sh; CTest: Skipped) when not root or Slurm/munge is not installed.
 #
 # Why it is built this way:
 # - Every daemon runs inside a host's namespaces, so removing the hosts stops them, also after a
@@ -31,8 +31,7 @@ train_mlp=$(readlink -f "$4") train_mlp_compare=$(readlink -f "$5")
 hosts_skip_unless_able
 for tool in munged slurmctld slurmd srun sinfo; do
   if ! command -v "$tool" >/dev/null; then
-    echo "FASTRUN-SKIPPED: '$tool' is not installed (tools/install-deps.sh installs slurm-wlm and munge)"
-    exit 0
+    fastrun_skip "'$tool' is not installed (tools/install-deps.sh installs slurm-wlm and munge)"
   fi
 done
 hosts_up ctl n0 n1 || exit 1

@@ -148,6 +148,27 @@ TEST_CASE("tcp store: a wrong or missing token is rejected", "[store][tcp]") {
   CHECK(h->stats().auth_failures == 2);
 }
 
+// The whole token must match, not a prefix of either: a compare that stops at the end of the
+// secret would let in any token that starts with it, and one that stops at the end of the
+// presented token would let in the secret's first letters (or an empty token).
+TEST_CASE("tcp store: a token that extends or truncates the secret is rejected", "[store][tcp]") {
+  auto h = host("the-right-token");
+  const auto addr = h->address();
+  for (const std::string token : {"the-right-token-and-more", "the-right-token\n",
+                                  "the-right-toke", "t"}) {
+    INFO("token: " << token);
+    try {
+      connect_store(addr, opts(token, 2s));
+      FAIL("connected with a token that is not the secret");
+    } catch (const StoreError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("authentication failed") && Catch::Contains(addr));
+    }
+  }
+  CHECK(h->stats().auth_failures == 4);
+  connect_store(addr, opts("the-right-token", 2s))->set("k", to_bytes("v"));
+  CHECK(h->stats().auth_failures == 4);
+}
+
 TEST_CASE("tcp store: bad addresses and unreachable hosts give clear errors", "[store][tcp]") {
   CHECK_THROWS_AS(connect_store("tcp://host"), ConfigError);
   CHECK_THROWS_AS(connect_store("tcp://host:99999"), ConfigError);

@@ -50,6 +50,13 @@ constexpr std::uint64_t back_of(std::uint64_t w) { return w & kField; }
 
 std::atomic<bool> g_writes_fail{false};  // set_single_copy_writes_fail (tests)
 
+// copy_counts(): one atomic per field (a process may have several engines).
+struct {
+  std::atomic<std::uint64_t> single_copy{0}, cooperative{0}, chunks_received{0}, chunks_sent{0},
+      chunks_handed_back{0};
+} g_counts;
+void count(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+
 // Copies `bytes` between this process's `local` and `remote` in process `pid` (CMA); 0 or errno.
 int cma_copy(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write) {
   for (std::size_t done = 0; done < bytes;) {
@@ -359,11 +366,13 @@ void P2PEngine::read_rendezvous(const Header& h, const std::shared_ptr<Op>& op) 
   ack.h.kind = kAck;
   ack.h.id = h.id;
   ack.completes = op;
-  if (fits)
+  if (fits) {
+    count(g_counts.single_copy);
     if (const int e = cma_copy(rank_block(op->peer).pid, op->data, h.addr, op->bytes, false)) {
       ack.h.kind = kNack;
       ack.completes_error = cma_error(*op, e);
     }
+  }
   peer.out.push_back(std::move(ack));
 }
 
@@ -380,6 +389,7 @@ void P2PEngine::start_coop(const Header& h, const std::shared_ptr<Op>& op) {
   c.gen = ++peer.coop_gen & 0xffff;
   c.chunk = coop_chunk(op->bytes);
   c.chunks = (op->bytes + c.chunk - 1) / c.chunk;
+  count(g_counts.cooperative);
   PairCoop& pc = pair(p, rank_).coop;
   // The sender touches the word only after it saw the clear-to-send, or with an older
   // generation, which it never claims; every chunk of the previous one is done (poll_coop).
@@ -408,6 +418,7 @@ void P2PEngine::copy_front(int p) {
     const std::size_t off = front_of(w) * c.chunk, n = std::min(k * c.chunk, c.op->bytes - off);
     w = next;
     c.mine += k;
+    count(g_counts.chunks_received, k);
     if (c.error) continue;  // claimed so that the count adds up; the recv fails anyway
     if (const int e = cma_copy(pid, c.op->data + off, c.addr + off, n, false)) c.error = cma_error(*c.op, e);
   }
@@ -454,9 +465,11 @@ void P2PEngine::help_coop(int p, const Header& cts, Op& send) {
       // this side moves `back`) and leave the rest of this pair's messages to the receiver.
       peer.i_write_it = false;
       atomic(pc.claim).fetch_add(k, std::memory_order_acq_rel);
+      count(g_counts.chunks_handed_back, k);
       break;
     }
     atomic(pc.sender_done).fetch_add(k, std::memory_order_release);
+    count(g_counts.chunks_sent, k);
     w = atomic(pc.claim).load(std::memory_order_acquire);
   }
   if (did) ring_doorbell(p);
@@ -795,6 +808,12 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
 }
 
 void set_single_copy_writes_fail(bool fail) { g_writes_fail.store(fail, std::memory_order_relaxed); }
+
+CopyCounts copy_counts() {
+  const auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  return {get(g_counts.single_copy), get(g_counts.cooperative), get(g_counts.chunks_received),
+          get(g_counts.chunks_sent), get(g_counts.chunks_handed_back)};
+}
 
 WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what) {
   return std::make_shared<BatchWork>(shared_from_this(), start(ops, what));

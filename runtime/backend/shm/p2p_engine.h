@@ -162,6 +162,18 @@ void set_single_copy_allowed(bool allowed);
 // through and not writes): it hands its chunks back to the receiver and stops helping that peer.
 void set_single_copy_writes_fail(bool fail);
 
+// What this process's engines did so far, for tests that must show which path ran: a test of
+// the cooperative copy passes as well when every message goes through the rings (where ptrace
+// rules or seccomp refuse process_vm_readv), and then tests nothing of it.
+struct CopyCounts {
+  std::uint64_t single_copy = 0;         // rendezvous messages received with one process_vm_readv
+  std::uint64_t cooperative = 0;         // messages received by a cooperative copy
+  std::uint64_t chunks_received = 0;     // chunks of them this rank copied as the receiver
+  std::uint64_t chunks_sent = 0;         // chunks this rank wrote as a helping sender
+  std::uint64_t chunks_handed_back = 0;  // chunks this rank's refused writes handed back
+};
+CopyCounts copy_counts();
+
 // Builds the engine of a group of more than one rank: the mailbox segment named `name` (rank 0
 // creates it and publishes the name under "shm/mailboxes"), the CMA probe, two store barriers.
 // `cpus`: the CPUs this rank may run on (the wait policy spins only with a core per rank).
