@@ -29,6 +29,7 @@
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
+#include "fastrun/runtime/os/fd_control.h"
 
 namespace fastrun {
 namespace {
@@ -117,8 +118,13 @@ bool report_self_end(SelfJob& j, int wait_status, bool peer_failure) {
   std::fflush(stderr);
   if (j.saved_out >= 0) {
     // Put the terminal back (this closes our ends of the relay pipes) before telling the supervisor.
-    ::dup2(j.saved_out, 1);
-    ::dup2(j.saved_err, 2);
+    // Called from exit and terminate hooks, where nothing may throw: should a dup2 fail, 1 and 2
+    // stay on the relay pipes, whose reads the supervisor then drains before closing them.
+    try {
+      os::checked_dup2(j.saved_out, 1, "rank 0's stdout, back to the terminal");
+      os::checked_dup2(j.saved_err, 2, "rank 0's stderr, back to the terminal");
+    } catch (const std::exception&) {
+    }
   }
   const std::uint64_t value = (static_cast<std::uint64_t>(wait_status & 0xffff) + 1) |
                               (peer_failure ? launcher::SelfSpawn::kPeerFailure : 0);
@@ -286,10 +292,10 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
     check_syscall(::pipe2(err, O_CLOEXEC), "pipe2");
     std::fflush(stdout);
     std::fflush(stderr);
-    j->saved_out = check_syscall(::fcntl(1, F_DUPFD_CLOEXEC, 3), "dup stdout");
-    j->saved_err = check_syscall(::fcntl(2, F_DUPFD_CLOEXEC, 3), "dup stderr");
-    ::dup2(out[1], 1);  // dup2 clears O_CLOEXEC on 1 and 2
-    ::dup2(err[1], 2);
+    j->saved_out = os::checked_fcntl(1, F_DUPFD_CLOEXEC, 3, "rank 0's stdout, kept for the relay");
+    j->saved_err = os::checked_fcntl(2, F_DUPFD_CLOEXEC, 3, "rank 0's stderr, kept for the relay");
+    os::checked_dup2(out[1], 1, "rank 0's stdout, onto its relay pipe");  // dup2 clears O_CLOEXEC on 1 and 2
+    os::checked_dup2(err[1], 2, "rank 0's stderr, onto its relay pipe");
     ::close(out[1]);
     ::close(err[1]);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a pipe now: keep it line-buffered like a terminal

@@ -143,7 +143,7 @@ int train(const Options& opt, const TrainerSpec& spec) {
     }
     if (steps == 0) continue;  // resumed at the very end of an epoch
     // Metrics: every rank's (loss sum, samples, correct, seconds), gathered on rank 0.
-    auto all = fastrun::gather_object(world, std::make_tuple(loss_sum, seen, correct, seconds_since(t_epoch)), 0);
+    auto all = fastrun::gather_object(std::make_tuple(loss_sum, seen, correct, seconds_since(t_epoch)), 0, &world);
     if (all) {
       double l = 0, secs = 0;
       std::uint64_t n = 0, c = 0;

@@ -1,3 +1,4 @@
+#include "fastrun/runtime/ddp/buffer_ops.h"
 #include "fastrun/runtime/ddp/ddp.h"
 
 #include <algorithm>

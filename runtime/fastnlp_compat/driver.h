@@ -71,7 +71,7 @@ template <class T>
 std::vector<T> all_gather(const T& value) {
   auto ctx = current_context();
   if (!ctx) return {value};
-  return all_gather_object(ctx->world(), value);
+  return all_gather_object(value, &ctx->world());
 }
 
 }  // namespace fastrun

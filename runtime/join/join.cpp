@@ -55,8 +55,76 @@ void check_store_by_hand(const join_detail::Layout& l) {
       l.source, instead));
 }
 
+// The job's store, as the layout says: none (a world of one: in memory), hosted by this rank,
+// under the launcher's prefix (falling back to a store rank 0 hosts when the job is on one node),
+// or connected to.
+struct JobStore {
+  std::unique_ptr<HostedStore> hosted;  // when this rank hosts it
+  std::shared_ptr<Store> store;
+};
+
+JobStore open_job_store(const join_detail::Layout& layout, const StoreOptions& so) {
+  JobStore js;
+  try {
+    if (layout.store_address.empty()) {
+      js.store = std::make_shared<MemoryStore>();
+    } else if (layout.host_store) {
+      js.hosted = host_store(layout.store_address, so);
+      js.store = js.hosted->connect();
+    } else if (!layout.store_prefix.empty()) {
+      try {
+        js.store = std::make_shared<PrefixStore>(layout.store_prefix, connect_store(layout.store_address, so));
+      } catch (const StoreError& e) {
+        if (layout.fallback_store.empty()) throw;
+        // Every rank of the node sees the same server, so all of them take this branch.
+        log::warn("{}; the job is on one node: using {} (hosted by rank 0) instead", e.what(), layout.fallback_store);
+        if (layout.rank == 0) {
+          js.hosted = host_store(layout.fallback_store, so);
+          js.store = js.hosted->connect();
+        } else {
+          js.store = connect_store(layout.fallback_store, so);
+        }
+      }
+    } else {
+      check_store_by_hand(layout);
+      js.store = connect_store(layout.store_address, so);
+    }
+  } catch (const StoreError& e) {
+    // An address fastrun derived (srun, mpirun) must say where it came from and how to override it.
+    if (layout.store_origin.empty()) throw;
+    throw StoreError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
+  }
+  return js;
+}
+
+// This rank's place on its node: from the environment when given, else from the host names
+// (ranks on one host, in rank order; nodes in the order their first rank appears).
+struct LocalLayout {
+  int local_rank = 0, local_world_size = 0, node_rank = 0;
+};
+
+LocalLayout local_layout(const join_detail::Layout& layout, const std::vector<std::string>& hosts, int rank) {
+  std::vector<std::string> distinct_hosts;
+  for (const auto& h : hosts)
+    if (std::find(distinct_hosts.begin(), distinct_hosts.end(), h) == distinct_hosts.end()) distinct_hosts.push_back(h);
+  const std::string& my_host = hosts[static_cast<std::size_t>(rank)];
+  int computed_local_rank = 0, computed_local_size = 0;
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    if (hosts[r] != my_host) continue;
+    if (static_cast<int>(r) < rank) ++computed_local_rank;
+    ++computed_local_size;
+  }
+  LocalLayout l;
+  l.local_rank = layout.local_rank.value_or(computed_local_rank);
+  l.local_world_size = layout.local_world_size.value_or(computed_local_size);
+  l.node_rank = layout.node_rank.value_or(static_cast<int>(
+      std::find(distinct_hosts.begin(), distinct_hosts.end(), my_host) - distinct_hosts.begin()));
+  return l;
+}
+
 }  // namespace
 
+// A world of one takes every step: its store is in memory, its peer exchange has one entry.
 std::shared_ptr<Context> join(const JoinOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Context> ctx(new Context());
@@ -82,35 +150,9 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   StoreOptions so;
   so.timeout = c.timeout_;
   so.token = layout.store_token;
-  try {
-    if (layout.store_address.empty()) {
-      c.store_ = std::make_shared<MemoryStore>();
-    } else if (layout.host_store) {
-      c.hosted_ = host_store(layout.store_address, so);
-      c.store_ = c.hosted_->connect();
-    } else if (!layout.store_prefix.empty()) {
-      try {
-        c.store_ = std::make_shared<PrefixStore>(layout.store_prefix, connect_store(layout.store_address, so));
-      } catch (const StoreError& e) {
-        if (layout.fallback_store.empty()) throw;
-        // Every rank of the node sees the same server, so all of them take this branch.
-        log::warn("{}; the job is on one node: using {} (hosted by rank 0) instead", e.what(), layout.fallback_store);
-        if (c.rank_ == 0) {
-          c.hosted_ = host_store(layout.fallback_store, so);
-          c.store_ = c.hosted_->connect();
-        } else {
-          c.store_ = connect_store(layout.fallback_store, so);
-        }
-      }
-    } else {
-      check_store_by_hand(layout);
-      c.store_ = connect_store(layout.store_address, so);
-    }
-  } catch (const StoreError& e) {
-    // An address fastrun derived (srun, mpirun) must say where it came from and how to override it.
-    if (layout.store_origin.empty()) throw;
-    throw StoreError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
-  }
+  JobStore js = open_job_store(layout, so);
+  c.hosted_ = std::move(js.hosted);
+  c.store_ = std::move(js.store);
   c.store_->set_timeout(c.timeout_);
   // Across hosts gloo must not advertise 127.0.0.1: unless FASTRUN_GLOO_HOST says otherwise,
   // bind the interface that routes to the store's host (as the launcher does for its ranks).
@@ -130,21 +172,12 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
     c.places_.push_back(fmt::format("{}#{}", p.host, p.node));
   }
 
-  // Local layout: from the environment when given, else from the host names.
-  std::vector<std::string> distinct_hosts;
-  for (const auto& h : c.hosts_)
-    if (std::find(distinct_hosts.begin(), distinct_hosts.end(), h) == distinct_hosts.end()) distinct_hosts.push_back(h);
-  const std::string& my_host = c.hosts_[static_cast<std::size_t>(c.rank_)];
-  int computed_local_rank = 0, computed_local_size = 0;
-  for (int r = 0; r < c.world_size_; ++r) {
-    if (c.hosts_[static_cast<std::size_t>(r)] != my_host) continue;
-    if (r < c.rank_) ++computed_local_rank;
-    ++computed_local_size;
-  }
-  c.local_rank_ = layout.local_rank.value_or(computed_local_rank);
-  c.local_world_size_ = layout.local_world_size.value_or(computed_local_size);
-  c.node_rank_ = layout.node_rank.value_or(static_cast<int>(
-      std::find(distinct_hosts.begin(), distinct_hosts.end(), my_host) - distinct_hosts.begin()));
+  // ... and this rank's place on its node, computed from those host names where the environment
+  // does not give it.
+  const LocalLayout local = local_layout(layout, c.hosts_, c.rank_);
+  c.local_rank_ = local.local_rank;
+  c.local_world_size_ = local.local_world_size;
+  c.node_rank_ = local.node_rank;
 
   // 4. The default process group.
   std::vector<int> all(static_cast<std::size_t>(c.world_size_));
@@ -155,6 +188,8 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
             "store {}, backend {}",
             ms_since(start), c.rank_, c.world_size_, c.local_rank_, c.local_world_size_, c.node_rank_, c.source_,
             c.device_identity_, c.store_->describe(), c.world_->backend_name());
+
+  // What current_context() returns from now on.
   {
     std::lock_guard lock(g_current_mutex);
     g_current = ctx;

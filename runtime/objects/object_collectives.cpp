@@ -15,6 +15,24 @@ void wait(const WorkHandle& w) { w->wait(); }
 
 }  // namespace
 
+CallGroup call_group(Group* group) {
+  CallGroup g;
+  g.group = group;
+  if (g.group == nullptr) {
+    g.ctx = current_context();
+    if (g.ctx) g.group = &g.ctx->world();
+  }
+  return g;
+}
+
+Group& p2p_group(CallGroup& g, const char* op, int peer) {
+  if (g.group == nullptr)
+    throw ConfigError(fmt::format("{}: peer {} in a world of one (no group given and no current context: join() "
+                                  "first, or pass the group)",
+                                  op, peer));
+  return *g.group;
+}
+
 std::vector<std::uint8_t> broadcast_bytes(Group& group, std::vector<std::uint8_t> bytes, int root) {
   Group& g = group.cpu_group();
   if (root < 0 || root >= g.size())

@@ -1,6 +1,9 @@
 #pragma once
 // Object collectives over fastrun::serializer<T> (serializer.h). Blocking calls, collective
-// over `group` (every member calls, same order), run on the group's CPU companion
+// over `group` (every member calls, same order). Every call takes its group last, as a pointer,
+// in torch's order (broadcast_object_list(objects, src, group)): without one it acts on the
+// current context's world (context.h), and without a context on a world of one. They run on
+// the group's CPU companion
 // (Group::cpu_group(): the group itself on gloo/shm, a gloo group over the same ranks in NCCL
 // jobs), so objects never touch a device.
 // Protocol: sizes first, then payloads (torch's *_object* protocol; docs/runtime.md, "Object collectives"):
@@ -57,56 +60,72 @@ T decode_from(Group& group, const char* op, int sender, const std::vector<std::u
   }
 }
 
+// The group a call acts on: `group`, else the current context's world (kept alive by `ctx`
+// for the call), else none: a world of one, where this process is rank 0 of 1.
+struct CallGroup {
+  std::shared_ptr<Context> ctx;
+  Group* group = nullptr;
+  int rank() const { return group ? group->rank() : 0; }
+  int size() const { return group ? group->size() : 1; }
+  // No data moves: a world of one, or FASTRUN_NO_SYNC=2.
+  bool local_only() const { return size() == 1 || no_sync_level() >= 2; }
+};
+CallGroup call_group(Group* group);
+// The group of a point-to-point call, which needs a peer: ConfigError without a group or context.
+Group& p2p_group(CallGroup& g, const char* op, int peer);
+
 }  // namespace objects_detail
 
-// Every member gets `root`'s value (root: rank within the group). The one broadcast_object, in
-// torch's argument order (obj, src, group): without a group it acts on the current context's
-// world (context.h), and without a context it is a world of one that returns `value`.
+// A call written the old way round (the group first) names the rule instead of a template error.
+#define FASTRUN_GROUP_COMES_LAST(T, call)                                                       \
+  static_assert(!std::is_base_of_v<Group, std::remove_pointer_t<std::decay_t<T>>>,             \
+                call ": the group comes last, as a pointer (docs/runtime.md, \"Object collectives\")")
+
+// Every member gets `root`'s value (root: rank within the group).
 template <class T>
 T broadcast_object(T value, int root = 0, Group* group = nullptr) {
-  static_assert(!std::is_base_of_v<Group, std::decay_t<T>>, "broadcast_object(value, root, &group): the group comes last");
-  std::shared_ptr<Context> ctx;  // keeps the default world alive for the call
-  if (group == nullptr) {
-    ctx = current_context();
-    if (!ctx) return value;
-    group = &ctx->world();
-  }
-  if (no_sync_level() >= 2 || group->size() == 1) return value;
+  FASTRUN_GROUP_COMES_LAST(T, "broadcast_object(value, root, &group)");
+  objects_detail::CallGroup g = objects_detail::call_group(group);
+  if (g.local_only()) return value;
   std::vector<std::uint8_t> bytes;
-  if (group->rank() == root) bytes = encode(value);
-  bytes = objects_detail::broadcast_bytes(*group, std::move(bytes), root);
-  if (group->rank() == root) return value;
-  return objects_detail::decode_from<T>(*group, "broadcast_object", root, bytes);
+  if (g.rank() == root) bytes = encode(value);
+  bytes = objects_detail::broadcast_bytes(*g.group, std::move(bytes), root);
+  if (g.rank() == root) return value;
+  return objects_detail::decode_from<T>(*g.group, "broadcast_object", root, bytes);
 }
 
 // Every member's value, in group rank order, on every member.
 template <class T>
-std::vector<T> all_gather_object(Group& group, const T& value) {
-  if (no_sync_level() >= 2 || group.size() == 1) return {value};
-  const auto all = objects_detail::all_gather_bytes(group, encode(value));
+std::vector<T> all_gather_object(const T& value, Group* group = nullptr) {
+  FASTRUN_GROUP_COMES_LAST(T, "all_gather_object(value, &group)");
+  objects_detail::CallGroup g = objects_detail::call_group(group);
+  if (g.local_only()) return {value};
+  const auto all = objects_detail::all_gather_bytes(*g.group, encode(value));
   std::vector<T> out;
   out.reserve(all.size());
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (static_cast<int>(r) == group.rank()) out.push_back(value);
-    else out.push_back(objects_detail::decode_from<T>(group, "all_gather_object", static_cast<int>(r), all[r]));
+    if (static_cast<int>(r) == g.rank()) out.push_back(value);
+    else out.push_back(objects_detail::decode_from<T>(*g.group, "all_gather_object", static_cast<int>(r), all[r]));
   }
   return out;
 }
 
 // Every member's value on `root`; nullopt elsewhere.
 template <class T>
-std::optional<std::vector<T>> gather_object(Group& group, const T& value, int root = 0) {
-  if (no_sync_level() >= 2 || group.size() == 1) {
-    if (group.rank() != root) return std::nullopt;
+std::optional<std::vector<T>> gather_object(const T& value, int root = 0, Group* group = nullptr) {
+  FASTRUN_GROUP_COMES_LAST(T, "gather_object(value, root, &group)");
+  objects_detail::CallGroup g = objects_detail::call_group(group);
+  if (g.local_only()) {
+    if (g.rank() != root) return std::nullopt;
     return std::vector<T>{value};
   }
-  const auto all = objects_detail::all_gather_bytes(group, encode(value));
-  if (group.rank() != root) return std::nullopt;
+  const auto all = objects_detail::all_gather_bytes(*g.group, encode(value));
+  if (g.rank() != root) return std::nullopt;
   std::vector<T> out;
   out.reserve(all.size());
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (static_cast<int>(r) == group.rank()) out.push_back(value);
-    else out.push_back(objects_detail::decode_from<T>(group, "gather_object", static_cast<int>(r), all[r]));
+    if (static_cast<int>(r) == g.rank()) out.push_back(value);
+    else out.push_back(objects_detail::decode_from<T>(*g.group, "gather_object", static_cast<int>(r), all[r]));
   }
   return out;
 }
@@ -114,36 +133,45 @@ std::optional<std::vector<T>> gather_object(Group& group, const T& value, int ro
 // Member r gets values[r] of the root's `values` (which must have one entry per member; other
 // ranks' `values` are not read and may be empty). torch's scatter_object_list.
 template <class T>
-T scatter_object(Group& group, const std::vector<T>& values, int root = 0) {
-  if (group.rank() == root && values.size() != static_cast<std::size_t>(group.size()))
+T scatter_object(const std::vector<T>& values, int root = 0, Group* group = nullptr) {
+  FASTRUN_GROUP_COMES_LAST(T, "scatter_object(values, root, &group)");
+  objects_detail::CallGroup g = objects_detail::call_group(group);
+  if (g.rank() == root && values.size() != static_cast<std::size_t>(g.size()))
     throw ConfigError("scatter_object: the root has " + std::to_string(values.size()) + " values for a group of " +
-                      std::to_string(group.size()) + " ranks; it needs one per rank");
-  if (no_sync_level() >= 2 || group.size() == 1) {
-    if (group.rank() != root) objects_detail::throw_no_local_result("scatter_object");
+                      std::to_string(g.size()) + " ranks; it needs one per rank");
+  if (g.local_only()) {
+    if (g.rank() != root) objects_detail::throw_no_local_result("scatter_object");
     return values[static_cast<std::size_t>(root)];
   }
   std::vector<std::vector<std::uint8_t>> encoded;
-  if (group.rank() == root)
+  if (g.rank() == root)
     for (const T& v : values) encoded.push_back(encode(v));
-  const auto bytes = objects_detail::scatter_bytes(group, encoded, root);
-  if (group.rank() == root) return values[static_cast<std::size_t>(root)];
-  return objects_detail::decode_from<T>(group, "scatter_object", root, bytes);
+  const auto bytes = objects_detail::scatter_bytes(*g.group, encoded, root);
+  if (g.rank() == root) return values[static_cast<std::size_t>(root)];
+  return objects_detail::decode_from<T>(*g.group, "scatter_object", root, bytes);
 }
 
 // Point-to-point objects: `peer` is a rank of the group other than this one; a recv_object
 // takes the send_objects of that peer with the same tag in order. Blocking: on gloo (and nccl
 // jobs) a send_object returns only once the peer has received it, so two ranks must not both
-// send to each other first (shm buffers small messages, but do not rely on it).
+// send to each other first (shm buffers small messages, but do not rely on it). Without a group
+// or a current context there is no peer: ConfigError.
 template <class T>
-void send_object(Group& group, const T& value, int peer, int tag = 0) {
+void send_object(const T& value, int peer, int tag = 0, Group* group = nullptr) {
+  FASTRUN_GROUP_COMES_LAST(T, "send_object(value, peer, tag, &group)");
   if (no_sync_level() >= 2) return;
-  objects_detail::send_bytes(group, encode(value), peer, tag);
+  objects_detail::CallGroup g = objects_detail::call_group(group);
+  objects_detail::send_bytes(objects_detail::p2p_group(g, "send_object", peer), encode(value), peer, tag);
 }
 
 template <class T>
-T recv_object(Group& group, int peer, int tag = 0) {
+T recv_object(int peer, int tag = 0, Group* group = nullptr) {
   if (no_sync_level() >= 2) objects_detail::throw_no_local_result("recv_object");
-  return objects_detail::decode_from<T>(group, "recv_object", peer, objects_detail::recv_bytes(group, peer, tag));
+  objects_detail::CallGroup g = objects_detail::call_group(group);
+  Group& on = objects_detail::p2p_group(g, "recv_object", peer);
+  return objects_detail::decode_from<T>(on, "recv_object", peer, objects_detail::recv_bytes(on, peer, tag));
 }
+
+#undef FASTRUN_GROUP_COMES_LAST
 
 }  // namespace fastrun

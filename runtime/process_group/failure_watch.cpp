@@ -2,6 +2,7 @@
 
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun {
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "fastrun/runtime/process_group/types.h"
-#include "fastrun/runtime/store/job_keys.h"  // kFailureKey, which ProcessGroupOptions::failure_store holds
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun {

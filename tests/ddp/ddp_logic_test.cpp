@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "fastrun/runtime/ddp/buffer_ops.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
 #include "thread_group.h"

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "fastrun/runtime/context.h"
+#include "fastrun/runtime/ddp/buffer_ops.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
 #include "test_support/rank_runner.h"

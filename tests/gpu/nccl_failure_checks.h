@@ -9,6 +9,7 @@
 #include <string>
 
 #include "fastrun/runtime/backend/nccl/testing.h"
+#include "fastrun/runtime/store/job_keys.h"
 #include "gpu/nccl_suite.h"
 
 namespace fastrun::nccl_suite {

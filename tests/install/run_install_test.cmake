@@ -55,6 +55,27 @@ endforeach()
 if(NOT "fastrun/fastrun.h" IN_LIST headers)
   message(FATAL_ERROR "the umbrella header fastrun/fastrun.h is not installed")
 endif()
+# ... and nothing more: every installed header is what users include (an entry point: the
+# umbrella header, a component's own headers) or is included by another installed header. A
+# header installed only because a stale #include once pulled it in fails here.
+set(included_somewhere "")
+foreach(header ${headers})
+  file(STRINGS ${prefix}/include/${header} includes REGEX "^#include [\"<]fastrun/")
+  foreach(line ${includes})
+    string(REGEX REPLACE "^#include [\"<]([^\">]+)[\">].*" "\\1" included "${line}")
+    list(APPEND included_somewhere ${included})
+  endforeach()
+endforeach()
+foreach(header ${headers})
+  if(header STREQUAL "fastrun/fastrun.h" OR header MATCHES "^fastrun/torch/[^/]+\\.h$"
+     OR header MATCHES "^fastrun/runtime/cuda/[^/]+\\.h$")
+    continue()  # entry points: the umbrella header, fastrun::torch's and fastrun::nccl's own
+  endif()
+  if(NOT header IN_LIST included_somewhere)
+    message(FATAL_ERROR "${header} is installed, but no installed header includes it and it is not an entry "
+                        "point: drop it from its library's PUBLIC_HEADERS, or include it where users need it")
+  endif()
+endforeach()
 
 # 2b. No installed header includes fmt (a private dependency: a consumer whose include path holds
 #     another fmt, as a torch 2.x wheel's does, must still link). Textually, for every installed

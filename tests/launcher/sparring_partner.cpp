@@ -54,6 +54,7 @@
 #include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 extern char** environ;
 

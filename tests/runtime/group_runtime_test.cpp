@@ -15,6 +15,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/store/memory_store.h"
 
 using namespace fastrun;

@@ -1,15 +1,12 @@
-// Headers that moved keep their old paths working for users (issue 14): the old fastNLP driver
-// path forwards to fastnlp_compat/, and join/join.h alone is enough to join.
+// A header that moved keeps what its users relied on (issue 14): join/join.h alone is enough to
+// join and hold the Context it returns.
 #include <catch2/catch.hpp>
 
-#include "fastrun/runtime/driver/driver.h"  // old path: must still declare the driver surface
-#include "fastrun/runtime/join/join.h"      // new home of join(): must give the complete Context
+#include "fastrun/runtime/join/join.h"  // new home of join(): must give the complete Context
 
-TEST_CASE("the old driver path and join/join.h each give what they used to", "[driver][join]") {
-  // Declarations only matter here; calling them is covered by the driver and join tests.
-  int (*rank)() = &fastrun::global_rank;
+TEST_CASE("join/join.h alone gives join() and the complete Context", "[join]") {
+  // Declarations only matter here; calling them is covered by the join tests.
   std::shared_ptr<fastrun::Context> (*join)(const fastrun::JoinOptions&) = &fastrun::join;
-  CHECK(rank != nullptr);
   CHECK(join != nullptr);
   CHECK(sizeof(fastrun::Context) > 0);  // complete type from join/join.h alone
 }

@@ -35,7 +35,7 @@ TEST_CASE("object collectives: mixed sizes, 1 MiB payloads, user structs", "[obj
     auto ctx = join({"gloo"});
     Group& g = ctx->world();
 
-    auto all = all_gather_object(g, report_of(rank));
+    auto all = all_gather_object(report_of(rank), &g);
     RANK_REQUIRE(all.size() == 3);
     for (int r = 0; r < 3; ++r) RANK_REQUIRE(all[static_cast<std::size_t>(r)] == report_of(r));
 
@@ -47,17 +47,17 @@ TEST_CASE("object collectives: mixed sizes, 1 MiB payloads, user structs", "[obj
 
     // Different-sized 1 MiB-ish payloads gathered everywhere, then to one root.
     std::vector<std::int64_t> payload(static_cast<std::size_t>((1 << 17) + rank * 1000), rank);
-    auto gathered = all_gather_object(g, payload);
+    auto gathered = all_gather_object(payload, &g);
     for (int r = 0; r < 3; ++r)
       RANK_REQUIRE(gathered[static_cast<std::size_t>(r)].size() == static_cast<std::size_t>((1 << 17) + r * 1000));
-    auto at_two = gather_object(g, std::make_pair(rank, std::to_string(rank)), 2);
+    auto at_two = gather_object(std::make_pair(rank, std::to_string(rank)), 2, &g);
     RANK_REQUIRE(at_two.has_value() == (rank == 2));
     if (at_two) RANK_REQUIRE((*at_two)[1] == std::make_pair(1, std::string("1")));
 
     // A rank that sends another type: the receivers' error names it.
     try {
-      if (rank == 1) all_gather_object(g, std::string("abc"));
-      else all_gather_object(g, std::vector<int>{1, 2, 3});
+      if (rank == 1) all_gather_object(std::string("abc"), &g);
+      else all_gather_object(std::vector<int>{1, 2, 3}, &g);
       throw std::runtime_error("no decode error");
     } catch (const SerializationError& e) {
       const std::string m = e.what();
@@ -117,6 +117,10 @@ TEST_CASE("NO_SYNC levels, guards and rank_zero_call across ranks", "[driver][mp
     RANK_REQUIRE(no_sync_level() == 0);
     RANK_REQUIRE(fastrun::all_gather(rank * 3) == (std::vector<int>{0, 3}));
     RANK_REQUIRE(fastrun::broadcast_object(rank == 1 ? std::string("one") : std::string(), 1) == "one");
+    // Every object collective takes its group last and, without one, acts on the current world.
+    RANK_REQUIRE(fastrun::all_gather_object(rank * 5) == (std::vector<int>{0, 5}));
+    RANK_REQUIRE(fastrun::gather_object(rank, 1).has_value() == (rank == 1));
+    RANK_REQUIRE(fastrun::scatter_object(std::vector<int>{10, 11}, 0) == 10 + rank);
     barrier();
   });
   REQUIRE(test::all_ok(results));
@@ -133,8 +137,8 @@ TEST_CASE("FASTRUN_NO_SYNC from the environment", "[driver][mp]") {
         std::int64_t v = rank;
         ctx->world().all_reduce(view_of(&v, 1))->wait();
         RANK_REQUIRE(v == rank);
-        RANK_REQUIRE(all_gather_object(ctx->world(), rank) == std::vector<int>{rank});
-        RANK_REQUIRE(gather_object(ctx->world(), rank, 1).has_value() == (rank == 1));
+        RANK_REQUIRE(all_gather_object(rank, &ctx->world()) == std::vector<int>{rank});
+        RANK_REQUIRE(gather_object(rank, 1, &ctx->world()).has_value() == (rank == 1));
         if (rank == 0) barrier();
       },
       o);
@@ -151,26 +155,26 @@ TEST_CASE("object collectives: scatter_object, send_object and recv_object on sh
       std::vector<metrics::Report> values;
       if (rank == 1)
         for (int r = 0; r < 3; ++r) values.push_back(report_of(2 - r));
-      const metrics::Report mine = scatter_object(g, values, 1);
+      const metrics::Report mine = scatter_object(values, 1, &g);
       RANK_REQUIRE(mine == report_of(2 - rank));
       // A ring of objects passed on from rank 0, two tags, 1 MiB on one of them. Blocking sends
       // (gloo's complete only once the peer receives): each rank receives before it sends on.
       const int next = (rank + 1) % 3, prev = (rank + 2) % 3;
       if (rank == 0) {
-        send_object(g, report_of(rank), next, 5);
-        send_object(g, std::string(1 << 20, 'x'), next, 6);
-        RANK_REQUIRE(recv_object<metrics::Report>(g, prev, 5) == report_of(prev));
-        RANK_REQUIRE(recv_object<std::string>(g, prev, 6) == std::string(1 << 20, 'x'));
+        send_object(report_of(rank), next, 5, &g);
+        send_object(std::string(1 << 20, 'x'), next, 6, &g);
+        RANK_REQUIRE(recv_object<metrics::Report>(prev, 5, &g) == report_of(prev));
+        RANK_REQUIRE(recv_object<std::string>(prev, 6, &g) == std::string(1 << 20, 'x'));
       } else {
-        const auto report = recv_object<metrics::Report>(g, prev, 5);
-        const auto big = recv_object<std::string>(g, prev, 6);
+        const auto report = recv_object<metrics::Report>(prev, 5, &g);
+        const auto big = recv_object<std::string>(prev, 6, &g);
         RANK_REQUIRE(report == report_of(prev));
-        send_object(g, report_of(rank), next, 5);
-        send_object(g, big, next, 6);
+        send_object(report_of(rank), next, 5, &g);
+        send_object(big, next, 6, &g);
       }
       bool refused = false;
       try {
-        scatter_object(g, std::vector<int>{1, 2}, rank);  // every rank is "root" of a 2-entry list
+        scatter_object(std::vector<int>{1, 2}, rank, &g);  // every rank is "root" of a 2-entry list
       } catch (const ConfigError& e) {
         refused = std::string(e.what()).find("needs one per rank") != std::string::npos;
       }

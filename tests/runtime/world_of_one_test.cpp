@@ -44,8 +44,8 @@ TEST_CASE("a world of one without any environment", "[join][world1]") {
   ctx->world().barrier()->wait();
 
   CHECK(broadcast_object(std::string("x"), 0, &ctx->world()) == "x");
-  CHECK(all_gather_object(ctx->world(), 5) == std::vector<int>{5});
-  CHECK(gather_object(ctx->world(), 5).value() == std::vector<int>{5});
+  CHECK(all_gather_object(5, &ctx->world()) == std::vector<int>{5});
+  CHECK(gather_object(5, 0, &ctx->world()).value() == std::vector<int>{5});
 
   auto sub = ctx->new_group({0});
   REQUIRE(sub);
@@ -57,6 +57,20 @@ TEST_CASE("a world of one without any environment", "[join][world1]") {
   CHECK(fastrun::all_gather(std::string("me")) == std::vector<std::string>{"me"});
   CHECK(fastrun::broadcast_object(3) == 3);
   CHECK(rank_zero_call([] { return no_sync_level(); }).value() == 2);
+}
+
+TEST_CASE("object collectives without a group or a context act on a world of one", "[objects][world1]") {
+  NoLauncherEnv clean;
+  REQUIRE(!current_context());
+  CHECK(broadcast_object(std::string("x")) == "x");
+  CHECK(all_gather_object(5) == std::vector<int>{5});
+  CHECK(gather_object(5).value() == std::vector<int>{5});
+  CHECK(!gather_object(5, 1).has_value());  // this process is rank 0, not the root
+  CHECK(scatter_object(std::vector<int>{7}) == 7);
+  CHECK_THROWS_WITH(scatter_object(std::vector<int>{7, 8}), Catch::Contains("2 values for a group of 1"));
+  // A peer does not exist in a world of one: the error says so and what to do.
+  CHECK_THROWS_WITH(send_object(1, 1), Catch::Contains("send_object: peer 1") && Catch::Contains("join()"));
+  CHECK_THROWS_WITH(recv_object<int>(1), Catch::Contains("recv_object: peer 1"));
 }
 
 TEST_CASE("a backend that is not built is a clear error", "[join][world1]") {

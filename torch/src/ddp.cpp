@@ -77,7 +77,7 @@ std::string describe(const std::string& kind, const std::string& name, const at:
 
 // Every rank sees every rank's list, so every rank throws the same error (nobody waits).
 void check_same_layout(Group& group, const std::vector<std::string>& mine) {
-  const auto all = all_gather_object(group, mine);
+  const auto all = all_gather_object(mine, &group);
   std::size_t longest = 0;
   for (const auto& l : all) longest = std::max(longest, l.size());
   for (std::size_t k = 0; k < longest; ++k) {

@@ -11,6 +11,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::nccl {
 namespace {

@@ -14,6 +14,7 @@
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::shm {
 namespace {

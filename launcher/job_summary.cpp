@@ -1,0 +1,76 @@
+#include "fastrun/launcher/job_summary.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+
+#include "fastrun/launcher/exit_status.h"
+#include "fastrun/launcher/spawn.h"
+
+namespace fastrun::launcher {
+
+JobSummary summarize(const AttemptOutcome& o) {
+  JobSummary s;
+  JobResult& result = s.result;
+  std::string& text = s.text;
+  const int spawned = o.world_size - o.first_rank;
+  const auto global = [&](int r) { return o.rank_offset + r; };
+  if (o.launcher_signal) {
+    result.exit_code = 128 + o.launcher_signal;
+    result.stop_signal = o.launcher_signal;
+    const std::string why = o.launcher_signal == SIGPIPE ? std::string("the output was closed (SIGPIPE)")
+                                                         : "got " + signal_name(o.launcher_signal);
+    text += fmt::format("fastrun: {}; stopped {} rank{}\n", why, spawned, spawned == 1 ? "" : "s");
+  } else if (o.first_failure) {
+    const AttemptOutcome::Failure& f = *o.first_failure;
+    result.exit_code = status_exit_code(f.status);
+    result.failed_rank = f.rank;
+    std::string hint;
+    if (WIFSIGNALED(f.status) && WTERMSIG(f.status) == SIGKILL) hint = " (out of memory? the OOM killer sends SIGKILL)";
+    text += fmt::format("fastrun: rank {} (pid {}){} {}{}; stopped the other ranks\n", global(f.rank), f.pid, o.where,
+                        describe_status(f.status), hint);
+    // A rank's own account of the failure (e.g. an op timeout naming the rank that did not
+    // arrive) when one was recorded before the launcher's generic one.
+    if (!f.recorded.empty() && f.recorded != fmt::format("rank {}: {}", global(f.rank), describe_status(f.status)))
+      text += fmt::format("fastrun: the job's first recorded failure: {}\n", f.recorded);
+    text += f.log_dir.empty() ? std::string("fastrun: its output was not filed (use --log-dir DIR to keep it)\n")
+                              : fmt::format("fastrun: logs: {}/stdout.log, {}/stderr.log\n", f.log_dir, f.log_dir);
+    if (!f.stderr_tail.empty()) {
+      text += fmt::format("fastrun: last lines of rank {}'s stderr:\n", global(f.rank));
+      for (const std::string& line : f.stderr_tail) text += "  | " + line + "\n";
+    }
+  } else if (!o.spawn_error.empty()) {
+    result.exit_code = 1;
+    text += "fastrun: " + o.spawn_error + "\n";
+  }
+  if (o.remote) {
+    // The job's first failure was on another node (or node 0 is gone): every node exits with it.
+    result.exit_code = o.remote->exit_code;
+    result.stop_signal = 0;
+    text = fmt::format("fastrun: the job failed on node {}: {}; stopped this node's {} rank{}\n", o.remote->node,
+                       o.remote->why, spawned, spawned == 1 ? "" : "s") +
+           text;
+  }
+  if (o.first_failure) {
+    for (int r : o.left_unjoined)
+      text += fmt::format("fastrun: rank {} had ended cleanly before it joined, so the ranks joining failed\n", r);
+  }
+  if (!o.sigkilled.empty() && !text.empty()) {
+    std::string list;
+    for (int r : o.sigkilled) list += (list.empty() ? "" : ", ") + std::to_string(global(r));
+    const char* plural = o.sigkilled.size() == 1 ? "" : "s";
+    if (o.second_signal) {
+      text += fmt::format("fastrun: {} while stopping the job: rank{} {} got SIGKILL at once\n",
+                          signal_name(o.second_signal), plural, list);
+    } else {
+      text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n", plural, list,
+                          o.kill_timeout);
+    }
+  }
+  if (o.stopped_leftovers)
+    text += "fastrun: stopped the processes the ranks left running (--keep-background keeps them)\n";
+  return s;
+}
+
+}  // namespace fastrun::launcher
