@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/launcher/free_port.h"
+#include "fastrun/launcher/node_records.h"
 #include "fastrun/runtime/cluster/local_address.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/env/registry.h"
@@ -24,23 +25,6 @@
 
 namespace fastrun::launcher {
 namespace {
-
-struct NodeEntry {
-  int ranks = 0;
-  std::string host;
-  std::string pid;
-};
-
-NodeEntry parse_entry(int k, const std::string& text) {
-  const auto a = text.find('\t');
-  const auto b = a == std::string::npos ? a : text.find('\t', a + 1);
-  if (b == std::string::npos) throw StoreError(fmt::format("node {}'s entry in the job's store is malformed: '{}'", k, text));
-  NodeEntry e;
-  e.ranks = std::stoi(text.substr(0, a));
-  e.host = text.substr(a + 1, b - a - 1);
-  e.pid = text.substr(b + 1);
-  return e;
-}
 
 // " (from ...)" when srun or mpirun gave the address, so the user knows what to override.
 std::string derived_from(const NodePlan& plan) {
@@ -123,10 +107,10 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     client_->set(launcher_keys::kRankMaster, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
   }
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
-  const std::string mine = fmt::format("{}\t{}\t{}", job.world_size, self_host, ::getpid());
+  const std::string mine = encode(NodeEntry{job.world_size, self_host, static_cast<long>(::getpid())});
   const std::string got = set_if_absent(*client_, launcher_keys::node(me), mine);
   if (got != mine) {
-    const NodeEntry other = parse_entry(me, got);
+    const NodeEntry other = decode_node_entry(me, got);
     throw ConfigError(fmt::format("--node-rank {}: node {} already joined this job from host {} (pid {}); give each "
                                   "launcher its own node rank, 0 to {}",
                                   me, me, other.host, other.pid, plan_.nnodes - 1));
@@ -177,7 +161,7 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   int offset = 0, world = 0;
   hosts_.clear();
   for (int k = 0; k < plan_.nnodes; ++k) {
-    const NodeEntry e = parse_entry(k, to_string(entries[static_cast<std::size_t>(k)]));
+    const NodeEntry e = decode_node_entry(k, to_string(entries[static_cast<std::size_t>(k)]));
     if (k == me) offset = world;
     world += e.ranks;
     hosts_.push_back(e.host);

@@ -19,22 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string encode(const NodeFailure& f) { return fmt::format("{}\t{}\t{}", f.exit_code, f.node, f.why); }
-
-NodeFailure decode(const std::string& text) {
-  NodeFailure f;
-  const auto a = text.find('\t');
-  const auto b = a == std::string::npos ? a : text.find('\t', a + 1);
-  if (b == std::string::npos) {
-    f.why = text;
-    return f;
-  }
-  f.exit_code = std::atoi(text.substr(0, a).c_str());
-  f.node = std::atoi(text.substr(a + 1, b - a - 1).c_str());
-  f.why = text.substr(b + 1);
-  return f;
-}
-
 // Short timeouts: the store is already up, and a launcher that stops answering is the news.
 std::unique_ptr<Store> connect_short(const std::string& address, const std::string& token) {
   StoreOptions so;
@@ -100,7 +84,7 @@ bool NodeWatch::step() {
   Store& s = *watch_client_;
   try {
     if (s.check({launcher_keys::kNodeFailure})) {
-      NodeFailure f = decode(to_string(s.get(launcher_keys::kNodeFailure, std::chrono::seconds(5))));
+      NodeFailure f = decode_node_failure(to_string(s.get(launcher_keys::kNodeFailure, std::chrono::seconds(5))));
       s.set(launcher_keys::ack(me_), to_bytes("1"));  // node 0 may now take the store down
       if (f.node == me_) return false;     // our own, published by the supervisor
       raise(std::move(f));
@@ -131,7 +115,7 @@ bool NodeWatch::step() {
                                      "killed, or the network to it is down)",
                                      k, hosts_[k], std::chrono::duration<double>(allowed).count())};
         const std::string got = set_if_absent(s, launcher_keys::kNodeFailure, encode(lost));
-        raise(decode(got));
+        raise(decode_node_failure(got));
         return false;
       }
     }
@@ -153,7 +137,7 @@ std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& 
   try {
     const NodeFailure mine{exit_code, me_, why};
     const std::string got = set_if_absent(*main_client_, launcher_keys::kNodeFailure, encode(mine));
-    const NodeFailure first = decode(got);
+    const NodeFailure first = decode_node_failure(got);
     main_client_->set(launcher_keys::ack(me_), to_bytes("1"));  // seen: node 0 need not wait for this node
     if (first.node != me_) return first;
   } catch (const std::exception& e) {
@@ -197,7 +181,7 @@ void NodeWatch::finish_failure() noexcept {
   try {
     // The node that failed needs no telling (and a lost one cannot answer).
     int failed_node = -1;
-    if (main_client_->check({launcher_keys::kNodeFailure})) failed_node = decode(to_string(main_client_->get(launcher_keys::kNodeFailure))).node;
+    if (main_client_->check({launcher_keys::kNodeFailure})) failed_node = decode_node_failure(to_string(main_client_->get(launcher_keys::kNodeFailure))).node;
     for (std::size_t k = 1; k < hosts_.size(); ++k) {
       const int node = static_cast<int>(k);
       if (node == failed_node) continue;

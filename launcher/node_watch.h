@@ -1,8 +1,8 @@
 #pragma once
 // Multi-node failure spreading (docs/multinode.md): a failure anywhere stops every node.
 //
-// Keys under "fastrun/launcher/": failure = "<exit code>\t<node>\t<why>" (the first one wins:
-// compare_set), heartbeat/<k> (a counter node k > 0 bumps every 100 ms), done/<k> (node k's
+// Keys under "fastrun/launcher/": failure = a NodeFailure record (node_records.h; the first one
+// wins: compare_set), heartbeat/<k> (a counter node k > 0 bumps every 100 ms), done/<k> (node k's
 // ranks all succeeded), ack/<k> (node k saw the failure).
 //
 // A thread with its own store connection checks, every 100 ms, for another node's failure, and
@@ -19,17 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "fastrun/launcher/node_records.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::launcher {
-
-struct NodeFailure {
-  int exit_code = 1;
-  int node = 0;
-  std::string why;  // names node, host and rank
-  bool store_lost = false;  // node 0's store is unreachable: nothing more can be recorded there
-};
 
 class NodeWatch {
  public:

@@ -1,11 +1,18 @@
 #include "fastrun/samplers/state.h"
 
-#include <cctype>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "fastrun/samplers/error.h"
 
 namespace fastrun::samplers {
 
+using nlohmann::json;
+
+// The writer appends each key and value as nlohmann dumps them (compact, escaped), in the order
+// they are added: the bytes are those of the hand-written writer this replaced, so a state
+// saved today reads in an older fastrun and the pinned fixtures (tests/samplers/fixtures) match.
 StateWriter::StateWriter(std::string_view kind) {
   text_ = "{";
   add_str("format", kStateFormat);
@@ -14,149 +21,100 @@ StateWriter::StateWriter(std::string_view kind) {
 
 void StateWriter::key(std::string_view k) {
   if (text_.size() > 1) text_ += ',';
-  text_ += '"';
-  text_ += k;
-  text_ += "\":";
+  text_ += json(std::string(k)).dump();
+  text_ += ':';
 }
 
 StateWriter& StateWriter::add_u64(std::string_view k, std::uint64_t v) {
   key(k);
-  text_ += std::to_string(v);
+  text_ += json(v).dump();
   return *this;
 }
 
 StateWriter& StateWriter::add_bool(std::string_view k, bool v) {
   key(k);
-  text_ += v ? "true" : "false";
+  text_ += json(v).dump();
   return *this;
 }
 
-// Keys and string values are identifiers we choose ([A-Za-z0-9_./]); no escaping is needed.
 StateWriter& StateWriter::add_str(std::string_view k, std::string_view v) {
   key(k);
-  text_ += '"';
-  text_ += v;
-  text_ += '"';
+  text_ += json(std::string(v)).dump();
   return *this;
 }
 
 StateWriter& StateWriter::add_array(std::string_view k, const std::vector<std::uint64_t>& v) {
   key(k);
-  text_ += '[';
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (i) text_ += ',';
-    text_ += std::to_string(v[i]);
-  }
-  text_ += ']';
+  text_ += json(v).dump();
   return *this;
 }
 
 namespace {
 
-class Parser {
- public:
-  explicit Parser(const std::string& s) : s_(s) {}
+constexpr const char* kAccepted = "accepted: the one-line JSON object written by state()";
+constexpr const char* kAcceptedValues =
+    "accepted: an unsigned integer up to 2^64-1, true or false, a string, or an array of unsigned integers";
 
-  [[noreturn]] void fail(const std::string& what) const {
-    std::string excerpt = s_.substr(pos_ > 20 ? pos_ - 20 : 0, 40);
-    throw SamplerError("corrupt sampler state: " + what + " at offset " + std::to_string(pos_) + " (near '" +
-                       excerpt + "'); accepted: the one-line JSON object written by state()");
+// The object's text, failing on malformed JSON (with where and what nlohmann saw), on a value
+// that is not an object, and on a key given twice (nlohmann would keep the last one silently).
+json parse_object(const std::string& text) {
+  std::set<std::string> keys;
+  const json::parser_callback_t no_duplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && !keys.insert(parsed.get<std::string>()).second)
+      throw SamplerError("corrupt sampler state: duplicate key '" + parsed.get<std::string>() + "'; " + kAccepted);
+    return true;
+  };
+  json doc;
+  try {
+    doc = json::parse(text, no_duplicates);
+  } catch (const json::parse_error& e) {
+    // nlohmann's byte is 1-based (the last character read); the offset is 0-based.
+    const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    const std::string excerpt = text.substr(at > 20 ? at - 20 : 0, 40);
+    std::string why = e.what();
+    if (const auto bracket = why.find("] "); bracket != std::string::npos) why.erase(0, bracket + 2);
+    throw SamplerError("corrupt sampler state at offset " + std::to_string(at) + " (near '" + excerpt + "'): " + why +
+                       "; " + kAccepted);
   }
-  void ws() {
-    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
-  }
-  bool peek(char c) {
-    ws();
-    return pos_ < s_.size() && s_[pos_] == c;
-  }
-  void expect(char c) {
-    if (!peek(c)) fail(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (pos_ < s_.size() && s_[pos_] != '"') {
-      if (s_[pos_] == '\\') fail("escapes are not used in sampler states");
-      out += s_[pos_++];
-    }
-    if (pos_ >= s_.size()) fail("unterminated string");
-    ++pos_;
-    return out;
-  }
-  std::uint64_t number() {
-    ws();
-    if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_])))
-      fail("expected an unsigned integer");
-    std::uint64_t v = 0;
-    while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
-      const auto d = static_cast<std::uint64_t>(s_[pos_] - '0');
-      if (v > (UINT64_MAX - d) / 10) fail("integer larger than 2^64-1");
-      v = v * 10 + d;
-      ++pos_;
-    }
-    return v;
-  }
-  bool literal(std::string_view word) {
-    ws();
-    if (s_.compare(pos_, word.size(), word) == 0) {
-      pos_ += word.size();
-      return true;
-    }
-    return false;
-  }
-  bool at_end() {
-    ws();
-    return pos_ == s_.size();
-  }
+  if (!doc.is_object())
+    throw SamplerError(std::string("corrupt sampler state: a JSON ") + doc.type_name() + ", not an object; " + kAccepted);
+  return doc;
+}
 
- private:
-  const std::string& s_;
-  std::size_t pos_ = 0;
-};
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
 
 }  // namespace
 
 StateReader::StateReader(const std::string& text, std::string_view expected_kind) {
-  Parser p(text);
-  p.expect('{');
-  if (!p.peek('}')) {
-    for (;;) {
-      std::string key = p.string();
-      p.expect(':');
-      Value v{};
-      if (p.peek('"')) {
-        v.type = Value::Type::str;
-        v.text = p.string();
-      } else if (p.peek('[')) {
-        v.type = Value::Type::array;
-        p.expect('[');
-        if (!p.peek(']')) {
-          for (;;) {
-            v.items.push_back(p.number());
-            if (p.peek(']')) break;
-            p.expect(',');
-          }
-        }
-        p.expect(']');
-      } else if (p.literal("true")) {
-        v.type = Value::Type::boolean;
-        v.number = 1;
-      } else if (p.literal("false")) {
-        v.type = Value::Type::boolean;
-        v.number = 0;
-      } else {
-        v.type = Value::Type::u64;
-        v.number = p.number();
+  const json doc = parse_object(text);
+  for (const auto& [key, item] : doc.items()) {
+    Value v{};
+    if (item.is_number_unsigned()) {
+      v.type = Value::Type::u64;
+      v.number = item.get<std::uint64_t>();
+    } else if (item.is_boolean()) {
+      v.type = Value::Type::boolean;
+      v.number = item.get<bool>() ? 1 : 0;
+    } else if (item.is_string()) {
+      v.type = Value::Type::str;
+      v.text = item.get<std::string>();
+    } else if (item.is_array()) {
+      v.type = Value::Type::array;
+      for (std::size_t i = 0; i < item.size(); ++i) {
+        if (!item[i].is_number_unsigned())
+          throw SamplerError("corrupt sampler state: field '" + key + "' item " + std::to_string(i) + " is " +
+                             shown(item[i]) + "; accepted: unsigned integers up to 2^64-1");
+        v.items.push_back(item[i].get<std::uint64_t>());
       }
-      if (values_.count(key)) p.fail("duplicate key '" + key + "'");
-      values_.emplace(key, std::move(v));
-      if (p.peek('}')) break;
-      p.expect(',');
+    } else {
+      // A negative number, a fraction or one past 2^64-1 (nlohmann reads that as a double), null, an object.
+      throw SamplerError("corrupt sampler state: field '" + key + "' is " + shown(item) + "; " + kAcceptedValues);
     }
+    values_.emplace(key, std::move(v));
   }
-  p.expect('}');
-  if (!p.at_end()) p.fail("trailing characters after the object");
   kind_ = str("kind");
   const std::string format = str("format");
   if (format != kStateFormat)

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -10,25 +9,28 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/host.h"
 #include "fastrun/runtime/os/process.h"
+#include "fastrun/runtime/store/record.h"
 
 namespace fastrun {
 
-std::string PeerInfo::encode() const { return fmt::format("{}\t{}\t{}\t{}", host, pid, device, node); }
+// The record's one encoding and one decoding (runtime/store/record.h): a JSON object, so that a
+// host or device name with a tab in it reads back whole.
+std::string PeerInfo::encode() const {
+  return record::Json{{"host", host}, {"pid", pid}, {"device", device}, {"node", node}}.dump();
+}
 
 PeerInfo PeerInfo::decode(int rank, const std::string& text) {
+  const std::string key = peer_key(rank);
+  const record::Json r = record::parse(key, text);
   PeerInfo info;
   info.rank = rank;
-  std::istringstream in(text);
-  std::string pid, node;
-  if (!std::getline(in, info.host, '\t') || !std::getline(in, pid, '\t') || !std::getline(in, info.device, '\t'))
-    throw StoreError(fmt::format("{}: malformed value '{}' (expected 'host<TAB>pid<TAB>device[<TAB>node]')",
-                                 peer_key(rank), text));
-  try {
-    info.pid = std::stol(pid);
-    if (std::getline(in, node)) info.node = std::stoi(node);
-  } catch (const std::exception&) {
-    throw StoreError(fmt::format("{}: malformed pid '{}' in '{}'", peer_key(rank), pid, text));
-  }
+  info.host = record::text(r, key, "host");
+  info.pid = static_cast<long>(record::integer(r, key, "pid"));
+  info.device = record::text(r, key, "device");
+  const std::int64_t node = record::integer(r, key, "node");
+  if (node < -1 || node > INT32_MAX)
+    throw StoreError(fmt::format("{}: field 'node' of the record is {}; accepted: -1 (unknown) to {}", key, node, INT32_MAX));
+  info.node = static_cast<int>(node);
   return info;
 }
 

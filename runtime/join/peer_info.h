@@ -21,8 +21,10 @@ struct PeerInfo {
   // nodes: `auto` keeps shm within a node (their segments and cleanup are per launcher).
   int node = -1;
 
-  std::string encode() const;                      // "host\tpid\tdevice\tnode"
-  static PeerInfo decode(int rank, const std::string& text);  // StoreError on a malformed value
+  // {"host":"h","pid":123,"device":"cpu","node":0}: a JSON record (runtime/store/record.h).
+  std::string encode() const;
+  // StoreError naming peer_key(rank), the field and what is accepted on a malformed value.
+  static PeerInfo decode(int rank, const std::string& text);
 };
 
 PeerInfo local_peer_info(int rank, const std::string& device_identity);

@@ -26,6 +26,7 @@ PACKAGES = {
     "fmt": "libfmt-dev",
     "Boost": "libboost-dev",
     "Gloo": "libgloo-dev",
+    "nlohmann_json": "nlohmann-json3-dev",
     "Catch2": "catch2",
     "Python3": "python3",
     "MPI": "libopenmpi-dev",

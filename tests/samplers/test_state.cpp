@@ -82,3 +82,40 @@ TEST_CASE("states tolerate whitespace (hand-edited files)", "[samplers][state]")
   CHECK(b.consumed() == 3);
   CHECK(b.take_all() == std::vector<std::uint64_t>{3, 4, 5, 6, 7, 8, 9});
 }
+
+TEST_CASE("a bad field is named with what is accepted", "[samplers][state][errors]") {
+  const std::string head = R"({"format":"fastrun.sampler/1","kind":"RandomSampler","n":10,"epoch":0,)";
+  auto load = [&](const std::string& rest) { RandomSampler(10).load_state(head + rest); };
+  // Mistyped: a string, a negative number, a fraction, one past 2^64-1, null, an object.
+  CHECK_THROWS_WITH(load(R"("consumed":1,"seed":"1","shuffle":true})"), Contains("field 'seed' is not an unsigned integer"));
+  CHECK_THROWS_WITH(load(R"("consumed":-1,"seed":1,"shuffle":true})"),
+                    Contains("field 'consumed' is -1") && Contains("accepted: an unsigned integer up to 2^64-1"));
+  CHECK_THROWS_WITH(load(R"("consumed":1.5,"seed":1,"shuffle":true})"), Contains("field 'consumed' is 1.5"));
+  CHECK_THROWS_WITH(load(R"("consumed":18446744073709551616,"seed":1,"shuffle":true})"),
+                    Contains("field 'consumed' is") && Contains("up to 2^64-1"));
+  CHECK_THROWS_WITH(load(R"("consumed":null,"seed":1,"shuffle":true})"), Contains("field 'consumed' is null"));
+  CHECK_THROWS_WITH(load(R"("consumed":{"a":1},"seed":1,"shuffle":true})"), Contains("field 'consumed' is {\"a\":1}"));
+  CHECK_THROWS_WITH(load(R"("consumed":1,"seed":1,"shuffle":1})"), Contains("field 'shuffle' is not true or false"));
+  // The largest value still reads (and is then refused for what it means, not for its type).
+  CHECK_THROWS_WITH(load(R"("consumed":18446744073709551615,"seed":1,"shuffle":true})"),
+                    Contains("consumed = 18446744073709551615 exceeds n = 10"));
+  // Missing, duplicated, not an object, malformed.
+  CHECK_THROWS_WITH(load(R"("consumed":1,"seed":1})"), Contains("lacks the field 'shuffle'"));
+  CHECK_THROWS_WITH(load(R"("consumed":1,"seed":1,"seed":2,"shuffle":true})"), Contains("duplicate key 'seed'"));
+  CHECK_THROWS_WITH(RandomSampler(10).load_state("[1,2]"), Contains("a JSON array, not an object"));
+  CHECK_THROWS_WITH(RandomSampler(10).load_state(R"({"format":"fastrun.sampler/1",)"),
+                    Contains("corrupt sampler state at offset") && Contains("accepted: the one-line JSON object"));
+  // An array item that is not an unsigned integer names the field and the item.
+  CHECK_THROWS_WITH(ReproduceBatchSampler([](std::uint64_t) { return std::vector<std::uint64_t>{0, 1}; }, 1)
+                        .load_state(R"({"format":"fastrun.sampler/1","kind":"ReproduceBatchSampler","n":2,"epoch":0,)"
+                                    R"("consumed":0,"batch_size":1,"drop_last":false,"index_list":[0,-1]})"),
+                    Contains("field 'index_list' item 1 is -1"));
+}
+
+TEST_CASE("string values are escaped on write and unescaped on read", "[samplers][state]") {
+  StateWriter w("Kind");
+  w.add_str("path", "a\"b\\c\n");
+  const std::string text = w.str();
+  CHECK(text == R"({"format":"fastrun.sampler/1","kind":"Kind","path":"a\"b\\c\n"})");
+  CHECK(StateReader(text, "Kind").str("path") == "a\"b\\c\n");
+}

@@ -1,0 +1,52 @@
+#include "fastrun/launcher/node_records.h"
+
+#include <climits>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/store/record.h"
+
+namespace fastrun::launcher {
+
+namespace {
+
+int int_field(const record::Json& r, const std::string& key, const char* field, int lowest) {
+  const std::int64_t v = record::integer(r, key, field);
+  if (v < lowest || v > INT_MAX)
+    throw StoreError(fmt::format("{}: field '{}' of the record is {}; accepted: {} to {}", key, field, v, lowest, INT_MAX));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+std::string encode(const NodeEntry& e) {
+  return record::Json{{"ranks", e.ranks}, {"host", e.host}, {"pid", e.pid}}.dump();
+}
+
+NodeEntry decode_node_entry(int node_rank, const std::string& text) {
+  const std::string key = launcher_keys::node(node_rank);
+  const record::Json r = record::parse(key, text);
+  NodeEntry e;
+  e.ranks = int_field(r, key, "ranks", 0);
+  e.host = record::text(r, key, "host");
+  e.pid = static_cast<long>(record::integer(r, key, "pid"));
+  return e;
+}
+
+std::string encode(const NodeFailure& f) {
+  return record::Json{{"exit_code", f.exit_code}, {"node", f.node}, {"why", f.why}}.dump();
+}
+
+NodeFailure decode_node_failure(const std::string& text) {
+  const std::string key = launcher_keys::kNodeFailure;
+  const record::Json r = record::parse(key, text);
+  NodeFailure f;
+  f.exit_code = int_field(r, key, "exit_code", INT_MIN);
+  f.node = int_field(r, key, "node", 0);
+  f.why = record::text(r, key, "why");
+  return f;
+}
+
+}  // namespace fastrun::launcher

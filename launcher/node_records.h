@@ -1,0 +1,32 @@
+#pragma once
+// The launchers' records in the job's store (runtime/store/record.h: one-line JSON objects that
+// only fastrun's launchers read), each encoded and decoded here and nowhere else:
+//   fastrun/launcher/node/<k>   NodeEntry   {"ranks":4,"host":"h","pid":123}
+//   fastrun/launcher/failure    NodeFailure {"exit_code":1,"node":2,"why":"..."}
+// Decoding a malformed record is a StoreError naming the key, the field and what is accepted.
+#include <string>
+
+namespace fastrun::launcher {
+
+// What a node's launcher says about itself at the node rendezvous (launcher/node_rendezvous.cpp).
+struct NodeEntry {
+  int ranks = 0;  // the ranks it starts
+  std::string host;
+  long pid = 0;   // the launcher's
+};
+
+std::string encode(const NodeEntry& e);
+NodeEntry decode_node_entry(int node_rank, const std::string& text);
+
+// A node's failure as the node watch records it (launcher/node_watch.h; the first one wins).
+struct NodeFailure {
+  int exit_code = 1;
+  int node = 0;
+  std::string why;  // names node, host and rank
+  bool store_lost = false;  // node 0's store is unreachable: nothing more can be recorded there (not stored)
+};
+
+std::string encode(const NodeFailure& f);
+NodeFailure decode_node_failure(const std::string& text);
+
+}  // namespace fastrun::launcher

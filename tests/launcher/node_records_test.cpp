@@ -1,0 +1,43 @@
+// The launchers' records in the job's store (launcher/node_records.h): a node's entry and a
+// node's failure round-trip, the reason's tabs and newlines included, and a malformed record is
+// an error that names the key, the field and what is accepted.
+#include <catch2/catch.hpp>
+
+#include <climits>
+
+#include "fastrun/launcher/node_records.h"
+#include "fastrun/runtime/error.h"
+
+using namespace fastrun;
+using namespace fastrun::launcher;
+using Catch::Contains;
+
+TEST_CASE("a node's entry round-trips", "[launcher][node_records]") {
+  const NodeEntry e{4, "node-b", 4242};
+  CHECK(encode(e) == R"({"ranks":4,"host":"node-b","pid":4242})");
+  const NodeEntry back = decode_node_entry(1, encode(e));
+  CHECK(back.ranks == 4);
+  CHECK(back.host == "node-b");
+  CHECK(back.pid == 4242);
+  CHECK_THROWS_WITH(decode_node_entry(3, "4\tnode-b\t4242"), Contains("fastrun/launcher/node/3: malformed record"));
+  CHECK_THROWS_WITH(decode_node_entry(3, R"({"ranks":-1,"host":"h","pid":1})"),
+                    Contains("fastrun/launcher/node/3: field 'ranks' of the record is -1; accepted: 0 to"));
+  CHECK_THROWS_WITH(decode_node_entry(3, R"({"ranks":1,"pid":1})"), Contains("no field 'host'"));
+}
+
+TEST_CASE("a node's failure round-trips", "[launcher][node_records]") {
+  const NodeFailure f{137, 2, "node 2 (host x): rank 5\tkilled\nby \"SIGKILL\"", true};
+  CHECK(encode(f) == R"({"exit_code":137,"node":2,"why":"node 2 (host x): rank 5\tkilled\nby \"SIGKILL\""})");
+  const NodeFailure back = decode_node_failure(encode(f));
+  CHECK(back.exit_code == 137);
+  CHECK(back.node == 2);
+  CHECK(back.why == f.why);
+  CHECK_FALSE(back.store_lost);  // this node's own view, not part of the record
+  CHECK(decode_node_failure(encode(NodeFailure{INT_MIN, 0, "", false})).exit_code == INT_MIN);
+  CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":0})"),
+                    Contains("fastrun/launcher/failure") && Contains("no field 'why'"));
+  CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1.5,"node":0,"why":""})"),
+                    Contains("field 'exit_code' of the record is 1.5; accepted: an integer"));
+  CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":4294967296,"why":""})"),
+                    Contains("field 'node' of the record is 4294967296"));
+}
