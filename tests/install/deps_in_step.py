@@ -26,6 +26,7 @@ PACKAGES = {
     "fmt": "libfmt-dev",
     "Boost": "libboost-dev",
     "Gloo": "libgloo-dev",
+    "CLI11": "libcli11-dev",
     "Catch2": "catch2",
     "Python3": "python3",
     "MPI": "libopenmpi-dev",
