@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "memory_rate.h"
 #include "forked_group.h"
 #include "fastrun/runtime/backend/registry.h"
@@ -56,46 +57,27 @@ struct Args {
   bool mpi_malloc_raised = true;  // Open MPI runs with glibc's mmap and trim thresholds raised
 };
 
-std::size_t parse_bytes(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  const std::string unit = end ? end : "";
-  std::size_t mul = 1;
-  if (unit == "K" || unit == "KiB") mul = 1 << 10;
-  else if (unit == "M" || unit == "MiB") mul = 1 << 20;
-  else if (!unit.empty() || end == text.c_str())
-    throw ConfigError(fmt::format("{} '{}': expected a byte count like 4096, 4K or 64M", flag, text));
-  return static_cast<std::size_t>(v) * mul;
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ConfigError(fmt::format("{} needs a value", f));
-      return argv[++i];
-    };
-    if (f == "--nproc") a.nproc = std::atoi(value().c_str());
-    else if (f == "--min") a.min = parse_bytes(f, value());
-    else if (f == "--max") a.max = parse_bytes(f, value());
-    else if (f == "--rounds") a.rounds = std::atoi(value().c_str());
-    else if (f == "--mpi") a.mpi = value();
-    else if (f == "--bound-mib") {
-      const std::string v = value();
-      a.bound_mib = std::strtoull(v.c_str(), nullptr, 10);
-      if (a.bound_mib < 1) throw ConfigError(fmt::format("--bound-mib '{}': needs at least 1 (MiB per array)", v));
-    } else if (f == "--mpi-malloc") {
-      const std::string v = value();
-      if (v != "raised" && v != "default")
-        throw ConfigError(fmt::format("--mpi-malloc '{}': expected raised or default", v));
-      a.mpi_malloc_raised = v == "raised";
-    }
-    else throw ConfigError(fmt::format("unknown option '{}' (see --help)", f));
-  }
-  if (a.nproc < 2) throw ConfigError(fmt::format("--nproc {}: needs at least 2 ranks", a.nproc));
-  if (a.rounds < 1) throw ConfigError(fmt::format("--rounds {}: needs at least 1", a.rounds));
-  if (a.min < 4 || a.min > a.max) throw ConfigError(fmt::format("--min {} / --max {}: need 4 <= min <= max", a.min, a.max));
+  CLI::App app("shm all-reduce against Open MPI (same run) and the memory bound", "fastrun-bench allreduce-mpi");
+  flags::integer(app, "--nproc", a.nproc, "ranks", 2, 1024);
+  flags::byte_count(app, "--min", a.min, "smallest message, bytes with K/M/G suffix", 4, "4K");
+  flags::byte_count(app, "--max", a.max, "largest message, doubling from --min", 4, "256M");
+  flags::integer(app, "--rounds", a.rounds, "alternating fastrun / Open MPI rounds; rows are medians", 1, 1000);
+  app.add_option("--mpi", a.mpi, "PATH|none: the MPI program (default: bench/mpi's build, when MPI was found)");
+  app.add_option_function<std::string>(
+         "--mpi-malloc", [&a](const std::string& v) { a.mpi_malloc_raised = v == "raised"; },
+         "glibc's mmap/trim thresholds for Open MPI")
+      ->check(CLI::IsMember({"raised", "default"}))
+      ->type_name("raised|default")
+      ->default_str("raised");
+  flags::integer(app, "--bound-mib", a.bound_mib,
+                 "MiB per array of the past-the-caches c = a + b rate (default 4 x the last-level cache, within 1/6 "
+                 "of MemAvailable)",
+                 1, 1 << 20)
+      ->default_str("");
+  flags::parse(app, argc, argv);
+  if (a.min > a.max) throw ConfigError(fmt::format("--min {} / --max {}: need min <= max", a.min, a.max));
   if (a.mpi == "none") a.mpi = "-";  // left out on request
   return a;
 }
@@ -305,15 +287,7 @@ int run(int argc, char** argv) {
 }
 
 const Registration reg{"allreduce-mpi",
-                       "shm all-reduce against Open MPI (same run) and the memory bound (--nproc N --rounds R)", &run,
-                       "  --nproc N       ranks (default 2)\n"
-                       "  --min SIZE      smallest message, bytes with K/M suffix (default 4K)\n"
-                       "  --max SIZE      largest message, doubling from --min (default 256M)\n"
-                       "  --rounds R      alternating fastrun / Open MPI rounds; rows are medians (default 3)\n"
-                       "  --mpi PATH|none the MPI program (default: bench/mpi's build, when MPI was found)\n"
-                       "  --mpi-malloc raised|default  glibc's mmap/trim thresholds for Open MPI (default raised)\n"
-                       "  --bound-mib N   MiB per array of the past-the-caches c = a + b rate\n"
-                       "                  (default 4 x the last-level cache, within 1/6 of MemAvailable)\n"};
+                       "shm all-reduce against Open MPI (same run) and the memory bound (--nproc N --rounds R)", &run};
 
 }  // namespace
 }  // namespace fastrun::bench

@@ -1,9 +1,8 @@
 #pragma once
 // Subcommands of fastrun-bench register themselves here, one file per subject:
-//   static fastrun::bench::Registration reg{"store", "rendezvous store throughput", &run_store,
-//                                           "  --seconds S   ...\n"};
-// `options` is what `fastrun-bench SUBJECT --help` prints (main.cpp answers --help for every
-// subject, so no subject parses it).
+//   static fastrun::bench::Registration reg{"store", "rendezvous store throughput", &run_store};
+// A subject reads its flags with CLI11 (tools/flags/number_flags.h), which answers
+// `fastrun-bench SUBJECT --help` from the flags' declarations.
 // Each prints a table to stdout; none asserts timings (targets are read off the tables).
 #include <functional>
 #include <string>
@@ -18,14 +17,13 @@ struct Subcommand {
   std::string name;
   std::string help;
   Entry run;
-  std::string options;  // one line per option, with its default
 };
 
 std::vector<Subcommand>& registry();
 
 struct Registration {
-  Registration(std::string name, std::string help, Entry run, std::string options) {
-    registry().push_back({std::move(name), std::move(help), run, std::move(options)});
+  Registration(std::string name, std::string help, Entry run) {
+    registry().push_back({std::move(name), std::move(help), run});
   }
 };
 

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
@@ -37,24 +38,6 @@ struct Args {
   int spawn = 0;
 };
 
-std::size_t parse_size(const std::string& flag, const std::string& text) {
-  std::size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  std::string unit = text.substr(pos);
-  std::size_t mul = 1;
-  if (unit == "K" || unit == "KiB" || unit == "k") mul = 1 << 10;
-  else if (unit == "M" || unit == "MiB") mul = 1 << 20;
-  else if (unit == "G" || unit == "GiB") mul = std::size_t{1} << 30;
-  else if (!unit.empty() || pos == 0)
-    throw ConfigError(fmt::format("{} '{}': expected a byte count like 4096, 4K, 64M or 1G", flag, text));
-  return static_cast<std::size_t>(v) * mul;
-}
-
 std::string human(std::size_t bytes) {
   if (bytes >= (std::size_t{1} << 30) && bytes % (std::size_t{1} << 30) == 0) return fmt::format("{} GiB", bytes >> 30);
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
@@ -65,21 +48,13 @@ std::string human(std::size_t bytes) {
 Args parse(int argc, char** argv) {
   Args a;
   a.op = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ConfigError(fmt::format("{} needs a value", flag));
-      return argv[++i];
-    };
-    if (flag == "--backend") a.backend = value();
-    else if (flag == "--min") a.min = parse_size(flag, value());
-    else if (flag == "--max") a.max = parse_size(flag, value());
-    else if (flag == "--iters") a.iters = std::stoi(value());
-    else if (flag == "--spawn") a.spawn = std::stoi(value());
-    else {
-      throw ConfigError(fmt::format("unknown option '{}' (see --help)", flag));
-    }
-  }
+  CLI::App app(a.op + " bandwidth, any backend", "fastrun-bench " + a.op);
+  app.add_option("--backend", a.backend, "auto|gloo|shm|nccl: the backend (auto: what join() picks)")->capture_default_str();
+  flags::byte_count(app, "--min", a.min, "smallest message, bytes with K/M/G suffix", 4, "4K");
+  flags::byte_count(app, "--max", a.max, "largest message, doubling from --min", 4, "256M");
+  flags::integer(app, "--iters", a.iters, "timed iterations per size (0: by size, 2..50)", 0, 1000000);
+  flags::integer(app, "--spawn", a.spawn, "start N ranks itself (0: run as one rank of a fastrun job)", 0, 1024);
+  flags::parse(app, argc, argv);
   if (a.min < 4 || a.min > a.max) throw ConfigError(fmt::format("--min {} / --max {}: need 4 <= min <= max", a.min, a.max));
   return a;
 }
@@ -189,15 +164,9 @@ int run(int argc, char** argv) {
   return run_ranks_body(a);
 }
 
-const char* const kOptions =
-    "  --backend auto|gloo|shm|nccl  the backend (default auto: what join() picks)\n"
-    "  --min SIZE                    smallest message, bytes with K/M/G suffix (default 4K; at least 4)\n"
-    "  --max SIZE                    largest message, doubling from --min (default 256M)\n"
-    "  --iters N                     timed iterations per size (default: by size, 2..50)\n"
-    "  --spawn N                     start N ranks itself (default: run as one rank of a fastrun job)\n";
-const Registration reg_allreduce{"allreduce", "all-reduce bandwidth, any backend (--backend NAME, --spawn N)", &run, kOptions};
-const Registration reg_allgather{"allgather", "all-gather bandwidth, any backend (--backend NAME, --spawn N)", &run, kOptions};
-const Registration reg_broadcast{"broadcast", "broadcast bandwidth, any backend (--backend NAME, --spawn N)", &run, kOptions};
+const Registration reg_allreduce{"allreduce", "all-reduce bandwidth, any backend (--backend NAME, --spawn N)", &run};
+const Registration reg_allgather{"allgather", "all-gather bandwidth, any backend (--backend NAME, --spawn N)", &run};
+const Registration reg_broadcast{"broadcast", "broadcast bandwidth, any backend (--backend NAME, --spawn N)", &run};
 
 }  // namespace
 }  // namespace fastrun::bench

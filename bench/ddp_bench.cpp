@@ -29,63 +29,60 @@
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
+#include "fastrun/tools/flags/number_flags.h"
 
 namespace fastrun::bench::ddp {
 
 using Clock = std::chrono::steady_clock;
 namespace {
 
+// 100000, 100K, 2.5M, 1G (decimal: K = 1e3), from 1 to 1e12.
 std::size_t parse_count(const std::string& flag, const std::string& v) {
-  std::size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  double mult = 1;
-  if (used + 1 == v.size() && (v.back() == 'M' || v.back() == 'K' || v.back() == 'G'))
-    mult = v.back() == 'K' ? 1e3 : v.back() == 'M' ? 1e6 : 1e9, ++used;
-  if (used == 0 || used != v.size() || x <= 0)
-    throw fastrun::ConfigError(fmt::format("{} '{}': expected a positive number (suffix K, M or G allowed)", flag, v));
-  return static_cast<std::size_t>(x * mult);
+  const char last = v.empty() ? '\0' : v.back();
+  const double mult = last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'G' ? 1e9 : 1;
+  const auto x = text::to_decimal(mult == 1 ? v : v.substr(0, v.size() - 1));
+  if (!x || *x * mult < 1 || *x * mult > 1e12)
+    throw fastrun::ConfigError(
+        fmt::format("{} '{}': expected a number from 1 to 1e12 (suffix K, M or G allowed)", flag, v));
+  return static_cast<std::size_t>(*x * mult);
+}
+
+// --name WORD, one of two: sets `flag` to whether WORD is the second.
+void either(CLI::App& app, const std::string& name, const std::string& first, const std::string& second, bool& flag,
+            const std::string& help) {
+  app.add_option_function<std::string>(name, [&flag, second](const std::string& v) { flag = v == second; }, help)
+      ->check(CLI::IsMember({first, second}))
+      ->type_name(first + "|" + second)
+      ->default_str(flag ? second : first);
 }
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (i + 1 >= argc) throw fastrun::ConfigError(fmt::format("{} needs a value", flag));
-    std::string v = argv[++i];
-    if (flag == "--params") a.params = parse_count(flag, v);
-    else if (flag == "--layers") a.layers = parse_count(flag, v);
-    else if (flag == "--iters") a.iters = static_cast<int>(parse_count(flag, v));
-    else if (flag == "--bucket-mb") a.bucket_mb = std::stod(v);
-    else if (flag == "--first-bucket-mb") a.first_bucket_mb = std::stod(v);
-    else if (flag == "--compute-us") a.compute_us = std::stod(v);
-    else if (flag == "--backend") a.backend = v;
-    else if (flag == "--mode") {
-      if (v != "fused" && v != "overlap")
-        throw fastrun::ConfigError(fmt::format("--mode '{}': accepted fused, overlap", v));
-      a.overlap = v == "overlap";
-    } else if (flag == "--backends") a.backends = v;
-    else if (flag == "--compute-ratio") a.compute_ratio = std::stod(v);
-    else if (flag == "--compute") {
-      if (v != "busy" && v != "sleep") throw fastrun::ConfigError(fmt::format("--compute '{}': accepted busy, sleep", v));
-      a.sleep = v == "sleep";
-    }
-    else if (flag == "--layout" || flag == "--reduce") {
-      const bool layout = flag == "--layout";
-      if (layout ? (v != "contiguous" && v != "separate") : (v != "sum" && v != "avg"))
-        throw fastrun::ConfigError(fmt::format("{} '{}': accepted {}", flag, v, layout ? "contiguous, separate" : "sum, avg"));
-      (layout ? a.separate : a.ddp_avg) = layout ? v == "separate" : v == "avg";
-    }
-    else
-      throw fastrun::ConfigError(fmt::format("unknown flag '{}': accepted --params N --layers L --iters K --bucket-mb M "
-                                             "--first-bucket-mb M --compute-us U --backend gloo|shm|auto --layout contiguous|separate --reduce sum|avg "
-                                             "--mode fused|overlap --backends LIST --compute busy|sleep --compute-ratio R",
-                                             flag));
-  }
+  CLI::App app("DDP bucketed gradient sync vs one fused all-reduce", "fastrun-bench ddp");
+  auto count = [&](const std::string& name, std::size_t& into, const std::string& help, const std::string& shown) {
+    app.add_option_function<std::string>(name, [&into, name](const std::string& v) { into = parse_count(name, v); }, help)
+        ->type_name("N")
+        ->default_str(shown);
+  };
+  count("--params", a.params, "float32 parameters in all, K/M/G suffix allowed", "100M");
+  count("--layers", a.layers, "(weight, bias) pairs they are split into", "50");
+  flags::integer(app, "--iters", a.iters, "timed steps", 1, 1000000);
+  flags::decimal(app, "--bucket-mb", a.bucket_mb, "DDP bucket cap in MiB", 0, 1 << 20);
+  flags::decimal(app, "--first-bucket-mb", a.first_bucket_mb, "cap of the first bucket, MiB", 0, 1 << 20);
+  flags::decimal(app, "--compute-us", a.compute_us, "simulated backward time per layer, us", 0, 1e9);
+  app.add_option("--backend", a.backend, "gloo|shm|auto")->capture_default_str();
+  either(app, "--layout", "contiguous", "separate", a.separate, "one gradient arena, or one allocation per tensor");
+  either(app, "--reduce", "sum", "avg", a.ddp_avg, "pre-divide and sum, or let the backend average");
+  either(app, "--mode", "fused", "overlap", a.overlap,
+         "DDP vs one fused all-reduce, or vs compute alone and compute + a blocking all-reduce "
+         "(docs/ddp.md, \"Overlap\")");
+  app.add_option("--backends", a.backends, "overlap mode: backends to compare, comma-separated")->capture_default_str();
+  either(app, "--compute", "busy", "sleep", a.sleep,
+         "overlap mode: backward as passes over the gradients, or as a wait that leaves the CPU idle, as a GPU "
+         "backward would");
+  flags::decimal(app, "--compute-ratio", a.compute_ratio, "overlap mode: backward time / one blocking all-reduce", 0, 1000);
+  flags::parse(app, argc, argv);
   return a;
 }
 
@@ -233,23 +230,7 @@ int run_ddp_bench(int argc, char** argv) {
   return 0;
 }
 
-const Registration reg{
-    "ddp", "DDP bucketed gradient sync vs one fused all-reduce", &run_ddp_bench,
-    "  --params N                 float32 parameters in all, K/M/G suffix allowed (default 100M)\n"
-    "  --layers L                 (weight, bias) pairs they are split into (default 50)\n"
-    "  --iters K                  timed steps (default 3)\n"
-    "  --bucket-mb M              DDP bucket cap in MiB (default 25)\n"
-    "  --first-bucket-mb M        cap of the first bucket (default 1)\n"
-    "  --compute-us U             simulated backward time per layer (default 0)\n"
-    "  --backend gloo|shm|auto    (default gloo)\n"
-    "  --layout contiguous|separate  one gradient arena, or one allocation per tensor (default contiguous)\n"
-    "  --reduce sum|avg           pre-divide and sum, or let the backend average (default sum)\n"
-    "  --mode fused|overlap       DDP vs one fused all-reduce (default), or vs compute alone and\n"
-    "                             compute + a blocking all-reduce (docs/ddp.md, \"Overlap\")\n"
-    "  --backends LIST            overlap mode: backends to compare, comma-separated (default shm,gloo)\n"
-    "  --compute busy|sleep       overlap mode: backward as passes over the gradients, or as a wait\n"
-    "                             that leaves the CPU idle, as a GPU backward would (default busy)\n"
-    "  --compute-ratio R          overlap mode: backward time / one blocking all-reduce (default 1)\n"};
+const Registration reg{"ddp", "DDP bucketed gradient sync vs one fused all-reduce", &run_ddp_bench};
 
 }  // namespace
 }  // namespace fastrun::bench::ddp

@@ -39,6 +39,9 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/text/number.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/join.h"
 #include "fastrun/runtime/store/factory.h"
@@ -86,12 +89,12 @@ int as_rank(const std::string& mode) {
     return 0;
   }
   auto store = connect_store(std::getenv("FASTRUN_STORE"));
-  const int world = std::atoi(std::getenv("FASTRUN_WORLD_SIZE"));
+  const int world = static_cast<int>(env::get_int(env::kWorldSize));
   store_barrier(*store, "bench/launch", world, std::chrono::seconds(60));
   if (const char* dir = std::getenv("BENCH_LAUNCH_STAMP_DIR"))
     write_stamp(fmt::format("{}/rank-{}", dir, std::getenv("FASTRUN_RANK")));
   if (mode == "barrier") return 0;
-  if (std::atoi(std::getenv("FASTRUN_RANK")) == 0) {
+  if (env::get_int(env::kRank) == 0) {
     write_stamp(std::getenv("BENCH_LAUNCH_FAIL_FILE"));
     ::_exit(1);
   }
@@ -266,35 +269,38 @@ int run_launch(int argc, char** argv) {
   int reps = 7;
   std::string fastrun;
   Nodes nodes;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--as-rank" && i + 1 < argc) return as_rank(argv[i + 1]);
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--nodes" && i + 1 < argc) {
-      nodes.count = std::atoi(argv[++i]);
-      if (nodes.count < 2 || nodes.count > 64)
-        throw ConfigError(fmt::format("launch --nodes '{}': accepted 2 to 64", argv[i]));
-    } else if (a == "--on-node" && i + 1 < argc) {
-      std::istringstream words(argv[++i]);
-      nodes.prefix.emplace_back();
-      for (std::string w; words >> w;) nodes.prefix.back().push_back(w);
-    } else if (a == "--master-addr" && i + 1 < argc) {
-      nodes.master = argv[++i];
-    } else if (a == "--fastrun" && i + 1 < argc) {
-      fastrun = argv[++i];
-    } else if (a == "--ranks" && i + 1 < argc) {
-      ranks.clear();
-      for (const char* p = argv[++i]; *p;) {
-        ranks.push_back(std::atoi(p));
-        p = std::strchr(p, ',');
-        if (!p) break;
-        ++p;
-      }
-    } else {
-      throw ConfigError(fmt::format("launch: unknown option '{}'; accepted: --ranks 2,4,8 --reps N --fastrun PATH --nodes K --on-node PREFIX --master-addr HOST", a));
-    }
-  }
+  // A rank of the timed jobs: at once, so that the floor measures exec and not flag parsing.
+  if (argc == 3 && std::strcmp(argv[1], "--as-rank") == 0) return as_rank(argv[2]);
+  CLI::App app("job start-up vs fork/exec floor, and failure-to-exit time", "fastrun-bench launch");
+  app.add_option_function<std::string>(
+         "--ranks",
+         [&ranks](const std::string& v) {
+           ranks.clear();
+           std::istringstream list(v);
+           for (std::string n; std::getline(list, n, ',');)
+             ranks.push_back(static_cast<int>(text::parse_integer("--ranks", n, 1, 4096)));
+         },
+         "rank counts to time, comma-separated")
+      ->type_name("LIST")
+      ->default_str("2,4,8,16,32");
+  flags::integer(app, "--reps", reps, "repetitions per rank count; the median is shown", 1, 10000);
+  app.add_option("--fastrun", fastrun, "the launcher to time (default: the fastrun next to this binary)")
+      ->type_name("PATH");
+  flags::integer(app, "--nodes", nodes.count, "instead: K launchers (--nnodes K) of --ranks ranks each, against one node",
+                 2, 64);
+  app.add_option_function<std::string>(
+         "--on-node",
+         [&nodes](const std::string& v) {
+           std::istringstream words(v);
+           nodes.prefix.emplace_back();
+           for (std::string w; words >> w;) nodes.prefix.back().push_back(w);
+         },
+         "the words that start a command on node k's host, once per node in order (bench/multinode_launch.sh); "
+         "default: every launcher on this host")
+      ->type_name("PREFIX")
+      ->trigger_on_parse();  // once per --on-node
+  app.add_option("--master-addr", nodes.master, "node 0's address as the other nodes reach it")->capture_default_str();
+  flags::parse(app, argc, argv);
   const std::string exe = self_exe();
   const auto dir = std::filesystem::path(exe).parent_path();
   if (fastrun.empty()) {
@@ -310,8 +316,6 @@ int run_launch(int argc, char** argv) {
     throw ConfigError(fmt::format("launch: {} --on-node prefixes for --nodes {}; accepted: none, or one per node",
                                   nodes.prefix.size(), nodes.count));
   if (nodes.count > 0) {
-    for (int n : ranks)
-      if (n < 1) throw ConfigError(fmt::format("launch --ranks: {} ranks per node; accepted: 1 or more", n));
     nodes_table(nodes, fastrun, exe, ranks, reps);
     return 0;
   }
@@ -342,14 +346,7 @@ int run_launch(int argc, char** argv) {
   return 0;
 }
 
-Registration reg{"launch", "job start-up vs fork/exec floor, and failure-to-exit time", &run_launch,
-                 "  --ranks LIST     rank counts to time, comma-separated (default 2,4,8,16,32)\n"
-                 "  --reps N         repetitions per rank count; the median is shown (default 7)\n"
-                 "  --fastrun PATH   the launcher to time (default: the fastrun next to this binary)\n"
-                 "  --nodes K        instead: K launchers (--nnodes K) of --ranks ranks each, against one node\n"
-                 "  --on-node PREFIX the words that start a command on node k's host, once per node in order\n"
-                 "                   (bench/multinode_launch.sh); default: every launcher on this host\n"
-                 "  --master-addr H  node 0's address as the other nodes reach it (default 127.0.0.1)\n"};
+Registration reg{"launch", "job start-up vs fork/exec floor, and failure-to-exit time", &run_launch};
 
 }  // namespace
 }  // namespace fastrun::bench

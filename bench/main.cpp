@@ -1,5 +1,5 @@
 // fastrun-bench SUBJECT [options]: dispatches to the registered subjects; answers --help (the
-// subject list) and SUBJECT --help (that subject's options) itself.
+// subject list) itself, and each subject its own SUBJECT --help (bench_registry.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -31,10 +31,6 @@ int main(int argc, char** argv) {
   }
   for (auto& s : subs) {
     if (s.name != argv[1]) continue;
-    if (argc > 2 && (!std::strcmp(argv[2], "--help") || !std::strcmp(argv[2], "-h"))) {
-      fmt::print("usage: fastrun-bench {} [options]\n{}\noptions:\n{}", s.name, s.help, s.options);
-      return 0;
-    }
     try {
       return s.run(argc - 1, argv + 1);
     } catch (const fastrun::ConfigError& e) {

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "forked_group.h"
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/error.h"
@@ -42,27 +43,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  auto need = [&](int& i) -> std::string {
-    if (i + 1 >= argc) throw ConfigError(fmt::format("{} needs a value", argv[i]));
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--nproc") a.nproc = std::stoi(need(i));
-    else if (f == "--backend") a.backend = need(i);
-    else if (f == "--op") a.op = need(i);
-    else if (f == "--max") a.max_bytes = std::stoull(need(i));
-    else if (f == "--no-mpi") a.mpi = false;
-    else if (f == "--pin") a.pin = true;
-    else
-      throw ConfigError(fmt::format("unknown option '{}'; accepted: --nproc N --backend shm|gloo --op "
-                                    "pingpong|alltoall|gather|scatter|all --max BYTES --no-mpi --pin",
-                                    f));
-  }
-  if (a.nproc < 2) throw ConfigError(fmt::format("--nproc {}: needs at least 2 ranks", a.nproc));
-  bool known = a.op == "all";
-  for (const char* op : p2p::kOps) known = known || a.op == op;
-  if (!known) throw ConfigError(fmt::format("--op {}: accepted pingpong|alltoall|gather|scatter|all", a.op));
+  CLI::App app("send/recv latency and bandwidth, all-to-all, gather, scatter", "fastrun-bench p2p");
+  flags::integer(app, "--nproc", a.nproc, "ranks to fork (pingpong always uses ranks 0 and 1)", 2, 1024);
+  app.add_option("--backend", a.backend, "shm or gloo")->capture_default_str();
+  std::vector<std::string> ops{"all"};
+  ops.insert(ops.end(), std::begin(p2p::kOps), std::end(p2p::kOps));
+  flags::choice(app, "--op", a.op, "which exchange", ops);
+  flags::integer(app, "--max", a.max_bytes, "largest message, bytes", 1, std::int64_t{1} << 40);
+  app.add_flag_callback("--no-mpi", [&a] { a.mpi = false; }, "skip the Open MPI column");
+  app.add_flag("--pin", a.pin, "pin rank r to the r-th usable CPU (mpirun binds its ranks to cores)");
+  flags::parse(app, argc, argv);
   return a;
 }
 
@@ -176,13 +166,7 @@ int run(int argc, char** argv) {
 
 const Registration reg{"p2p",
                        "send/recv latency and bandwidth, all-to-all, gather, scatter; with Open MPI's figures (--nproc N)",
-                       &run,
-                       "  --nproc N          ranks to fork (default 2; pingpong always uses ranks 0 and 1)\n"
-                       "  --backend NAME     shm or gloo (default shm)\n"
-                       "  --op OP            pingpong|alltoall|gather|scatter|all (default all)\n"
-                       "  --max B            largest message in bytes (default 67108864)\n"
-                       "  --no-mpi           skip the Open MPI column\n"
-                       "  --pin              pin rank r to the r-th usable CPU (mpirun binds its ranks to cores)\n"};
+                       &run};
 
 }  // namespace
 }  // namespace fastrun::bench

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "fastrun/samplers/random_sampler.h"
 
 namespace {
@@ -86,22 +87,11 @@ int run_sampler(int argc, char** argv) {
   int ranks = 8;
   std::uint64_t limit = 100000000;  // indices drawn per row at most
   bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--ranks") && i + 1 < argc) {
-      ranks = std::atoi(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--limit") && i + 1 < argc) {
-      limit = std::strtoull(argv[++i], nullptr, 10);
-    } else if (!std::strcmp(argv[i], "--quick")) {
-      quick = true;
-    } else {
-      fmt::print(stderr, "fastrun-bench sampler: unknown option '{}' (see fastrun-bench sampler --help)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (ranks < 1) {
-    fmt::print(stderr, "fastrun-bench sampler: --ranks {} (accepted: >= 1)\n", ranks);
-    return 2;
-  }
+  CLI::App app("sampler throughput, epoch build time and memory", "fastrun-bench sampler");
+  fastrun::flags::integer(app, "--ranks", ranks, "world size the sampler splits for", 1, 1 << 20);
+  fastrun::flags::integer(app, "--limit", limit, "indices drawn per row at most", 1, INT64_MAX);
+  app.add_flag("--quick", quick, "epochs of 10^7 instead of 10^8");
+  fastrun::flags::parse(app, argc, argv);
   const std::uint64_t big = quick ? 10000000ull : 100000000ull;
   fmt::print("sampler: rank 0 of {} with pad; build = construct + the epoch's order; rate = next_into(4096) per rank;\n"
              "M/s cpu = indices per second of this thread's CPU time (one core), M/s wall = per elapsed second\n", ranks);
@@ -119,9 +109,6 @@ int run_sampler(int argc, char** argv) {
   return 0;
 }
 
-fastrun::bench::Registration reg{"sampler", "sampler throughput, epoch build time and memory", &run_sampler,
-                                 "  --ranks R          world size the sampler splits for (default 8)\n"
-                                 "  --limit INDICES    indices drawn per row at most (default 100000000)\n"
-                                 "  --quick            epochs of 10^7 instead of 10^8\n"};
+fastrun::bench::Registration reg{"sampler", "sampler throughput, epoch build time and memory", &run_sampler};
 
 }  // namespace

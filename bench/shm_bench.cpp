@@ -21,6 +21,7 @@
 #include <fmt/ranges.h>
 
 #include "bench_registry.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "forked_group.h"
 #include "fastrun/runtime/backend/registry.h"
 #include "fastrun/runtime/error.h"
@@ -42,37 +43,25 @@ struct Args {
   bool pin = false;  // pin rank r to the r-th usable CPU (round robin)
 };
 
+const DType kDTypes[] = {DType::float32, DType::float64, DType::float16, DType::bfloat16, DType::int32, DType::int64};
 const std::vector<std::string> kOps{"allreduce", "allgather", "broadcast", "reducescatter", "object", "stream", "all"};
 
 Args parse(int argc, char** argv) {
   Args a;
-  auto need = [&](int& i) -> std::string {
-    if (i + 1 >= argc) throw ConfigError(fmt::format("{} needs a value", argv[i]));
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--nproc") a.nproc = std::stoi(need(i));
-    else if (f == "--backend") a.backend = need(i);
-    else if (f == "--op") a.op = need(i);
-    else if (f == "--min") a.min_bytes = std::stoull(need(i));
-    else if (f == "--max") a.max_bytes = std::stoull(need(i));
-    else if (f == "--pin") a.pin = true;
-    else if (f == "--dtype") {
-      const std::string d = need(i);
-      bool found = false;
-      for (DType t : {DType::float32, DType::float64, DType::float16, DType::bfloat16, DType::int32, DType::int64})
-        if (dtype_name(t) == d) a.dtype = t, found = true;
-      if (!found) throw ConfigError(fmt::format("--dtype {}: accepted float32|float64|float16|bfloat16|int32|int64", d));
-    } else {
-      throw ConfigError(fmt::format("unknown option '{}'; accepted: --nproc N --backend NAME --op {} --min B --max B "
-                                    "--dtype T",
-                                    f, fmt::join(kOps, "|")));
-    }
-  }
-  if (a.nproc < 1) throw ConfigError("--nproc must be >= 1");
-  if (std::find(kOps.begin(), kOps.end(), a.op) == kOps.end())
-    throw ConfigError(fmt::format("--op {}: accepted {}", a.op, fmt::join(kOps, "|")));
+  CLI::App app("collectives of one backend on N self-forked ranks", "fastrun-bench shm");
+  flags::integer(app, "--nproc", a.nproc, "ranks to fork", 1, 1024);
+  app.add_option("--backend", a.backend, "shm or gloo")->capture_default_str();
+  flags::choice(app, "--op", a.op, "which collective", kOps);
+  flags::integer(app, "--min", a.min_bytes, "smallest message, bytes", 1, std::int64_t{1} << 40);
+  flags::integer(app, "--max", a.max_bytes, "largest message, bytes", 1, std::int64_t{1} << 40);
+  std::vector<std::string> dtypes;
+  for (DType t : kDTypes) dtypes.emplace_back(dtype_name(t));
+  std::string dtype(dtype_name(a.dtype));
+  flags::choice(app, "--dtype", dtype, "element type", dtypes);
+  app.add_flag("--pin", a.pin, "pin rank r to the r-th usable CPU");
+  flags::parse(app, argc, argv);
+  for (DType t : kDTypes)
+    if (dtype_name(t) == dtype) a.dtype = t;
   return a;
 }
 
@@ -200,13 +189,7 @@ int run(int argc, char** argv) {
   });
 }
 
-const Registration reg{"shm", "collectives of one backend on N self-forked ranks (--nproc N --backend shm|gloo)", &run,
-                       "  --nproc N          ranks to fork (default 2)\n"
-                       "  --backend NAME     shm or gloo (default shm)\n"
-                       "  --op OP            allreduce|allgather|broadcast|reducescatter|object|stream|all (default all)\n"
-                       "  --min B, --max B   message sizes in bytes (default 4096 .. 268435456)\n"
-                       "  --dtype T          float32|float64|float16|bfloat16|int32|int64 (default float32)\n"
-                       "  --pin              pin rank r to the r-th usable CPU\n"};
+const Registration reg{"shm", "collectives of one backend on N self-forked ranks (--nproc N --backend shm|gloo)", &run};
 
 }  // namespace
 }  // namespace fastrun::bench

@@ -27,6 +27,8 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
+#include "fastrun/runtime/text/number.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "torch_filestore.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
@@ -309,41 +311,47 @@ int run_store(int argc, char** argv) {
   std::vector<int> clients;
   int procs = 8;
   std::vector<Pattern> patterns = {Pattern::keys, Pattern::barrier};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--clients" && i + 1 < argc) {
-      for (const auto& c : split_commas(argv[++i])) {
-        const int n = std::atoi(c.c_str());
-        if (n < 1 || n > 65536)
-          throw ConfigError(fmt::format("fastrun-bench store --clients: '{}' is not a count; accepted: 1 to 65536, "
-                                        "comma-separated",
-                                        c));
-        clients.push_back(n);
-      }
-    } else if (a == "--procs" && i + 1 < argc) {
-      procs = std::atoi(argv[++i]);
-      if (procs < 1 || procs > 256)
-        throw ConfigError(fmt::format("fastrun-bench store --procs '{}': accepted 1 to 256", argv[i]));
-    } else if (a == "--patterns" && i + 1 < argc) {
-      patterns.clear();
-      for (const auto& name : split_commas(argv[++i])) {
-        const auto* it = std::find(std::begin(kPatternNames), std::end(kPatternNames), name);
-        if (it == std::end(kPatternNames))
-          throw ConfigError(fmt::format("fastrun-bench store --patterns: unknown pattern '{}'; accepted: keys, "
-                                        "barrier, gather, release (comma-separated)",
-                                        name));
-        patterns.push_back(static_cast<Pattern>(it - std::begin(kPatternNames)));
-      }
-    } else if (a == "--seconds" && i + 1 < argc) {
-      seconds = std::stod(argv[++i]);
-    } else if (a == "--kinds" && i + 1 < argc) {
-      kinds = split_commas(argv[++i]);
-    } else {
-      throw ConfigError(fmt::format("fastrun-bench store: unknown option '{}'; accepted: --seconds S, --kinds "
-                                    "shm,file,tcp, --clients N,N --procs P --patterns keys,barrier,gather",
-                                    a));
-    }
-  }
+  CLI::App app("rendezvous store throughput and rendezvous time (shm, file, tcp)", "fastrun-bench store");
+  flags::decimal(app, "--seconds", seconds, "seconds per throughput figure; with --clients, 0 skips set+get", 0, 3600);
+  app.add_option_function<std::string>("--kinds", [&kinds](const std::string& v) { kinds = split_commas(v); },
+                                       "stores to measure, from shm,file,tcp")
+      ->type_name("LIST")
+      ->default_str("shm,file,tcp");
+  app.add_option_function<std::string>(
+         "--clients",
+         [&clients](const std::string& v) {
+           for (const auto& c : split_commas(v)) {
+             const auto n = text::to_integer(c, 1, 65536);
+             if (!n)
+               throw ConfigError(fmt::format("fastrun-bench store --clients: '{}' is not a count; accepted: 1 to 65536, "
+                                             "comma-separated",
+                                             c));
+             clients.push_back(static_cast<int>(*n));
+           }
+         },
+         "instead: one tcp store against N connections each, e.g. 1024,4096")
+      ->type_name("LIST");
+  flags::integer(app, "--procs", procs,
+                 "processes holding the --clients connections, as threads (each N is rounded down to a multiple)", 1,
+                 256);
+  app.add_option_function<std::string>(
+         "--patterns",
+         [&patterns](const std::string& v) {
+           patterns.clear();
+           for (const auto& name : split_commas(v)) {
+             const auto* it = std::find(std::begin(kPatternNames), std::end(kPatternNames), name);
+             if (it == std::end(kPatternNames))
+               throw ConfigError(fmt::format("fastrun-bench store --patterns: unknown pattern '{}'; accepted: keys, "
+                                             "barrier, gather, release (comma-separated)",
+                                             name));
+             patterns.push_back(static_cast<Pattern>(it - std::begin(kPatternNames)));
+           }
+         },
+         "how the --clients meet, from keys,barrier,gather,release (keys,barrier: the old "
+         "wait-for-all-N-keys beside store_barrier)")
+      ->type_name("LIST")
+      ->default_str("keys,barrier");
+  flags::parse(app, argc, argv);
   if (!clients.empty()) {
     for (int& n : clients) n = std::max(procs, n - n % procs);  // whole threads per process
     return store_at_scale(clients, procs, seconds, patterns);
@@ -407,14 +415,7 @@ int run_store(int argc, char** argv) {
 
 const Registration reg{"store", "rendezvous store throughput and rendezvous time (shm, file, tcp); file beside torch's FileStore "
                        "when python3-torch is installed",
-                       &run_store,
-                       "  --seconds S        seconds per throughput figure (default 1)\n"
-                       "  --kinds LIST       stores to measure, from shm,file,tcp (default all three)\n"
-                       "  --clients LIST     instead: one tcp store against N connections each, e.g. 1024,4096\n"
-                       "  --procs P          processes holding the --clients connections, as threads (default 8;\n"
-                       "                     each N is rounded down to a multiple of P)\n"
-                       "  --patterns LIST    how the --clients meet, from keys,barrier,gather,release (default keys,barrier:\n"
-                       "                     the old wait-for-all-N-keys beside store_barrier); --seconds 0 skips set+get\n"};
+                       &run_store};
 
 }  // namespace
 }  // namespace fastrun::bench

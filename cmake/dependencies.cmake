@@ -1,10 +1,12 @@
 # Debian 12 packages: libboost-dev (headers only), libfmt-dev, catch2 (tests), libgloo-dev,
 # nlohmann-json3-dev (headers only; the sampler states and the store's records, never in a public header).
+# libcli11-dev (headers only: every program's flags; never part of the installed surface).
 find_package(Threads REQUIRED)
 find_package(fmt 9 REQUIRED)
 find_package(Boost 1.74 REQUIRED)
 find_package(Gloo REQUIRED)
 find_package(nlohmann_json 3 REQUIRED CONFIG)
+find_package(CLI11 CONFIG REQUIRED)
 
 # LibTorch is optional too (Debian: libtorch-dev): the fastrun::torch component (torch/) and the
 # c10d interop program (tests/c10d). Without it (or with FASTRUN_WITH_TORCH=OFF) everything else

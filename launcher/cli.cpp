@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <charconv>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,27 +23,133 @@
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/text/number.h"
 #include "fastrun/runtime/version.h"
 
 namespace fastrun::launcher {
 namespace {
 
+// The flags' own words for a value that is no number (tests/launcher pins them); the range
+// checks follow in each flag's declaration.
 int parse_int_value(const std::string& option, const std::string& v) {
-  int n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
-    throw ConfigError(fmt::format("{} '{}': expected a whole number", option, v));
-  }
-  return n;
+  const auto n = text::to_integer(v, INT_MIN, INT_MAX);
+  if (!n) throw ConfigError(fmt::format("{} '{}': expected a whole number", option, v));
+  return static_cast<int>(*n);
 }
 
 double parse_seconds_value(const std::string& option, const std::string& v) {
-  char* end = nullptr;
-  const double s = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size()) {
-    throw ConfigError(fmt::format("{} '{}': expected seconds, e.g. 5 or 0.5", option, v));
+  const auto s = text::to_decimal(v);
+  if (!s) throw ConfigError(fmt::format("{} '{}': expected seconds, e.g. 5 or 0.5", option, v));
+  return *s;
+}
+
+// An action flag (--help, --cleanup, ...) ends the parse where it stands, as if it were alone.
+struct ActionChosen {
+  CliArgs::Action action;
+};
+
+// The options, one declaration each: names, value name, help, and what a value does (its checks
+// included). They run as they are met (trigger_on_parse), so the first bad one is reported; the
+// usage text is made from these declarations.
+class Flags {
+ public:
+  Flags(CLI::App& app, CliArgs& out) : app_(app), out_(out) {
+    value("--devices", "LIST|all", "one rank per GPU; LIST = indices into the visible GPUs, e.g. 0,2,3",
+          [this](const std::string& v) { out_.job.devices = v; });
+    value("--nproc", "N", "N ranks without GPUs", [this](const std::string& v) {
+      out_.job.nproc = parse_int_value("--nproc", v);
+      if (out_.job.nproc < 1) throw ConfigError(fmt::format("--nproc {}: give a number of ranks of 1 or more", v));
+    });
+    value("--log-dir", "DIR", "file rank r's output in DIR/<run-id>/rank-<r>/{stdout,stderr}.log",
+          [this](const std::string& v) {
+            if (v.empty()) throw ConfigError("--log-dir is empty; give a directory");
+            out_.job.log_dir = v;
+          });
+    value("--run-id", "ID", "the job's id (default: generated); exported as FASTRUN_RUN_ID",
+          [this](const std::string& v) {
+            check_run_id(v);
+            out_.job.run_id = v;
+          });
+    value("--output", "MODE",
+          "what ranks other than 0 show: all (default), only_error (their\n"
+          "stderr only), ignore; log files keep everything",
+          [this](const std::string& v) { out_.job.output = parse_output_mode(v); });
+    flag("--tag-output", "prefix terminal lines with \"[rank r] \"", [this] { out_.job.tag_output = true; });
+    value("--kill-timeout", "SECS", "grace between SIGTERM and SIGKILL when stopping ranks (default 5)",
+          [this](const std::string& v) {
+            out_.job.kill_timeout = parse_seconds_value("--kill-timeout", v);
+            if (!(out_.job.kill_timeout >= 0 && out_.job.kill_timeout <= 86400))
+              throw ConfigError(fmt::format("--kill-timeout {}: give seconds from 0 to 86400", out_.job.kill_timeout));
+          });
+    // The node flags' ranges depend on each other and on the engine's variables: plan_nodes checks them.
+    value("--nnodes", "N", "the job spans N nodes, one fastrun per node (docs/multinode.md)",
+          [this](const std::string& v) { out_.job.node.nnodes = parse_int_value("--nnodes", v); });
+    value("--node-rank", "K", "this node's index, 0..N-1; node 0 hosts the job's store",
+          [this](const std::string& v) { out_.job.node.node_rank = parse_int_value("--node-rank", v); });
+    value("--master-addr", "HOST", "node 0's address, reachable from every node",
+          [this](const std::string& v) { out_.job.node.master_addr = v; });
+    value("--master-port", "PORT",
+          "the port node 0 hosts the job's store on\n"
+          "(under srun or mpirun all four come from the engine; docs/multinode.md)",
+          [this](const std::string& v) { out_.job.node.master_port = parse_int_value("--master-port", v); });
+    flag("--keep-background",
+         "leave running what ranks started in the background; by default\n"
+         "it is stopped when the job ends (SIGTERM, then SIGKILL)",
+         [this] { out_.job.keep_background = true; });
+    action("--cleanup", "remove /dev/shm segments of jobs whose launcher died, and exit", CliArgs::Action::cleanup);
+    action("-h,--help", "this text", CliArgs::Action::help);
+    action("--version", "fastrun's version", CliArgs::Action::version);
+    action("--help-env", "the environment variables fastrun reads and sets", CliArgs::Action::help_env);
   }
-  return s;
+
+ private:
+  void value(const std::string& name, const std::string& value_name, const std::string& help,
+             std::function<void(const std::string&)> set) {
+    app_.add_option_function<std::string>(name, std::move(set), help)
+        ->type_name(value_name)
+        ->trigger_on_parse()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  void flag(const std::string& name, const std::string& help, std::function<void()> set) {
+    app_.add_flag_callback(name, std::move(set), help)->disable_flag_override()->trigger_on_parse();
+  }
+  void action(const std::string& name, const std::string& help, CliArgs::Action a) {
+    flag(name, help, [a] { throw ActionChosen{a}; });
+  }
+
+  CLI::App& app_;
+  CliArgs& out_;
+};
+
+// "  --output MODE          what ranks ...": names and value name, then the help from column 25;
+// a help's further lines are indented to that column.
+std::string option_lines(const CLI::App& app) {
+  std::string lines;
+  for (const CLI::Option* o : app.get_options()) {
+    std::string left = fmt::format("{}", fmt::join(CLI::detail::split(o->get_name(false, true), ','), ", "));
+    if (!o->get_type_name().empty()) left += " " + o->get_type_name();
+    std::string help = o->get_description();
+    for (std::size_t nl = help.find('\n'); nl != std::string::npos; nl = help.find('\n', nl + 1))
+      help.insert(nl + 1, std::string(25, ' '));
+    lines += fmt::format("  {:<22} {}\n", left, help);
+  }
+  return lines;
+}
+
+// What CLI11 reports in its own words, said in fastrun's: which option, and what is accepted.
+[[noreturn]] void rethrow_in_our_words(const CLI::ParseError& e, const std::vector<std::string>& args) {
+  const std::string what = e.what();
+  // "tag-output was given a disallowed flag override": a flag given as --name=value.
+  if (const auto at = what.find(" was given a disallowed flag override"); at != std::string::npos) {
+    const std::string name = "--" + what.substr(0, at);
+    for (const std::string& a : args)
+      if (a.rfind(name + "=", 0) == 0)
+        throw ConfigError(fmt::format("{} takes no value (got '{}')", name, a.substr(name.size() + 1)));
+  }
+  // "--nproc: 1 required TEXT missing": a value option at the end of the line.
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && what.rfind("--", 0) == 0)
+    throw ConfigError(fmt::format("{} needs a value; see fastrun --help", what.substr(0, what.find(':'))));
+  throw ConfigError(fmt::format("{}; see fastrun --help", what));
 }
 
 // A multi-node launcher whose ranks are done: node 0 keeps the job's store up until every node
@@ -61,104 +169,44 @@ int finish_node(NodeWatch& watch, int exit_code) {
 }  // namespace
 
 std::string usage_text() {
-  return fmt::format(
-      "usage: fastrun [options] [--] PROGRAM [ARGS...]\n"
-      "Runs PROGRAM as a job of ranks on this machine (or, with --nnodes, on one node of several),\n"
-      "one process per rank.\n\n"
-      "  --devices LIST|all     one rank per GPU; LIST = indices into the visible GPUs, e.g. 0,2,3\n"
-      "  --nproc N              N ranks without GPUs\n"
-      "  --log-dir DIR          file rank r's output in DIR/<run-id>/rank-<r>/{{stdout,stderr}}.log\n"
-      "  --run-id ID            the job's id (default: generated); exported as FASTRUN_RUN_ID\n"
-      "  --output MODE          what ranks other than 0 show: all (default), only_error (their\n"
-      "                         stderr only), ignore; log files keep everything\n"
-      "  --tag-output           prefix terminal lines with \"[rank r] \"\n"
-      "  --kill-timeout SECS    grace between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
-      "  --nnodes N             the job spans N nodes, one fastrun per node (docs/multinode.md)\n"
-      "  --node-rank K          this node's index, 0..N-1; node 0 hosts the job's store\n"
-      "  --master-addr HOST     node 0's address, reachable from every node\n"
-      "  --master-port PORT     the port node 0 hosts the job's store on\n"
-      "                         (under srun or mpirun all four come from the engine; docs/multinode.md)\n"
-      "  --keep-background      leave running what ranks started in the background; by default\n"
-      "                         it is stopped when the job ends (SIGTERM, then SIGKILL)\n"
-      "  --cleanup              remove /dev/shm segments of jobs whose launcher died, and exit\n"
-      "  --help, --version      this text; fastrun's version\n"
-      "  --help-env             the environment variables fastrun reads and sets\n\n"
-      "Exit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
-      "signal N); 130/143/129 after SIGINT/SIGTERM/SIGHUP; 141 when the output was closed\n"
-      "(`fastrun ... | head`: the job is stopped); 2 for a usage error.\n");
+  CliArgs unused;
+  CLI::App app;
+  app.set_help_flag();
+  Flags flags(app, unused);
+  return "usage: fastrun [options] [--] PROGRAM [ARGS...]\n"
+         "Runs PROGRAM as a job of ranks on this machine (or, with --nnodes, on one node of several),\n"
+         "one process per rank.\n\n" +
+         option_lines(app) +
+         "\nExit status: 0 when every rank exits 0; else the first failing rank's code (128+N for\n"
+         "signal N); 130/143/129 after SIGINT/SIGTERM/SIGHUP; 141 when the output was closed\n"
+         "(`fastrun ... | head`: the job is stopped); 2 for a usage error.\n";
 }
 
 CliArgs parse_cli(const std::vector<std::string>& args) {
   CliArgs out;
-  std::size_t i = 0;
-  bool saw_nproc = false;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.size() < 2 || a[0] != '-') break;  // PROGRAM
-    std::string name = a;
-    std::optional<std::string> inline_value;
-    if (const auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = a.substr(0, eq);
-      inline_value = a.substr(eq + 1);
-    }
-    auto value = [&]() -> std::string {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) throw ConfigError(fmt::format("{} needs a value; see fastrun --help", name));
-      return args[++i];
-    };
-    auto no_value = [&] {
-      if (inline_value) throw ConfigError(fmt::format("{} takes no value (got '{}')", name, *inline_value));
-    };
-    if (name == "--help" || name == "-h") { no_value(); out.action = CliArgs::Action::help; return out; }
-    if (name == "--version") { no_value(); out.action = CliArgs::Action::version; return out; }
-    if (name == "--help-env") { no_value(); out.action = CliArgs::Action::help_env; return out; }
-    if (name == "--cleanup") { no_value(); out.action = CliArgs::Action::cleanup; return out; }
-    if (name == "--devices") {
-      out.job.devices = value();
-    } else if (name == "--nproc") {
-      const std::string v = value();
-      out.job.nproc = parse_int_value(name, v);
-      saw_nproc = true;
-      if (out.job.nproc < 1) throw ConfigError(fmt::format("--nproc {}: give a number of ranks of 1 or more", v));
-    } else if (name == "--log-dir") {
-      out.job.log_dir = value();
-      if (out.job.log_dir.empty()) throw ConfigError("--log-dir is empty; give a directory");
-    } else if (name == "--run-id") {
-      out.job.run_id = value();
-      check_run_id(out.job.run_id);
-    } else if (name == "--output") {
-      out.job.output = parse_output_mode(value());
-    } else if (name == "--tag-output") {
-      no_value();
-      out.job.tag_output = true;
-    } else if (name == "--keep-background") {
-      no_value();
-      out.job.keep_background = true;
-    } else if (name == "--kill-timeout") {
-      out.job.kill_timeout = parse_seconds_value(name, value());
-      if (!(out.job.kill_timeout >= 0 && out.job.kill_timeout <= 86400))
-        throw ConfigError(fmt::format("--kill-timeout {}: give seconds from 0 to 86400", out.job.kill_timeout));
-    } else if (name == "--nnodes") {
-      out.job.node.nnodes = parse_int_value(name, value());
-    } else if (name == "--node-rank") {
-      out.job.node.node_rank = parse_int_value(name, value());
-    } else if (name == "--master-addr") {
-      out.job.node.master_addr = value();
-    } else if (name == "--master-port") {
-      out.job.node.master_port = parse_int_value(name, value());
-    } else {
-      throw ConfigError(fmt::format("unknown option '{}'; see fastrun --help", a));
-    }
+  CLI::App app;
+  app.set_help_flag();   // --help is an action of ours (Flags)
+  app.prefix_command();  // the first word that is no option or value, and all after it, are left over
+  Flags flags(app, out);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
+    app.parse(reversed);
+  } catch (const ActionChosen& chosen) {
+    out.action = chosen.action;
+    return out;
+  } catch (const CLI::ParseError& e) {
+    rethrow_in_our_words(e, args);
   }
-  if (!saw_nproc && !out.job.devices) {
+  // Left over: PROGRAM and its ARGS, or "--" and them, after any unknown options met on the way.
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest[0] != "--" && rest[0].size() >= 2 && rest[0][0] == '-')
+    throw ConfigError(fmt::format("unknown option '{}'; see fastrun --help", rest[0]));
+  if (out.job.nproc == 0 && !out.job.devices) {
     throw ConfigError("give --devices LIST|all (one rank per GPU) or --nproc N (CPU ranks); see fastrun --help");
   }
-  if (i >= args.size()) throw ConfigError("PROGRAM is missing; usage: fastrun [options] [--] PROGRAM [ARGS...]");
-  out.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (!rest.empty() && rest[0] == "--") rest.erase(rest.begin());
+  if (rest.empty()) throw ConfigError("PROGRAM is missing; usage: fastrun [options] [--] PROGRAM [ARGS...]");
+  out.program = std::move(rest);
   return out;
 }
 

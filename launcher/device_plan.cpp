@@ -1,11 +1,11 @@
 #include "fastrun/launcher/device_plan.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -129,11 +129,11 @@ DevicePlan plan_devices(std::string_view spec, const std::optional<std::string>&
   }
   std::vector<int> chosen;
   for (const std::string_view e : split_commas(spec)) {
-    int index = 0;
-    const auto [ptr, ec] = std::from_chars(e.data(), e.data() + e.size(), index);
-    if (ec != std::errc() || ptr != e.data() + e.size() || index >= n) {
+    const auto parsed = text::to_integer(e, 0, n - 1);
+    if (!parsed) {
       throw ConfigError(fmt::format("--devices {}: entry {} is out of range; {}", spec, e, range));
     }
+    const int index = static_cast<int>(*parsed);
     if (std::find(chosen.begin(), chosen.end(), index) != chosen.end()) {
       throw ConfigError(fmt::format("--devices {}: entry {} is listed twice; each device takes one rank ({})", spec,
                                     e, range));

@@ -8,9 +8,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "mpi_flags.h"
 
 namespace {
 
@@ -25,15 +29,15 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (argc < 3) {
-    if (rank == 0) std::fprintf(stderr, "usage: fastrun-mpi-allreduce MIN_BYTES MAX_BYTES [ROUNDS]\n");
-    MPI_Finalize();
-    return 2;
-  }
-  const std::size_t min_bytes = std::strtoull(argv[1], nullptr, 10);
-  const std::size_t max_bytes = std::strtoull(argv[2], nullptr, 10);
-  const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 3;
-  for (std::size_t bytes = std::max<std::size_t>(min_bytes, 4); bytes <= max_bytes; bytes *= 2) {
+  // Signed, with ranges: CLI11 would wrap "-5" into an unsigned count.
+  std::int64_t min_bytes = 0, max_bytes = 0;
+  int rounds = 3;
+  CLI::App app("Open MPI's MPI_Allreduce at sizes MIN..MAX bytes (doubling)", "fastrun-mpi-allreduce");
+  app.add_option("MIN_BYTES", min_bytes, "smallest message")->required()->check(CLI::Range(std::int64_t{4}, std::int64_t{1} << 40));
+  app.add_option("MAX_BYTES", max_bytes, "largest message")->required()->check(CLI::Range(std::int64_t{4}, std::int64_t{1} << 40));
+  app.add_option("ROUNDS", rounds, "timed rounds; the best is shown")->check(CLI::Range(1, 1000))->capture_default_str();
+  if (int code = 0; !fastrun::bench::mpi::parse_args(app, argc, argv, rank, code)) return code;
+  for (auto bytes = static_cast<std::size_t>(min_bytes); bytes <= static_cast<std::size_t>(max_bytes); bytes *= 2) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> buf(count, 1.0f + static_cast<float>(rank));
     const int iters = iterations_for(bytes);

@@ -5,13 +5,17 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "mpi_flags.h"
 #include "p2p_sizes.h"
 
 namespace {
@@ -37,8 +41,14 @@ int main(int argc, char** argv) {
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  const std::string op = argc > 1 ? argv[1] : "pingpong";
-  const std::size_t max = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : (64u << 20);
+  std::string op = "pingpong";
+  std::int64_t max_bytes = 64 << 20;  // signed, with a range: CLI11 would wrap "-5" into an unsigned count
+  CLI::App app("Open MPI's side of fastrun-bench p2p", "fastrun-bench-mpi");
+  app.add_option("OP", op, "the exchange")->check(CLI::IsMember(std::vector<std::string>(std::begin(fastrun::bench::p2p::kOps), std::end(fastrun::bench::p2p::kOps))))->capture_default_str();
+  app.add_option("MAX_BYTES", max_bytes, "largest message")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
+      ->capture_default_str();
+  if (int code = 0; !fastrun::bench::mpi::parse_args(app, argc, argv, rank, code)) return code;
+  const auto max = static_cast<std::size_t>(max_bytes);
   const auto N = static_cast<std::size_t>(n);
   for (std::size_t bytes : fastrun::bench::p2p::sizes(max)) {
     double secs = 0;

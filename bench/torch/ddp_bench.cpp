@@ -28,6 +28,7 @@
 
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/tools/flags/number_flags.h"
 #include "fastrun/torch/ddp.h"
 
 namespace {
@@ -43,36 +44,20 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "fastrun-bench-torch: LibTorch DDP step times on CPU ranks (adapter on shm and gloo, hand-written\n"
-          "all-reduce, one fused all-reduce, no communication, PyTorch's DDP)\n"
-          "  --nproc LIST   rank counts (default 2,4)\n  --hidden N     MLP width (512)\n"
-          "  --layers N     hidden layers (4)\n  --batch N      per-rank batch (32)\n  --steps N      timed steps (20)\n");
-      std::exit(0);
-    }
-    if (i + 1 >= argc) throw fastrun::ConfigError(fmt::format("{} needs a value", flag));
-    const std::string v = argv[++i];
-    auto positive = [&] {
-      try {
-        const int x = std::stoi(v);
-        if (x > 0) return x;
-      } catch (const std::exception&) {
-      }
-      throw fastrun::ConfigError(fmt::format("{} '{}': expected a positive integer", flag, v));
-    };
-    if (flag == "--nproc") a.nproc = v;
-    else if (flag == "--hidden") a.hidden = positive();
-    else if (flag == "--layers") a.layers = positive();
-    else if (flag == "--batch") a.batch = positive();
-    else if (flag == "--steps") a.steps = positive();
-    else if (flag == "--worker") a.worker = v;
-    else if (flag == "--backend") a.backend = v;
-    else if (flag == "--out") a.out = v;
-    else throw fastrun::ConfigError(fmt::format("unknown option '{}'; see --help", flag));
-  }
+  CLI::App app("LibTorch DDP step times on CPU ranks (adapter on shm and gloo, hand-written all-reduce, one fused "
+               "all-reduce, no communication, PyTorch's DDP)",
+               "fastrun-bench-torch");
+  app.add_option("--nproc", a.nproc, "rank counts, comma-separated")->type_name("LIST")->capture_default_str();
+  fastrun::flags::integer(app, "--hidden", a.hidden, "MLP width", 1, 1 << 20);
+  fastrun::flags::integer(app, "--layers", a.layers, "hidden layers", 1, 1000);
+  fastrun::flags::integer(app, "--batch", a.batch, "per-rank batch", 1, 1 << 20);
+  fastrun::flags::integer(app, "--steps", a.steps, "timed steps", 1, 1000000);
+  // What the orchestrating run passes to the ranks it starts.
+  fastrun::flags::choice(app, "--worker", a.worker, "run as one rank of this kind", {"local", "adapter", "handwritten", "fused"})
+      ->group("internal");
+  app.add_option("--backend", a.backend, "the worker's backend")->group("internal");
+  app.add_option("--out", a.out, "where the worker writes its step times")->group("internal");
+  fastrun::flags::parse(app, argc, argv);
   return a;
 }
 
@@ -238,11 +223,7 @@ int orchestrate(const Args& a) {
 int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
-    if (!a.worker.empty()) {
-      if (a.worker != "local" && a.worker != "adapter" && a.worker != "handwritten" && a.worker != "fused")
-        throw fastrun::ConfigError(fmt::format("--worker '{}': accepted local, adapter, handwritten, fused", a.worker));
-      return run_worker(a);
-    }
+    if (!a.worker.empty()) return run_worker(a);
     return orchestrate(a);
   } catch (const fastrun::ConfigError& e) {
     std::fprintf(stderr, "fastrun-bench-torch: %s\n", e.what());

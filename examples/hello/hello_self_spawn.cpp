@@ -5,19 +5,27 @@
 // CUDA_VISIBLE_DEVICES there. Ranks 1..N-1 are this binary re-executed with the same argv.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+
+#include <CLI/CLI.hpp>
 
 #include "fastrun/launcher/self_launch.h"
+#include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/tools/flags/number_flags.h"
 
 int main(int argc, char** argv) {
   fastrun::SelfLaunchOptions options;
-  if (argc > 2 && std::strcmp(argv[1], "--devices") == 0) options.devices = argv[2];
-  else options.nproc = argc > 1 ? std::atoi(argv[1]) : 2;
+  options.nproc = 2;
   options.tag_output = true;
+  CLI::App app("hello from ranks this program starts itself", "hello_self_spawn");
+  fastrun::flags::integer(app, "N", options.nproc, "CPU ranks to start", 1, 4096);
+  app.add_option("--devices", options.devices, "one rank per GPU instead: LIST = indices, e.g. 0,1, or all")
+      ->type_name("LIST");
   int rank = 0;
   try {
+    fastrun::flags::parse(app, argc, argv);
+    if (app.count("--devices")) options.nproc = 0;  // --devices instead of N
     rank = fastrun::launch_self(argc, argv, options);  // FIRST: before any CUDA use
   } catch (const fastrun::ConfigError& e) {  // bad options, found before anything starts
     std::fprintf(stderr, "hello_self_spawn: %s\n", e.what());
@@ -32,7 +40,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   try {
     auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
-    fastrun::store_barrier(*store, "hello", std::atoi(std::getenv("FASTRUN_WORLD_SIZE")), std::chrono::seconds(60));
+    const auto world = static_cast<int>(fastrun::env::get_int(fastrun::env::kWorldSize));
+    fastrun::store_barrier(*store, "hello", world, std::chrono::seconds(60));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hello_self_spawn: rank %d: %s\n", rank, e.what());
     return 1;

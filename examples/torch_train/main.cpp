@@ -146,11 +146,8 @@ int train(const Options& opt) {
 int main(int argc, char** argv) {
   torch_train::Options opt;
   try {
-    if (!torch_train::parse_options(argc, argv, opt)) {
-      std::fputs(torch_train::usage().c_str(), stdout);
-      return 0;
-    }
-  } catch (const std::invalid_argument& e) {
+    torch_train::parse_options(argc, argv, opt);
+  } catch (const fastrun::ConfigError& e) {
     std::fprintf(stderr, "torch_train: %s\n", e.what());
     return 2;
   }

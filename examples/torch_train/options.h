@@ -1,6 +1,6 @@
 #pragma once
-// torch_train's flags (docs/torch-data.md has the table). Plain C++: no LibTorch here, so this
-// file compiles in a second.
+// torch_train's flags (docs/torch-data.md has the table; options.cpp declares each with its help
+// and its range). Plain C++: no LibTorch here, so this file compiles in a second.
 #include <cstdint>
 #include <string>
 
@@ -26,8 +26,7 @@ struct Options {
   bool quiet = false;
 };
 
-std::string usage();
-// Throws std::invalid_argument naming the bad flag or value. False for --help.
-bool parse_options(int argc, char** argv, Options& o);
+// Throws fastrun::ConfigError naming the bad flag or value; --help prints the flags and exits 0.
+void parse_options(int argc, char** argv, Options& o);
 
 }  // namespace torch_train

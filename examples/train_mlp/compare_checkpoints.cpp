@@ -6,28 +6,31 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "checkpoint.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/tools/flags/number_flags.h"
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argc > 4) {
-    std::fprintf(stderr, "usage: train_mlp_compare A B [TOL]   (TOL: relative, default 1e-4)\n");
+  std::string path_a, path_b;
+  double tol = 1e-4;
+  CLI::App app("Do two train_mlp checkpoints hold the same training state?", "train_mlp_compare");
+  app.add_option("A", path_a, "a checkpoint")->required();
+  app.add_option("B", path_b, "the checkpoint to compare it with")->required();
+  fastrun::flags::decimal(app, "TOL", tol, "largest difference of a weight, relative to the largest |weight| of A", 0,
+                          1e300);
+  try {
+    fastrun::flags::parse(app, argc, argv);
+  } catch (const fastrun::ConfigError& e) {
+    std::fprintf(stderr, "train_mlp_compare: %s\n", e.what());
     return 2;
   }
-  double tol = 1e-4;
-  if (argc == 4) {
-    char* end = nullptr;
-    tol = std::strtod(argv[3], &end);
-    if (end == argv[3] || *end != '\0' || !(tol >= 0)) {
-      std::fprintf(stderr, "train_mlp_compare: TOL '%s': expected a non-negative number\n", argv[3]);
-      return 2;
-    }
-  }
   try {
-    const auto a = train_mlp::read_checkpoint(argv[1]), b = train_mlp::read_checkpoint(argv[2]);
+    const auto a = train_mlp::read_checkpoint(path_a), b = train_mlp::read_checkpoint(path_b);
     if (a.dim != b.dim || a.hidden != b.hidden || a.classes != b.classes || a.values.size() != b.values.size() ||
         a.epoch != b.epoch || a.global_step != b.global_step || a.seed != b.seed || a.sampler_state != b.sampler_state) {
       std::printf("FAIL: different training state: layout %llu/%llu/%llu vs %llu/%llu/%llu, epoch %llu vs %llu, "

@@ -1,5 +1,5 @@
 #pragma once
-// Command line of train_mlp. Every flag takes one value ("--epochs 3"); --help prints them.
+// Command line of train_mlp (options.cpp declares each flag with its help and its range).
 #include <cstdint>
 #include <string>
 
@@ -31,8 +31,8 @@ struct Options {
   bool quiet = false;
 };
 
-// Parses argv (throws std::invalid_argument naming the flag and value). Returns false for --help.
-bool parse_options(int argc, char** argv, Options& out);
-std::string usage();
+// Parses argv: each flag takes one value ("--epochs 3"); a bad flag or value is a
+// fastrun::ConfigError naming it; --help prints the flags and exits 0.
+void parse_options(int argc, char** argv, Options& out);
 
 }  // namespace train_mlp

@@ -175,11 +175,8 @@ int train(const Options& opt, const TrainerSpec& spec) {
 int trainer_main(int argc, char** argv, const TrainerSpec& spec) {
   Options opt;
   try {
-    if (!parse_options(argc, argv, opt)) {
-      std::fputs(usage().c_str(), stdout);
-      return 0;
-    }
-  } catch (const std::invalid_argument& e) {
+    parse_options(argc, argv, opt);
+  } catch (const fastrun::ConfigError& e) {
     std::fprintf(stderr, "%s: %s\n", spec.program, e.what());
     return 2;
   }

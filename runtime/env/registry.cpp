@@ -1,13 +1,12 @@
 #include "fastrun/runtime/env/registry.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::env {
 namespace {
@@ -25,10 +24,7 @@ const char* type_name(Type t) {
 std::string accepted_form(const Variable& v) {
   switch (v.type) {
     case Type::string: return "any string";
-    case Type::integer:
-      if (v.min != INT64_MIN && v.max != INT64_MAX) return fmt::format("an integer from {} to {}", v.min, v.max);
-      if (v.min != INT64_MIN) return fmt::format("an integer >= {}", v.min);
-      return "an integer";
+    case Type::integer: return text::integer_range(v.min, v.max);
     case Type::seconds: return fmt::format("a number of seconds > 0 and <= {} (e.g. 30 or 0.5)", kMaxSeconds);
     case Type::choice: return fmt::format("one of {}", v.choices);
   }
@@ -60,25 +56,14 @@ std::optional<std::string> raw(const Variable& v) {
 }
 
 std::int64_t parse_int(const Variable& v, std::string_view value) {
-  std::string s(value);
-  if (s.empty()) reject(v, value);
-  errno = 0;
-  char* end = nullptr;
-  long long parsed = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || end != s.c_str() + s.size() || parsed < v.min || parsed > v.max) reject(v, value);
-  return parsed;
+  if (auto n = text::to_integer(value, v.min, v.max)) return *n;
+  reject(v, value);
 }
 
 double parse_seconds(const Variable& v, std::string_view value) {
-  std::string s(value);
-  if (s.empty()) reject(v, value);
-  errno = 0;
-  char* end = nullptr;
-  double parsed = std::strtod(s.c_str(), &end);
-  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(parsed) || parsed <= 0 ||
-      parsed > kMaxSeconds)
-    reject(v, value);
-  return parsed;
+  const auto s = text::to_decimal(value);
+  if (!s || *s <= 0 || *s > kMaxSeconds) reject(v, value);
+  return *s;
 }
 
 std::string parse_choice(const Variable& v, std::string_view value) {

@@ -3,20 +3,20 @@
 #include <cstdlib>
 
 #include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun {
 namespace {
 
 thread_local int t_all_ranks_depth = 0;
 
+// Outside a job, the rank a launcher (torchrun, srun, mpirun) gave; a variable that is set but not
+// a rank is an error naming it, not rank 0: a job whose ranks all thought they were 0 would all
+// write the checkpoint.
 int rank_from_environment() {
   if (auto r = env::find_int(env::kRank)) return static_cast<int>(*r);
   for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
-    if (const char* v = std::getenv(name)) {
-      char* end = nullptr;
-      const long r = std::strtol(v, &end, 10);
-      if (end != v && *end == '\0' && r >= 0) return static_cast<int>(r);
-    }
+    if (const char* v = std::getenv(name)) return static_cast<int>(text::parse_integer(name, v, 0, INT32_MAX));
   }
   return 0;
 }

@@ -25,7 +25,8 @@
 namespace fastrun {
 
 // Global rank of this process: the current context's, else FASTRUN_RANK / RANK / SLURM_PROCID /
-// OMPI_COMM_WORLD_RANK, else 0 (usable before join(), as fastNLP's get_global_rank).
+// OMPI_COMM_WORLD_RANK, else 0 (usable before join(), as fastNLP's get_global_rank). A set
+// variable that is not a whole number >= 0 is a ConfigError naming it.
 int global_rank();
 // Rank 0, or inside an AllRanksGuard scope.
 bool is_global_zero();

@@ -1,7 +1,6 @@
 // Address parsing and the dispatch to each kind's entry points (kinds.h).
 #include "fastrun/runtime/store/factory.h"
 
-#include <charconv>
 
 #include <fmt/format.h>
 
@@ -9,6 +8,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/safe_name.h"
 #include "fastrun/runtime/store/kinds.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun {
 namespace {
@@ -43,12 +43,10 @@ StoreAddress parse_host_port(StoreAddress::Kind kind, std::string_view address, 
   }
   if (host.empty()) reject(address, "the host is missing");
   if (port_text.empty()) reject(address, "the port is missing");
-  unsigned long port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535)
-    reject(address, fmt::format("port '{}' is not a number from 0 to 65535", port_text));
+  const auto port = text::to_integer(port_text, 0, 65535);
+  if (!port) reject(address, fmt::format("port '{}' is not a number from 0 to 65535", port_text));
   StoreAddress a{kind, std::string(host)};
-  a.port = static_cast<std::uint16_t>(port);
+  a.port = static_cast<std::uint16_t>(*port);
   return a;
 }
 

@@ -1,6 +1,5 @@
 #include "fastrun/runtime/store/memory_store.h"
 
-#include <charconv>
 #include <condition_variable>
 #include <mutex>
 #include <unordered_map>
@@ -8,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun {
 
@@ -18,13 +18,11 @@ struct MemoryStore::State {
 };
 
 std::int64_t parse_counter(const std::string& store, const std::string& key, const Bytes& value) {
-  std::int64_t v = 0;
-  const char* b = reinterpret_cast<const char*>(value.data());
-  const auto [end, ec] = std::from_chars(b, b + value.size(), v);
-  if (value.empty() || ec != std::errc() || end != b + value.size())
+  const auto v = text::to_integer(std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+  if (!v)
     throw StoreError(fmt::format("{}: add('{}'): the key holds {} bytes that are not a decimal counter", store, key,
                                  value.size()));
-  return v;
+  return *v;
 }
 
 MemoryStore::MemoryStore() : state_(std::make_shared<State>()) {}

@@ -27,6 +27,7 @@ PACKAGES = {
     "Boost": "libboost-dev",
     "Gloo": "libgloo-dev",
     "nlohmann_json": "nlohmann-json3-dev",
+    "CLI11": "libcli11-dev",
     "Catch2": "catch2",
     "Python3": "python3",
     "MPI": "libopenmpi-dev",

@@ -118,7 +118,10 @@ TEST_CASE("usage errors exit 2 before any rank starts", "[launcher][usage]") {
       {{"--nproc", "0"}, std::nullopt, {"--nproc 0"}},
       {{"--nproc", "2", "--devices", "0"}, "0", {"both"}},
       {{"--nproc", "2", "--output", "loud"}, std::nullopt, {"'loud'"}},
-      {{"--nproc", "2", "--frobnicate"}, std::nullopt, {"'--frobnicate'"}},
+      {{"--nproc", "2", "--frobnicate"}, std::nullopt, {"unknown option '--frobnicate'; see fastrun --help"}},
+      {{"--nproc", "two"}, std::nullopt, {"fastrun: --nproc 'two': expected a whole number"}},
+      {{"--nproc", "2", "--kill-timeout", "soon"}, std::nullopt, {"fastrun: --kill-timeout 'soon': expected seconds"}},
+      {{"--nproc", "2", "--tag-output=1"}, std::nullopt, {"fastrun: --tag-output takes no value (got '1')"}},
   };
   for (const Row& row : rows) {
     CAPTURE(row.args);

@@ -32,6 +32,37 @@ TEST_CASE("cli parses options and keeps PROGRAM's arguments untouched", "[launch
   CHECK(parse_cli({"--version"}).action == CliArgs::Action::version);
   CHECK(parse_cli({"--help-env"}).action == CliArgs::Action::help_env);
   CHECK(parse_cli({"--cleanup"}).action == CliArgs::Action::cleanup);
+  CHECK(parse_cli({"-h"}).action == CliArgs::Action::help);
+  CHECK(parse_cli({"--nproc", "2", "--help", "--bogus"}).action == CliArgs::Action::help);  // where it stands
+
+  // "-" is a word, not an option; a later --nproc wins; PROGRAM's own --help is its own.
+  auto c = parse_cli({"--nproc=4", "--nproc", "5", "--keep-background", "-", "--help"});
+  CHECK(c.job.nproc == 5);
+  CHECK(c.job.keep_background);
+  CHECK(c.program == Strings{"-", "--help"});
+  auto d = parse_cli({"--nproc", "1", "--kill-timeout=0", "--nnodes", "2", "--node-rank=1", "--master-addr", "h",
+                      "--master-port", "29500", "--log-dir", "-d", "p", "--", "x"});
+  CHECK(d.job.kill_timeout == 0);
+  CHECK(d.job.node.nnodes == 2);
+  CHECK(d.job.node.node_rank == 1);
+  CHECK(d.job.node.master_addr == "h");
+  CHECK(d.job.node.master_port == 29500);
+  CHECK(d.job.log_dir == "-d");  // a value, even one that looks like an option
+  CHECK(d.program == Strings{"p", "--", "x"});
+}
+
+TEST_CASE("cli usage lists each option once with its help", "[launcher][cli]") {
+  const std::string usage = fastrun::launcher::usage_text();
+  for (const char* line : {"\n  --devices LIST|all     one rank per GPU", "\n  --nproc N              N ranks without GPUs",
+                           "\n  --kill-timeout SECS    grace between SIGTERM and SIGKILL",
+                           "\n  --output MODE          what ranks other than 0 show: all (default), only_error (their\n"
+                           "                         stderr only), ignore",
+                           "\n  -h, --help             this text", "\n  --help-env             the environment",
+                           "\n  --cleanup              remove /dev/shm", "2 for a usage error.\n"}) {
+    CAPTURE(line);
+    CHECK(usage.find(line) != std::string::npos);
+  }
+  CHECK(usage.find("--nproc") == usage.rfind("--nproc N"));
 }
 
 TEST_CASE("cli rejects bad input with a message naming it", "[launcher][cli]") {
@@ -46,7 +77,18 @@ TEST_CASE("cli rejects bad input with a message naming it", "[launcher][cli]") {
       {{"--nproc", "2", "--run-id", "a/b", "p"}, "'a/b'"},
       {{"--nproc", "2", "--kill-timeout", "-1", "p"}, "--kill-timeout"},
       {{"--nproc", "2", "--kill-timeout", "soon", "p"}, "'soon'"},
-      {{"--nproc", "2", "--tag-output=yes", "p"}, "takes no value"},
+      {{"--nproc", "2", "--tag-output=yes", "p"}, "--tag-output takes no value (got 'yes')"},
+      {{"--help=please"}, "--help takes no value (got 'please')"},
+      {{"--nproc", "2", "--master-port"}, "--master-port needs a value; see fastrun --help"},
+      {{"--nproc", "2", "--nnodes", "x", "p"}, "--nnodes 'x': expected a whole number"},
+      {{"--nproc", " 3", "p"}, "--nproc ' 3': expected a whole number"},
+      {{"--nproc", "+3", "p"}, "--nproc '+3': expected a whole number"},
+      {{"--nproc", "99999999999", "p"}, "'99999999999': expected a whole number"},
+      {{"--nproc", "2", "--kill-timeout", "nan", "p"}, "--kill-timeout 'nan': expected seconds"},
+      {{"--nproc", "2", "--log-dir", "", "p"}, "--log-dir is empty"},
+      {{"--nproc", "2", "-x", "p"}, "unknown option '-x'; see fastrun --help"},
+      {{"--bogus", "--nproc", "2", "p"}, "unknown option '--bogus'"},
+      {{"--nproc", "2", "--"}, "PROGRAM is missing"},
   };
   for (const auto& [args, needle] : rows) {
     CAPTURE(args);

@@ -35,12 +35,17 @@
 //                       error, printing it to stderr)
 //   --shm-leftover      create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it
 //   --rest              stop reading flags (the remaining arguments are only data)
+// The actions are CLI11 options that run as they are read (trigger_on_parse), so they run in the
+// order given. A missing or bad value, or an unknown flag, exits 64 naming it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
+#include <functional>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,12 +54,18 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "fastrun/launcher/self_launch.h"
 #include "fastrun/runtime/context.h"
 #include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/text/number.h"
+#include "fastrun/tools/flags/number_flags.h"
 
 extern char** environ;
 
@@ -92,238 +103,270 @@ int env_rank() {
   return -1;
 }
 
+// Ends the program with `code` from inside an action (main returns it).
+struct Exit {
+  int code;
+};
+
+// --rest: the flags end here.
+struct Rest {};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int i = 1;
+  namespace flags = fastrun::flags;
   int rank = env_rank();
-  if (argc > 2 && (std::strcmp(argv[1], "--self") == 0 || std::strcmp(argv[1], "--self-devices") == 0)) {
-    fastrun::SelfLaunchOptions opt;
-    if (std::strcmp(argv[1], "--self") == 0) opt.nproc = std::atoi(argv[2]);
-    else opt.devices = argv[2];
-    i = 3;
-    while (i + 1 < argc || (i < argc && std::strcmp(argv[i], "--self-tag") == 0)) {
-      const std::string a = argv[i];
-      if (a == "--self-log-dir") opt.log_dir = argv[i + 1], i += 2;
-      else if (a == "--self-output") opt.output = argv[i + 1], i += 2;
-      else if (a == "--self-kill-timeout") opt.kill_timeout = std::atof(argv[i + 1]), i += 2;
-      else if (a == "--self-run-id") opt.run_id = argv[i + 1], i += 2;
-      else if (a == "--self-tag") opt.tag_output = true, i += 1;
-      else break;
-    }
+  CLI::App app("the launcher's sparring partner", "sparring_partner");
+  app.set_help_flag();
+
+  // --self N | --self-devices LIST, first: the job starts before the first action.
+  fastrun::SelfLaunchOptions self;
+  bool self_pending = false;
+  const bool self_first = argc > 2 && (std::strcmp(argv[1], "--self") == 0 || std::strcmp(argv[1], "--self-devices") == 0);
+  auto start_self = [&] {
+    if (!self_pending) return;
+    self_pending = false;
     try {
-      rank = fastrun::launch_self(argc, argv, opt);
+      rank = fastrun::launch_self(argc, argv, self);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "launch_self failed: %s\n", e.what());
-      return 2;
+      throw Exit{2};
     }
+  };
+  // Read as they come, like the actions (trigger_on_parse): the job starts at the first action.
+  auto on_parse = [](CLI::Option* o) { o->trigger_on_parse()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast); };
+  if (self_first) {
+    self_pending = true;
+    on_parse(flags::integer(app, "--self", self.nproc, "start N CPU ranks with launch_self", 1, 4096));
+    on_parse(app.add_option("--self-devices", self.devices, "... or one rank per device of LIST"));
+    on_parse(app.add_option("--self-log-dir", self.log_dir, "launch_self's log_dir"));
+    on_parse(app.add_flag("--self-tag", self.tag_output, "launch_self's tag_output"));
+    on_parse(app.add_option("--self-output", self.output, "launch_self's output"));
+    on_parse(flags::decimal(app, "--self-kill-timeout", self.kill_timeout, "launch_self's kill_timeout", 0, 86400));
+    on_parse(app.add_option("--self-run-id", self.run_id, "launch_self's run_id"));
   }
+
+  // `--on R` applies to the one action after it.
   int only_on = -1;
-  bool uncaught = false;  // --uncaught
-  std::shared_ptr<fastrun::Context> ctx;
-  for (; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "sparring_partner: %s needs a value\n", a.c_str());
-        std::exit(64);
-      }
-      return argv[++i];
-    };
-    if (a == "--rest") break;
-    if (a == "--on") {
-      only_on = std::atoi(next());
-      continue;
-    }
-    const bool active = only_on < 0 || only_on == rank;
+  auto active = [&] {
+    start_self();
+    const bool yes = only_on < 0 || only_on == rank;
     only_on = -1;
-    if (a == "--exit") {
-      const int code = std::atoi(next());
-      if (active) std::exit(code);
-    } else if (a == "--crash") {
-      const std::string how = next();
-      if (active) {
-        std::fflush(nullptr);
-        if (how == "abort") std::abort();
-        if (how == "kill") ::raise(SIGKILL);
-        // Default action through the raw syscall: a sanitizer's SIGSEGV handler (ASan/TSan
-        // intercept sigaction) would otherwise turn the crash into "exit 1".
-        struct {
-          void* handler;
-          unsigned long flags;
-          void* restorer;
-          unsigned long mask;
-        } dfl{};
-        ::syscall(SYS_rt_sigaction, SIGSEGV, &dfl, nullptr, sizeof dfl.mask);
-        ::syscall(SYS_tgkill, ::getpid(), ::gettid(), SIGSEGV);
-      }
-    } else if (a == "--sleep") {
-      const double s = std::atof(next());
-      if (active) std::this_thread::sleep_for(std::chrono::duration<double>(s));
-    } else if (a == "--ignore-term") {
-      if (active) ::signal(SIGTERM, SIG_IGN);
-    } else if (a == "--usr1-exit") {
-      const int code = std::atoi(next());
-      if (active) {
-        g_usr1_code = code;
-        ::signal(SIGUSR1, on_usr1);
-      }
-    } else if (a == "--trap-signals") {
-      const std::string file = with_rank(next(), rank);
-      if (active) {
-        g_trap_fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
-        if (g_trap_fd < 0) return 65;
-        struct sigaction sa {};
-        sa.sa_handler = on_trapped;
-        sa.sa_flags = SA_RESTART;
-        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
-      }
-    } else if (a == "--lines") {
-      const long n = std::atol(next());
-      const long len = std::atol(next());
-      if (active) {
-        std::string line;
-        for (long k = 0; k < n; ++k) {
-          line = "r" + std::to_string(rank) + "-" + std::to_string(k) + "-";
-          line.resize(static_cast<std::size_t>(len), 'x');
-          line += '\n';
-          std::fwrite(line.data(), 1, line.size(), stdout);
-        }
-        std::fflush(stdout);
-      }
-    } else if (a == "--out" || a == "--err") {
-      const std::string text_s = with_rank(next(), rank);
-      const char* text = text_s.c_str();
-      if (active) {
-        std::FILE* f = a == "--out" ? stdout : stderr;
-        std::fprintf(f, "%s\n", text);
-        std::fflush(f);
-      }
-    } else if (a == "--echo-stdin") {
-      if (active) {
-        std::string in;
-        char buf[4096];
-        for (ssize_t n; (n = ::read(0, buf, sizeof buf)) > 0;) in.append(buf, static_cast<std::size_t>(n));
-        std::printf("stdin[%d]: %s\n", rank, in.c_str());
-        std::fflush(stdout);
-      }
-    } else if (a == "--partial") {
-      const std::string text_s = with_rank(next(), rank);
-      const char* text = text_s.c_str();
-      if (active) {
-        std::fputs(text, stdout);
-        std::fflush(stdout);
-      }
-    } else if (a == "--dump") {
-      const std::string file = with_rank(next(), rank);
-      if (active) {
-        std::FILE* f = std::fopen(file.c_str(), "wb");
-        if (!f) return 65;
-        std::fprintf(f, "argc %d\n", argc);
-        for (int k = 0; k < argc; ++k) put(f, argv[k]);
-        for (char** e = environ; *e; ++e) put(f, *e);
-        std::fclose(f);
-      }
-    } else if (a == "--pidfile") {
-      const std::string file = with_rank(next(), rank);
-      if (active) {
-        std::FILE* f = std::fopen(file.c_str(), "w");
-        if (!f) return 65;
-        std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
-        std::fclose(f);
-      }
-    } else if (a == "--sigstate") {
-      const std::string file = with_rank(next(), rank);
-      if (active) {
-        std::FILE* in = std::fopen("/proc/self/status", "r");
-        std::FILE* out = std::fopen(file.c_str(), "w");
-        if (!in || !out) return 65;
-        char line[256];
-        while (std::fgets(line, sizeof line, in)) {
-          if (std::strncmp(line, "SigIgn:", 7) == 0 || std::strncmp(line, "SigBlk:", 7) == 0) std::fputs(line, out);
-        }
-        std::fclose(in);
-        std::fclose(out);
-      }
-    } else if (a == "--throw") {
-      const char* text = next();
-      if (active) throw std::runtime_error(text);
-    } else if (a == "--uncaught") {
-      if (active) uncaught = true;
-    } else if (a == "--background") {
-      const std::string file = with_rank(next(), rank);
-      if (active) {
-        const pid_t child = ::fork();
-        if (child == 0) {
-          ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
-          ::_exit(127);
-        }
-        std::FILE* f = std::fopen(file.c_str(), "w");
-        if (!f || child < 0) return 65;
-        std::fprintf(f, "%d\n", static_cast<int>(child));
-        std::fclose(f);
-      }
-    } else if (a == "--barrier" || a == "--wait-failure") {
-      if (!active) continue;
+    return yes;
+  };
+  // An action without a value, and one with a value (its text; "%r" becomes the rank where the
+  // help says so).
+  auto action = [&](const std::string& name, const std::string& help, std::function<void()> run) {
+    on_parse(app.add_flag_callback(name, [&active, run] {
+      if (active()) run();
+    }, help));
+  };
+  auto action_with = [&](const std::string& name, const std::string& help,
+                         std::function<void(const std::string&)> run) {
+    on_parse(app.add_option_function<std::string>(name, [&active, run](const std::string& v) {
+      if (active()) run(v);
+    }, help));
+  };
+  auto number = [](const char* name, const std::string& v) { return static_cast<int>(fastrun::text::parse_integer(name, v, INT_MIN, INT_MAX)); };
+
+  on_parse(app.add_option_function<std::string>("--on", [&](const std::string& v) {
+    start_self();
+    only_on = number("--on", v);
+  }, "apply the next action only on rank R"));
+  action_with("--exit", "exit with code N", [&](const std::string& v) { std::exit(number("--exit", v)); });
+  action_with("--crash", "die by SIGSEGV (segv), SIGABRT (abort) or SIGKILL (kill)", [](const std::string& how) {
+    std::fflush(nullptr);
+    if (how == "abort") std::abort();
+    if (how == "kill") ::raise(SIGKILL);
+    // Default action through the raw syscall: a sanitizer's SIGSEGV handler (ASan/TSan
+    // intercept sigaction) would otherwise turn the crash into "exit 1".
+    struct {
+      void* handler;
+      unsigned long flags;
+      void* restorer;
+      unsigned long mask;
+    } dfl{};
+    ::syscall(SYS_rt_sigaction, SIGSEGV, &dfl, nullptr, sizeof dfl.mask);
+    ::syscall(SYS_tgkill, ::getpid(), ::gettid(), SIGSEGV);
+  });
+  action_with("--sleep", "sleep S seconds (fractions allowed)", [](const std::string& v) {
+    const auto s = fastrun::text::to_decimal(v);
+    if (!s || *s < 0) throw fastrun::ConfigError("--sleep '" + v + "': expected seconds");
+    std::this_thread::sleep_for(std::chrono::duration<double>(*s));
+  });
+  action("--ignore-term", "ignore SIGTERM from now on", [] { ::signal(SIGTERM, SIG_IGN); });
+  action_with("--usr1-exit", "exit with code N on SIGUSR1", [&](const std::string& v) {
+    g_usr1_code = number("--usr1-exit", v);
+    ::signal(SIGUSR1, on_usr1);
+  });
+  action_with("--trap-signals", "append the name of each signal received to FILE (%r)", [&](const std::string& v) {
+    const std::string file = with_rank(v, rank);
+    g_trap_fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
+    if (g_trap_fd < 0) throw Exit{65};
+    struct sigaction sa {};
+    sa.sa_handler = on_trapped;
+    sa.sa_flags = SA_RESTART;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
+  });
+  on_parse(app.add_option_function<std::vector<std::string>>("--lines", [&](const std::vector<std::string>& v) {
+    if (!active()) return;
+    const int n = number("--lines", v[0]), len = number("--lines", v[1]);
+    std::string line;
+    for (int k = 0; k < n; ++k) {
+      line = "r" + std::to_string(rank) + "-" + std::to_string(k) + "-";
+      line.resize(static_cast<std::size_t>(len), 'x');
+      line += '\n';
+      std::fwrite(line.data(), 1, line.size(), stdout);
+    }
+    std::fflush(stdout);
+  }, "print N lines of exactly LEN bytes (+ newline) to stdout")->expected(2));
+  for (const char* name : {"--out", "--err"}) {
+    std::FILE* f = name == std::string("--out") ? stdout : stderr;
+    action_with(name, "TEXT (%r) and a newline to stdout / stderr", [&rank, f](const std::string& v) {
+      std::fprintf(f, "%s\n", with_rank(v, rank).c_str());
+      std::fflush(f);
+    });
+  }
+  action("--echo-stdin", "print what came on stdin", [&] {
+    std::string in;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(0, buf, sizeof buf)) > 0;) in.append(buf, static_cast<std::size_t>(n));
+    std::printf("stdin[%d]: %s\n", rank, in.c_str());
+    std::fflush(stdout);
+  });
+  action_with("--partial", "TEXT (%r) without newline to stdout, flushed", [&](const std::string& v) {
+    std::fputs(with_rank(v, rank).c_str(), stdout);
+    std::fflush(stdout);
+  });
+  action_with("--dump", "write argv and the environment to FILE (%r)", [&](const std::string& v) {
+    std::FILE* f = std::fopen(with_rank(v, rank).c_str(), "wb");
+    if (!f) throw Exit{65};
+    std::fprintf(f, "argc %d\n", argc);
+    for (int k = 0; k < argc; ++k) put(f, argv[k]);
+    for (char** e = environ; *e; ++e) put(f, *e);
+    std::fclose(f);
+  });
+  action_with("--pidfile", "write the pid to FILE (%r)", [&](const std::string& v) {
+    std::FILE* f = std::fopen(with_rank(v, rank).c_str(), "w");
+    if (!f) throw Exit{65};
+    std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+    std::fclose(f);
+  });
+  action_with("--sigstate", "write the SigIgn and SigBlk lines of /proc/self/status to FILE (%r)",
+              [&](const std::string& v) {
+                std::FILE* in = std::fopen("/proc/self/status", "r");
+                std::FILE* out = std::fopen(with_rank(v, rank).c_str(), "w");
+                if (!in || !out) throw Exit{65};
+                char line[256];
+                while (std::fgets(line, sizeof line, in)) {
+                  if (std::strncmp(line, "SigIgn:", 7) == 0 || std::strncmp(line, "SigBlk:", 7) == 0)
+                    std::fputs(line, out);
+                }
+                std::fclose(in);
+                std::fclose(out);
+              });
+  action_with("--throw", "throw std::runtime_error(TEXT) out of main", [](const std::string& v) {
+    throw std::runtime_error(v);
+  });
+  bool uncaught = false;
+  action("--uncaught", "errors of --join/--world-barrier/--world-allreduce leave main", [&] { uncaught = true; });
+  action_with("--background", "start `sleep 30` in the background, write its pid to FILE (%r)",
+              [&](const std::string& v) {
+                const pid_t child = ::fork();
+                if (child == 0) {
+                  ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+                  ::_exit(127);
+                }
+                std::FILE* f = std::fopen(with_rank(v, rank).c_str(), "w");
+                if (!f || child < 0) throw Exit{65};
+                std::fprintf(f, "%d\n", static_cast<int>(child));
+                std::fclose(f);
+              });
+  // The store actions: an error is printed and exits 66.
+  auto with_store = [&](const char* name, std::function<void(fastrun::Store&)> run) {
+    action(name, name == std::string("--barrier") ? "a barrier of all ranks through FASTRUN_STORE (10 s)"
+                                                  : "wait (10 s) for the failure key, print it to stderr, exit 7",
+           [name, run] {
+             try {
+               auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
+               run(*store);
+             } catch (const std::exception& e) {
+               std::fprintf(stderr, "sparring_partner: %s: %s\n", name, e.what());
+               throw Exit{66};
+             }
+           });
+  };
+  with_store("--barrier", [](fastrun::Store& store) {
+    fastrun::store_barrier(store, "sparring/barrier", static_cast<int>(fastrun::env::get_int(fastrun::env::kWorldSize)),
+                           std::chrono::seconds(10));
+  });
+  with_store("--wait-failure", [](fastrun::Store& store) {
+    const auto v = store.get(fastrun::kFailureKey, std::chrono::seconds(10));
+    std::fprintf(stderr, "saw failure: %s\n", fastrun::to_string(v).c_str());
+    throw Exit{7};
+  });
+  action("--allreduce", "join, all-reduce (rank + 1), print the sum and the layout", [] {
+    int wrong = 0;
+    try {
+      auto ctx = fastrun::join();
+      double v = ctx->rank() + 1;
+      ctx->world().all_reduce(fastrun::view_of(&v, 1))->wait();
+      const int n = ctx->world_size();
+      std::printf("allreduce %g %s\nlayout rank %d of %d local %d of %d node %d from %s\n", v,
+                  ctx->world().backend_name().c_str(), ctx->rank(), n, ctx->local_rank(), ctx->local_world_size(),
+                  ctx->node_rank(), ctx->source().c_str());
+      std::fflush(stdout);
+      wrong = v != n * (n + 1) / 2.0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sparring_partner: --allreduce: %s\n", e.what());
+      throw Exit{66};
+    }
+    if (wrong) throw Exit{8};
+  });
+  // --join and what runs on the joined world: an error is printed and exits 67 (unless --uncaught).
+  std::shared_ptr<fastrun::Context> ctx;
+  auto on_world = [&](const char* name, const std::string& help, std::function<void()> run) {
+    action(name, help, [&uncaught, name, run] {
       try {
-        auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
-        if (a == "--barrier") {
-          fastrun::store_barrier(*store, "sparring/barrier", std::atoi(std::getenv("FASTRUN_WORLD_SIZE")),
-                                 std::chrono::seconds(10));
-        } else {
-          const auto v = store->get(fastrun::kFailureKey, std::chrono::seconds(10));
-          std::fprintf(stderr, "saw failure: %s\n", fastrun::to_string(v).c_str());
-          std::exit(7);
-        }
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());
-        return 66;
-      }
-    } else if (a == "--allreduce") {
-      if (!active) continue;
-      try {
-        auto ctx = fastrun::join();
-        double v = ctx->rank() + 1;
-        ctx->world().all_reduce(fastrun::view_of(&v, 1))->wait();
-        const int n = ctx->world_size();
-        std::printf("allreduce %g %s\nlayout rank %d of %d local %d of %d node %d from %s\n", v,
-                    ctx->world().backend_name().c_str(), ctx->rank(), n, ctx->local_rank(), ctx->local_world_size(),
-                    ctx->node_rank(), ctx->source().c_str());
-        std::fflush(stdout);
-        if (v != n * (n + 1) / 2.0) return 8;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "sparring_partner: --allreduce: %s\n", e.what());
-        return 66;
-      }
-    } else if (a == "--join" || a == "--world-barrier" || a == "--world-allreduce") {
-      if (!active) continue;
-      try {
-        if (a == "--join") {
-          ctx = fastrun::join();
-          std::printf("joined rank %d of %d from %s\n", ctx->rank(), ctx->world_size(), ctx->source().c_str());
-          std::fflush(stdout);
-        } else if (a == "--world-barrier") {
-          ctx->world().barrier()->wait();
-        } else {
-          float v[4] = {1, 2, 3, 4};
-          ctx->world().all_reduce(fastrun::view_of(v, 4))->wait();
-        }
+        run();
       } catch (const std::exception& e) {
         if (uncaught) throw;
-        std::fprintf(stderr, "sparring_partner: %s: %s\n", a.c_str(), e.what());
-        return 67;
+        std::fprintf(stderr, "sparring_partner: %s: %s\n", name, e.what());
+        throw Exit{67};
       }
-    } else if (a == "--shm-leftover") {
-      if (active) {
-        const std::string name = std::string("/dev/shm/fastrun-") + std::getenv("FASTRUN_RUN_ID") + "@leftover-" +
-                                 std::to_string(rank);
-        const int fd = ::open(name.c_str(), O_CREAT | O_WRONLY, 0600);
-        if (fd >= 0) ::close(fd);
-      }
-    } else {
-      std::fprintf(stderr, "sparring_partner: unknown flag '%s'\n", a.c_str());
-      return 64;
-    }
+    });
+  };
+  on_world("--join", "fastrun::join(); print \"joined rank R of W from SOURCE\"", [&] {
+    ctx = fastrun::join();
+    std::printf("joined rank %d of %d from %s\n", ctx->rank(), ctx->world_size(), ctx->source().c_str());
+    std::fflush(stdout);
+  });
+  on_world("--world-barrier", "a barrier on the joined world", [&] { ctx->world().barrier()->wait(); });
+  on_world("--world-allreduce", "an all-reduce of 4 floats on the joined world", [&] {
+    float v[4] = {1, 2, 3, 4};
+    ctx->world().all_reduce(fastrun::view_of(v, 4))->wait();
+  });
+  action("--shm-leftover", "create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it", [&] {
+    const std::string name =
+        std::string("/dev/shm/fastrun-") + std::getenv("FASTRUN_RUN_ID") + "@leftover-" + std::to_string(rank);
+    const int fd = ::open(name.c_str(), O_CREAT | O_WRONLY, 0600);
+    if (fd >= 0) ::close(fd);
+  });
+  on_parse(app.add_flag_callback("--rest", [] { throw Rest{}; }, "stop reading flags: the rest is data"));
+
+  try {
+    app.parse(argc, argv);
+    start_self();  // --self with no action after it
+  } catch (const Exit& e) {
+    return e.code;
+  } catch (const Rest&) {
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "sparring_partner: %s\n", e.what());
+    return 64;
+  } catch (const fastrun::ConfigError& e) {
+    std::fprintf(stderr, "sparring_partner: %s\n", e.what());
+    return 64;
   }
   return 0;
 }

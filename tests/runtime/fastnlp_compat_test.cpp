@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <string>
 #include <stdexcept>
 
 #include "fastrun/runtime/fastnlp_compat/driver.h"
@@ -73,4 +74,21 @@ TEST_CASE("two ranks on one GPU are refused, naming both", "[join]") {
                     Catch::Contains("ranks 0 and 2") && Catch::Contains("0000:3B:00.0"));
   peers.erase(peers.begin() + 2);
   CHECK_NOTHROW(join_detail::check_distinct_devices(peers));
+}
+
+TEST_CASE("outside a job the rank is a launcher's, and a bad one is an error naming it", "[driver]") {
+  test::ScopedEnv fastrun_rank("FASTRUN_RANK", nullptr), rank("RANK", nullptr),
+      slurm("SLURM_PROCID", "5"), ompi("OMPI_COMM_WORLD_RANK", nullptr);
+  CHECK(global_rank() == 5);
+  {
+    test::ScopedEnv torchrun("RANK", "2");  // torchrun's, before srun's
+    CHECK(global_rank() == 2);
+  }
+  // These read as rank 0 or as a prefix before (strtol): every rank would have written the checkpoint.
+  for (const char* bad : {"2x", "-1", "", " 3", "+3", "three", "99999999999"}) {
+    test::ScopedEnv torchrun("RANK", bad);
+    CAPTURE(bad);
+    CHECK_THROWS_WITH(global_rank(), Catch::Contains(std::string("RANK='") + bad + "' is not valid") &&
+                                         Catch::Contains("expected an integer from 0 to 2147483647"));
+  }
 }

@@ -1,6 +1,6 @@
 #include "fastrun/runtime/store/tcp/table.h"
+#include "fastrun/runtime/text/number.h"
 
-#include <charconv>
 #include <string>
 
 #include <fmt/format.h>
@@ -8,13 +8,7 @@
 namespace fastrun::tcp_store {
 
 std::optional<std::int64_t> parse_decimal(const Bytes& text) {
-  if (text.empty()) return std::nullopt;
-  const char* begin = reinterpret_cast<const char*>(text.data());
-  const char* end = begin + text.size();
-  std::int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(begin, end, v);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return v;
+  return text::to_integer(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
 }
 
 bool Table::set(const std::string& key, Bytes value) {

@@ -1,0 +1,38 @@
+#pragma once
+// The flags both example trainers have (train_mlp, torch_train): launching, the model and data,
+// checkpoints and the test hooks, each declared once with its help and its range. Each trainer
+// adds its own and parses (options.cpp).
+#include <cstdint>
+
+#include <CLI/CLI.hpp>
+
+#include "fastrun/tools/flags/number_flags.h"
+
+namespace fastrun_examples {
+
+// Options: the trainer's struct, with the members named below. `quiet` takes --quiet's 0 or 1.
+template <class Options>
+void declare_trainer_flags(CLI::App& app, Options& o, int& quiet) {
+  namespace flags = fastrun::flags;
+  constexpr std::int64_t kBig = std::int64_t{1} << 40;
+  flags::integer(app, "--nproc", o.nproc, "start N CPU ranks itself (ignored under fastrun)", 0, 4096);
+  app.add_option("--log-dir", o.log_dir, "with --nproc: file each rank's output under DIR")->type_name("DIR");
+  flags::integer(app, "--samples", o.samples, "samples in the dataset", 1, kBig);
+  flags::integer(app, "--dim", o.dim, "input features", 1, kBig);
+  flags::integer(app, "--hidden", o.hidden, "hidden units", 1, kBig);
+  flags::integer(app, "--classes", o.classes, "output classes", 2, kBig);
+  flags::integer(app, "--epochs", o.epochs, "passes over the data", 0, kBig);
+  flags::integer(app, "--global-batch", o.global_batch, "samples per optimiser step over all ranks", 1, kBig);
+  flags::decimal(app, "--lr", o.lr, "learning rate", 0, 1e6);
+  app.add_option("--checkpoint", o.checkpoint, "rank 0 writes the training state here (atomically)")
+      ->type_name("PATH");
+  flags::integer(app, "--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0: every epoch's end)",
+                 0, kBig);
+  app.add_option("--resume", o.resume, "checkpoint to start from")->type_name("PATH");
+  app.add_option("--weights-out", o.weights_out, "rank 0 writes the final state here")->type_name("PATH");
+  flags::integer(app, "--die-at-step", o.die_at_step, "raise SIGKILL before this global step (tests)", -1, kBig);
+  flags::integer(app, "--die-rank", o.die_rank, "... on this rank", 0, 4096);
+  flags::integer(app, "--quiet", quiet, "1: rank 0 prints only the summary", 0, 1);
+}
+
+}  // namespace fastrun_examples

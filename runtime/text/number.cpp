@@ -1,0 +1,40 @@
+#include "fastrun/runtime/text/number.h"
+
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/error.h"
+
+namespace fastrun::text {
+
+std::optional<std::int64_t> to_integer(std::string_view text, std::int64_t min, std::int64_t max) {
+  std::int64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < min || n > max)
+    return std::nullopt;
+  return n;
+}
+
+std::string integer_range(std::int64_t min, std::int64_t max) {
+  const bool no_max = max == INT64_MAX;
+  if (min != INT64_MIN && !no_max) return fmt::format("an integer from {} to {}", min, max);
+  if (min != INT64_MIN) return fmt::format("an integer >= {}", min);
+  if (!no_max) return fmt::format("an integer <= {}", max);
+  return "an integer";
+}
+
+std::int64_t parse_integer(std::string_view name, std::string_view text, std::int64_t min, std::int64_t max) {
+  if (auto n = to_integer(text, min, max)) return *n;
+  throw ConfigError(fmt::format("{}='{}' is not valid: expected {}", name, text, integer_range(min, max)));
+}
+
+std::optional<double> to_decimal(std::string_view text) {
+  double d = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+}  // namespace fastrun::text

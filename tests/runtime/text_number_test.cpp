@@ -1,0 +1,46 @@
+// Numbers from text: the whole text is the number, in range, or it is refused (text/number.h).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
+
+using fastrun::text::parse_integer;
+using fastrun::text::to_decimal;
+using fastrun::text::to_integer;
+
+TEST_CASE("to_integer takes the whole text and the range, nothing else", "[text]") {
+  CHECK(to_integer("0") == 0);
+  CHECK(to_integer("-7") == -7);
+  CHECK(to_integer("9223372036854775807") == INT64_MAX);
+  CHECK(to_integer("65535", 0, 65535) == 65535);
+  // What strtol/atoi/stoi read as a number or a prefix of one.
+  for (const char* bad : {"", " 1", "1 ", "+1", "1x", "0x10", "1.0", "1e3", "--1", "9223372036854775808", "abc"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(to_integer(bad).has_value());
+  }
+  CHECK_FALSE(to_integer("65536", 0, 65535).has_value());
+  CHECK_FALSE(to_integer("-1", 0, 65535).has_value());
+  CHECK(to_integer("010") == 10);  // decimal, never octal
+}
+
+TEST_CASE("parse_integer names the variable, the text and the range", "[text]") {
+  CHECK(parse_integer("X", "12", 1, 16) == 12);
+  CHECK_THROWS_WITH(parse_integer("FASTRUN_X", "2x", 1, 16),
+                    "FASTRUN_X='2x' is not valid: expected an integer from 1 to 16");
+  CHECK_THROWS_WITH(parse_integer("--n", "0", 1), "--n='0' is not valid: expected an integer >= 1");
+  CHECK_THROWS_WITH(parse_integer("N", "", INT64_MIN, 5), "N='' is not valid: expected an integer <= 5");
+  CHECK_THROWS_AS(parse_integer("N", "x"), fastrun::ConfigError);
+}
+
+TEST_CASE("to_decimal takes a finite number written whole", "[text]") {
+  CHECK(to_decimal("5") == 5.0);
+  CHECK(to_decimal("0.5") == 0.5);
+  CHECK(to_decimal("1e3") == 1000.0);
+  CHECK(to_decimal("-2.5") == -2.5);
+  for (const char* bad : {"", " 5", "5 ", "+5", "5s", "inf", "nan", "1e999", "0x1p3", "."}) {
+    CAPTURE(bad);
+    CHECK_FALSE(to_decimal(bad).has_value());
+  }
+}
