@@ -242,3 +242,35 @@ TEST_CASE("group runtime: in_flight_failer on an op on the caller's buffer retur
   CHECK_THROWS_WITH(w->wait(), Catch::Contains("transport broke"));  // the first outcome stands
   opener.join();
 }
+
+TEST_CASE("group runtime: a group keeps its first failure, not a later one", "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
+  auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what + ": rank 4 died"); });
+  CHECK_THROWS_AS(w->wait(), PeerFailure);
+  // Later failures of the same group (a waiter giving up, the transport breaking) do not replace
+  // the root cause that every later refusal quotes.
+  rt.health().fail("a later timeout");
+  rt.health().fail(std::make_exception_ptr(BackendError("a later transport error")));
+  CHECK(rt.health().failure() == "all_reduce #1: rank 4 died");
+  CHECK_THROWS_WITH(rt.run("barrier", 0, [](const OpContext&) {}),
+                    Catch::Contains("unusable after an earlier failure: all_reduce #1: rank 4 died") &&
+                        !Catch::Contains("later"));
+}
+
+TEST_CASE("group runtime: an op queued behind a failed op does not run", "[runtime][group_runtime]") {
+  Gate gate;  // outlives the runtime, whose destructor joins the thread that reads it
+  std::atomic<bool> second_ran{false};
+  GroupRuntime rt(spec_of(), config_of(0));
+  auto first = rt.run("all_reduce", 8, [&](const OpContext& op) {
+    gate.wait();
+    throw PeerFailure(op.what + ": rank 4 died");
+  });
+  // Issued while the group is still healthy: queued behind the op that is about to fail.
+  auto second = rt.run("broadcast", 8, [&](const OpContext&) { second_ran = true; });
+  gate.open = true;
+  CHECK_THROWS_AS(first->wait(), PeerFailure);
+  CHECK_THROWS_WITH(second->wait(), Catch::Contains("broadcast #2 refused: the group is unusable after an earlier "
+                                                    "failure") &&
+                                        Catch::Contains("all_reduce #1: rank 4 died"));
+  CHECK_FALSE(second_ran.load());
+}
