@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/process_group/rank_name.h"
+
 namespace fastrun::objects_detail {
 namespace {
 
@@ -122,8 +124,8 @@ void throw_no_local_result(const char* op) {
 }
 
 void throw_decode_error(Group& group, const char* op, int sender, std::size_t bytes, const std::exception& e) {
-  throw SerializationError(fmt::format("{}: cannot decode the {} bytes sent by rank {} (global rank {}) to rank {}: {}",
-                                       op, bytes, sender, group.global_rank(sender), group.rank(), e.what()));
+  throw SerializationError(fmt::format("{}: cannot decode the {} bytes sent by {} to rank {}: {}", op, bytes,
+                                       rank_name(sender, group.global_ranks()), group.rank(), e.what()));
 }
 
 }  // namespace fastrun::objects_detail

@@ -6,12 +6,16 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
 
 namespace fastrun {
 
-AsyncWork::AsyncWork(std::string what, Duration default_timeout, std::shared_ptr<FailureWatch> watch,
-                     std::function<void(const std::string&)> on_abort, Duration release_grace)
-    : what_(std::move(what)),
+AsyncWork::AsyncWork(const std::string& label, std::string op, Duration default_timeout,
+                     std::shared_ptr<FailureWatch> watch, std::function<void(const std::string&)> on_abort,
+                     Duration release_grace)
+    : label_(label),
+      op_(std::move(op)),
+      what_(fmt::format("{}: {}", label_, op_)),
       default_timeout_(default_timeout),
       watch_(std::move(watch)),
       on_abort_(std::move(on_abort)),
@@ -105,10 +109,7 @@ void AsyncWork::wait(Duration timeout) {
     if (outside_error_) give_up(lock, outside_error_, outside_reason_);
     const auto now = clock::now();
     if (now >= deadline) {
-      const std::string reason =
-          fmt::format("{}: not finished after {:.3g} s (the op timeout is FASTRUN_OP_TIMEOUT; a peer may be "
-                      "stuck or issuing a different collective)",
-                      what_, std::chrono::duration<double>(timeout).count());
+      const std::string reason = op_timeout_message({label_, op_, timeout, {}, {}});
       give_up(lock, std::make_exception_ptr(TimeoutError(reason)), reason);
     }
     cv_.wait_for(lock, std::min<Duration>(slice, Duration(deadline - now)));

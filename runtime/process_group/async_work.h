@@ -41,11 +41,11 @@ inline WorkHandle completed_work() { return std::make_shared<CompletedWork>(); }
 
 class AsyncWork final : public Work {
  public:
-  // `what` names the operation for messages: "rank 1 in group 'world' (gloo): all_reduce #7".
-  // `watch` (may be null) is polled between wait slices. `on_abort` runs (once) when wait()
+  // `label` and `op` name the operation for messages: "rank 1 in group 'world' (gloo)" and
+  // "all_reduce #7". `watch` (may be null) is polled between wait slices. `on_abort` runs (once) when wait()
   // gives up on a failure or a timeout, so the backend can mark its group unusable and cancel
   // the op; wait() then waits up to `release_grace` for the op to end.
-  AsyncWork(std::string what, Duration default_timeout, std::shared_ptr<FailureWatch> watch,
+  AsyncWork(const std::string& label, std::string op, Duration default_timeout, std::shared_ptr<FailureWatch> watch,
             std::function<void(const std::string& reason)> on_abort, Duration release_grace = Duration::zero());
 
   void complete();
@@ -67,7 +67,9 @@ class AsyncWork final : public Work {
  private:
   [[noreturn]] void give_up(std::unique_lock<std::mutex>& lock, std::exception_ptr error, const std::string& reason);
 
-  std::string what_;
+  std::string label_;
+  std::string op_;
+  std::string what_;  // "label: op"
   Duration default_timeout_;
   std::shared_ptr<FailureWatch> watch_;
   std::function<void(const std::string&)> on_abort_;

@@ -3,18 +3,14 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/rank_name.h"
 
 namespace fastrun {
 
-int global_rank_of(const GroupSpec& spec) {
-  return spec.rank >= 0 && spec.rank < static_cast<int>(spec.global_ranks.size())
-             ? spec.global_ranks[static_cast<std::size_t>(spec.rank)]
-             : spec.rank;
-}
+int global_rank_of(const GroupSpec& spec) { return global_rank_at(spec.rank, spec.global_ranks); }
 
 std::string group_label(const GroupSpec& spec, const std::string& backend) {
-  return fmt::format("rank {} in group '{}' ({})", global_rank_of(spec), spec.name.empty() ? "world" : spec.name,
-                     backend);
+  return group_label(global_rank_of(spec), spec.name, backend);
 }
 
 GroupHealth::GroupHealth(const GroupSpec& spec, const std::string& backend, bool watch_peers)

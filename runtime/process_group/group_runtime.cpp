@@ -99,7 +99,7 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
   const bool staged = !buffers.empty() && bytes <= s.config.stage_up_to_bytes;
   std::weak_ptr<Shared> weak = shared_;
   auto work = std::make_shared<AsyncWork>(
-      fmt::format("{}: {}", health_->label(), ctx.what), ctx.timeout + s.config.wait_margin,
+      health_->label(), ctx.what, ctx.timeout + s.config.wait_margin,
       s.config.wait_watches_failure_key ? health_->watch() : nullptr,
       [weak](const std::string& reason) {
         // Runs on a waiter's thread before the op finished: the group may be gone already.

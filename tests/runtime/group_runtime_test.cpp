@@ -15,6 +15,8 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
+#include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/store/memory_store.h"
 
@@ -242,4 +244,58 @@ TEST_CASE("group runtime: in_flight_failer on an op on the caller's buffer retur
   CHECK(rt.health().failed());  // as after a wait that gave up
   CHECK_THROWS_WITH(w->wait(), Catch::Contains("transport broke"));  // the first outcome stands
   opener.join();
+}
+
+TEST_CASE("group runtime: a group keeps its first failure, not a later one", "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
+  auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what + ": rank 4 died"); });
+  CHECK_THROWS_AS(w->wait(), PeerFailure);
+  // Later failures of the same group (a waiter giving up, the transport breaking) do not replace
+  // the root cause that every later refusal quotes.
+  rt.health().fail("a later timeout");
+  rt.health().fail(std::make_exception_ptr(BackendError("a later transport error")));
+  CHECK(rt.health().failure() == "all_reduce #1: rank 4 died");
+  CHECK_THROWS_WITH(rt.run("barrier", 0, [](const OpContext&) {}),
+                    Catch::Contains("unusable after an earlier failure: all_reduce #1: rank 4 died") &&
+                        !Catch::Contains("later"));
+}
+
+TEST_CASE("group runtime: an op queued behind a failed op does not run", "[runtime][group_runtime]") {
+  Gate gate;  // outlives the runtime, whose destructor joins the thread that reads it
+  std::atomic<bool> second_ran{false};
+  GroupRuntime rt(spec_of(), config_of(0));
+  auto first = rt.run("all_reduce", 8, [&](const OpContext& op) {
+    gate.wait();
+    throw PeerFailure(op.what + ": rank 4 died");
+  });
+  // Issued while the group is still healthy: queued behind the op that is about to fail.
+  auto second = rt.run("broadcast", 8, [&](const OpContext&) { second_ran = true; });
+  gate.open = true;
+  CHECK_THROWS_AS(first->wait(), PeerFailure);
+  CHECK_THROWS_WITH(second->wait(), Catch::Contains("broadcast #2 refused: the group is unusable after an earlier "
+                                                    "failure") &&
+                                        Catch::Contains("all_reduce #1: rank 4 died"));
+  CHECK_FALSE(second_ran.load());
+}
+
+TEST_CASE("group runtime: an op timeout is the one message naming group, op number, wait and variable", "[runtime][group_runtime]") {
+  Gate gate;  // outlives the runtime, whose destructor joins the thread that reads it
+  GroupRuntime rt(spec_of(), config_of(0));
+  rt.run("barrier", 0, [](const OpContext&) {})->wait();
+  auto w = rt.run("all_reduce", 8, [&](const OpContext&) { gate.wait(); });
+  CHECK_THROWS_WITH(w->wait(50ms), op_timeout_message({"rank 5 in group 'g' (test)", "all_reduce #2", 50ms, {}, {}}));
+  gate.open = true;
+  // Every backend's waiter builds it the same way (op_timeout.h): what is known, then the advice.
+  CHECK(op_timeout_message({"rank 5 in group 'g' (shm)", "broadcast #3", 1500ms, {"rank 0", "rank 1 (global rank 4)"},
+                            "step 2"}) ==
+        "rank 5 in group 'g' (shm): broadcast #3 timed out after 1.5 s: still waiting for [rank 0, rank 1 (global "
+        "rank 4)] (step 2); a peer may be stuck or issuing a different collective or send/recv (raise "
+        "FASTRUN_OP_TIMEOUT, or pass a longer timeout to wait(), if it is legitimately slow)");
+}
+
+TEST_CASE("group runtime: ranks are named one way, with the global rank where it differs", "[runtime][group_runtime]") {
+  CHECK(rank_name(1, {4, 5}) == "rank 1 (global rank 5)");
+  CHECK(rank_name(1, {0, 1}) == "rank 1");
+  CHECK(rank_name(2, {}) == "rank 2");  // no global ranks known: the rank is global
+  CHECK(group_label(5, "", "gloo") == "rank 5 in group 'world' (gloo)");
 }

@@ -32,6 +32,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::gloo_backend {
@@ -223,10 +224,8 @@ std::exception_ptr translate(GroupHealth& h, const std::string& what, std::excep
           "{}: {} failed: rank {} died (its connection closed; gloo: {})", h.label(), what, fmt::join(dead, ", "), text)));
     }
     if (timed_out)
-      return std::make_exception_ptr(TimeoutError(fmt::format("{}: {} timed out after {:.3g} s (FASTRUN_OP_TIMEOUT; a peer "
-                                                              "may be stuck or issuing a different collective): {}",
-                                                              h.label(), what,
-                                                              std::chrono::duration<double>(h.op_timeout()).count(), text)));
+      return std::make_exception_ptr(
+          TimeoutError(op_timeout_message({h.label(), what, h.op_timeout(), {}, fmt::format("gloo: {}", text)})));
     h.publish(fmt::format("{} failed: {}", what, text));
     return std::make_exception_ptr(
         PeerFailure(fmt::format("{}: {} failed: a peer connection broke (gloo: {})", h.label(), what, text)));

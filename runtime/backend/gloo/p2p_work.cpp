@@ -9,16 +9,12 @@
 #include <gloo/types.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/rank_name.h"
 
 namespace fastrun::gloo_backend {
 namespace {
 
-std::string who(const P2PNames& names, int rank) {
-  const auto r = static_cast<std::size_t>(rank);
-  if (r < names.global_ranks.size() && names.global_ranks[r] != rank)
-    return fmt::format("rank {} (global rank {})", rank, names.global_ranks[r]);
-  return fmt::format("rank {}", rank);
-}
+std::string who(const P2PNames& names, int rank) { return rank_name(rank, names.global_ranks); }
 
 }  // namespace
 

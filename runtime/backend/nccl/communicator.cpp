@@ -12,6 +12,7 @@
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/rank_name.h"
 
 namespace fastrun::nccl {
 namespace {
@@ -23,10 +24,6 @@ std::string arrived_key(int rank) { return fmt::format("nccl/arrived/{}", rank);
 
 double seconds_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
-}
-
-int global_rank(const GroupSpec& spec, int rank) {
-  return rank < static_cast<int>(spec.global_ranks.size()) ? spec.global_ranks[rank] : rank;
 }
 
 // Step 1: the unique id. Its bytes are the address of a bootstrap listener inside rank 0, so
@@ -47,9 +44,9 @@ ncclUniqueId exchange_unique_id(const GroupSpec& spec, const std::string& label,
   try {
     bytes = spec.store->get(kUidKey, std::max(left, Duration(std::chrono::milliseconds(1))));
   } catch (const TimeoutError& e) {
-    throw TimeoutError(fmt::format("{}: rank 0 (global rank {}) did not publish the NCCL unique id within "
-                                   "the join timeout (FASTRUN_TIMEOUT): {}",
-                                   label, global_rank(spec, 0), e.what()));
+    throw TimeoutError(fmt::format("{}: {} did not publish the NCCL unique id within the join timeout "
+                                   "(FASTRUN_TIMEOUT): {}",
+                                   label, rank_name(0, spec.global_ranks), e.what()));
   }
   if (bytes.size() != sizeof id) {
     throw BackendError(fmt::format("{}: the NCCL unique id in {} under '{}' has {} bytes, expected {} "
@@ -68,7 +65,7 @@ std::string missing_ranks(const GroupSpec& spec) {
     for (int r = 0; r < spec.size; ++r) {
       if (!spec.store->check({arrived_key(r)})) {
         missing.push_back(r);
-        missing_global.push_back(global_rank(spec, r));
+        missing_global.push_back(global_rank_at(r, spec.global_ranks));
       }
     }
   } catch (const Error& e) {

@@ -15,6 +15,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
 
 namespace fastrun::nccl {
 namespace {
@@ -170,9 +171,9 @@ WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
     r = state_->comm.async_error();
     if (r == ncclInProgress && Clock::now() >= record->deadline) {
       lock.unlock();
-      const std::string reason = fmt::format(
-          "{}: {} was still being set up by NCCL after {:.3g} s (FASTRUN_OP_TIMEOUT); the communicator was aborted",
-          label_, record->op, std::chrono::duration<double>(state_->op_timeout).count());
+      const std::string reason = op_timeout_message(
+          {label_, record->op, state_->op_timeout, {}, "NCCL was still setting up its connections; the communicator "
+                                                       "was aborted"});
       state_->fail(std::make_exception_ptr(TimeoutError(reason)), reason, GroupState::Origin::self);
       state_->throw_if_failed();
     }

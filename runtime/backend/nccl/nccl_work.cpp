@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
 
 namespace fastrun::nccl {
 
@@ -20,10 +21,8 @@ void NcclWork::wait(Duration timeout) {
     if (status == WorkRecord::done) return;
     if (status == WorkRecord::failed) std::rethrow_exception(record_->error);
     if (Clock::now() >= deadline) {
-      const std::string reason = fmt::format(
-          "{}: {} did not complete within {:.3g} s (the wait's timeout{}); the communicator was aborted", state_->label,
-          record_->op, std::chrono::duration<double>(limit).count(),
-          timeout == Duration::zero() ? ", FASTRUN_OP_TIMEOUT" : "");
+      const std::string reason =
+          op_timeout_message({state_->label, record_->op, limit, {}, "the communicator was aborted"});
       auto error = std::make_exception_ptr(TimeoutError(reason));
       state_->fail(error, reason, GroupState::Origin::self);
       // The record was failed by fail() unless it finished meanwhile or was issued after.

@@ -10,6 +10,7 @@
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/job_keys.h"
 
@@ -45,9 +46,8 @@ void check_operations(GroupState& state) {
     if (status != WorkRecord::pending) {
       retired = true;
     } else if (now >= w->deadline) {
-      const std::string reason = fmt::format(
-          "{}: {} did not complete within {:.3g} s (FASTRUN_OP_TIMEOUT); the communicator was aborted", state.label,
-          w->op, seconds(Duration(w->deadline - w->start)));
+      const std::string reason = op_timeout_message(
+          {state.label, w->op, Duration(w->deadline - w->start), {}, "the communicator was aborted by the watchdog"});
       state.fail(std::make_exception_ptr(TimeoutError(reason)), reason, GroupState::Origin::self);
       return;
     }

@@ -12,6 +12,8 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
+#include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/job_keys.h"
@@ -161,19 +163,13 @@ void Channel::check_health(int peer, std::uint32_t k) {
     std::vector<std::string> missing;
     for (int p = 0; p < info_.size; ++p)
       if (p != info_.rank && !reached(p, k)) missing.push_back(who(p));
-    const double secs = std::chrono::duration<double>(timeout_).count();
-    throw TimeoutError(fmt::format("{}: timed out after {:.3g} s waiting for [{}] to reach step {}; raise "
-                                   "FASTRUN_OP_TIMEOUT or pass a longer timeout if the op is legitimately slow",
-                                   where(), secs, fmt::join(missing, ", "), k));
+    throw TimeoutError(op_timeout_message(
+        {group_label(global_rank_at(info_.rank, info_.global_ranks), info_.group, "shm"), op_,
+         Duration(timeout_), std::move(missing), fmt::format("they have not reached its step {}", k)}));
   }
 }
 
-std::string Channel::who(int rank) const {
-  const auto r = static_cast<std::size_t>(rank);
-  if (r < info_.global_ranks.size() && info_.global_ranks[r] != rank)
-    return fmt::format("rank {} (global rank {})", rank, info_.global_ranks[r]);
-  return fmt::format("rank {}", rank);
-}
+std::string Channel::who(int rank) const { return rank_name(rank, info_.global_ranks); }
 
 std::string Channel::where() const {
   return fmt::format("shm {} on group '{}' ({} of {})", op_, info_.group, who(info_.rank), info_.size);

@@ -15,6 +15,8 @@
 
 #include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
+#include "fastrun/runtime/process_group/rank_name.h"
 
 
 namespace fastrun::shm {
@@ -234,12 +236,7 @@ void P2PEngine::ring_doorbell(int rank) {
   futex_wake_all(rb.doorbell);
 }
 
-std::string P2PEngine::who(int rank) const {
-  const auto r = static_cast<std::size_t>(rank);
-  if (r < global_ranks_.size() && global_ranks_[r] != rank)
-    return fmt::format("rank {} (global rank {})", rank, global_ranks_[r]);
-  return fmt::format("rank {}", rank);
-}
+std::string P2PEngine::who(int rank) const { return rank_name(rank, global_ranks_); }
 
 void P2PEngine::detach() {
   std::lock_guard lock(hooks_mutex_);
@@ -798,10 +795,9 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
         for (auto& w : batch->ops)
           if (auto op = w.lock(); op && !op->done) pending.push_back(describe(*op));
       }
-      give_up(std::make_exception_ptr(TimeoutError(fmt::format(
-          "{}: not finished after {:.3g} s: still waiting for [{}] (the peer has not posted the matching "
-          "send/recv; raise FASTRUN_OP_TIMEOUT or pass a longer timeout if it is legitimately late)",
-          where(batch->what), std::chrono::duration<double>(timeout).count(), fmt::join(pending, "; ")))));
+      give_up(std::make_exception_ptr(TimeoutError(
+          op_timeout_message({group_label(global_rank_at(rank_, global_ranks_), group_, "shm"), batch->what, timeout,
+                              std::move(pending), "the peer has not posted the matching send/recv"}))));
     }
   }
   if (batch->error) std::rethrow_exception(batch->error);
