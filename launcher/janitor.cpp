@@ -112,44 +112,42 @@ Janitor::Janitor(const std::string& run_id, int world_size) {
               std::strerror(errno));
     return;
   }
+  os::UniqueFd read_end(p[0]), write_end(p[1]);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::close(p[1]);
-    janitor_main(p[0], plan);
+    write_end.reset();
+    janitor_main(read_end.get(), plan);
   }
-  ::close(p[0]);
+  read_end.reset();
   if (pid < 0) {
     log::warn("no janitor for run {} (fork: {}): after a SIGKILL of the launcher, run fastrun --cleanup", run_id,
               std::strerror(errno));
-    ::close(p[1]);
     return;
   }
-  fd_ = p[1];
+  fd_ = std::move(write_end);
   pid_ = pid;
   // Opened now, while `pid` is surely our unreaped child (never a reused pid); close-on-exec.
-  pidfd_ = os::open_pidfd(pid).release();
+  pidfd_ = os::open_pidfd(pid);
 }
 
 Janitor::~Janitor() { dismiss(); }
 
 void Janitor::watch(pid_t rank_pid) noexcept {
   // 4 bytes: atomic in a pipe. A full pipe (the janitor stopped reading) only loses a pid.
-  if (fd_ >= 0 && rank_pid > 0) (void)!::write(fd_, &rank_pid, sizeof rank_pid);
+  if (fd_ && rank_pid > 0) (void)!::write(fd_.get(), &rank_pid, sizeof rank_pid);
 }
 
 void Janitor::dismiss() noexcept {
-  if (fd_ < 0) return;
+  if (!fd_) return;
   const pid_t done = 0;
-  (void)!::write(fd_, &done, sizeof done);
-  ::close(fd_);
-  fd_ = -1;
+  (void)!::write(fd_.get(), &done, sizeof done);
+  fd_.reset();
   // It exits at once on reading the 0: wait for exactly that (a pidfd, no polling loop: this is
   // on every job's exit path), boundedly, so that it is no zombie.
-  if (pidfd_ >= 0) {
-    pollfd p{pidfd_, POLLIN, 0};
+  if (pidfd_) {
+    pollfd p{pidfd_.get(), POLLIN, 0};
     if (::poll(&p, 1, 2000) != 1) ::kill(pid_, SIGKILL);
-    ::close(pidfd_);
-    pidfd_ = -1;
+    pidfd_.reset();
   }
   ::waitpid(pid_, nullptr, 0);  // returns at once: it has exited (or was reaped by a SIGCHLD handler)
   pid_ = -1;

@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "fastrun/runtime/os/unique_fd.h"
+
 namespace fastrun::launcher {
 
 class Janitor {
@@ -38,9 +40,9 @@ class Janitor {
   pid_t pid() const { return pid_; }
 
  private:
-  int fd_ = -1;  // write end of the pipe
+  os::UniqueFd fd_;  // write end of the pipe
   pid_t pid_ = -1;
-  int pidfd_ = -1;  // the janitor's, to wait for its exit in dismiss()
+  os::UniqueFd pidfd_;  // the janitor's, to wait for its exit in dismiss()
 };
 
 }  // namespace fastrun::launcher

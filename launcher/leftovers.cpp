@@ -8,7 +8,8 @@
 
 #include <fstream>
 #include <string>
-#include <thread>
+
+#include "fastrun/runtime/os/poll_until.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -52,11 +53,8 @@ bool anything_left(const Leftovers& scope) {
 // Polls (every 2 ms: only leftovers are awaited, and nothing else is happening) until nothing
 // in scope is left or `deadline`.
 bool wait_gone(const Leftovers& scope, Clock::time_point deadline) {
-  while (anything_left(scope)) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
+  constexpr os::Backoff kEvery2ms{std::chrono::milliseconds(2), std::chrono::milliseconds(2)};
+  return os::poll_until(deadline, kEvery2ms, [&] { return !anything_left(scope); });
 }
 
 }  // namespace

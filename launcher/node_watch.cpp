@@ -11,6 +11,7 @@
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"
 
@@ -178,6 +179,7 @@ void NodeWatch::finish_failure() noexcept {
   if (me_ != 0) return;
   stop_thread();
   const auto deadline = Clock::now() + std::chrono::seconds(2);
+  constexpr os::Backoff kEvery20ms{std::chrono::milliseconds(20), std::chrono::milliseconds(20)};
   try {
     // The node that failed needs no telling (and a lost one cannot answer).
     int failed_node = -1;
@@ -185,8 +187,9 @@ void NodeWatch::finish_failure() noexcept {
     for (std::size_t k = 1; k < hosts_.size(); ++k) {
       const int node = static_cast<int>(k);
       if (node == failed_node) continue;
-      while (!main_client_->check({launcher_keys::ack(node)}) && !main_client_->check({launcher_keys::done(node)}) && Clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      os::poll_until(deadline, kEvery20ms, [&] {
+        return main_client_->check({launcher_keys::ack(node)}) || main_client_->check({launcher_keys::done(node)});
+      });
     }
   } catch (const std::exception&) {
     // The store is this process's own; nothing more to wait for.

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/unique_fd.h"
 
 namespace fastrun::cluster {
 
@@ -25,13 +26,11 @@ std::string local_address_towards(const std::string& host, std::uint16_t port) {
                             ec ? ec.message() : "no address"));
   const udp::endpoint target = found.begin()->endpoint();
   // Close-on-exec from birth (asio's own open() is not): a rank's children must not inherit it.
-  const int fd = ::socket(target.protocol().family(), SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw_errno("local address: socket", errno);
+  os::UniqueFd fd(::socket(target.protocol().family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw_errno("local address: socket", errno);
   udp::socket socket(io);
-  if (socket.assign(target.protocol(), fd, ec); ec) {
-    ::close(fd);
-    throw Error(fmt::format("local address: {}", ec.message()));
-  }
+  if (socket.assign(target.protocol(), fd.get(), ec); ec) throw Error(fmt::format("local address: {}", ec.message()));
+  fd.release();  // the asio socket owns it now
   if (socket.connect(target, ec); ec)
     throw Error(fmt::format("finding the local address that reaches {}: {}", host, ec.message()));
   const udp::endpoint local = socket.local_endpoint(ec);

@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/host.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/store/record.h"
 
@@ -63,14 +62,15 @@ bool process_dead(long pid) {
 
 std::vector<int> dead_local_peers(const std::vector<PeerInfo>& peers, Duration grace) {
   const std::string host = this_host_name();
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  for (;;) {
-    std::vector<int> dead;
+  constexpr os::Backoff kEvery20ms{std::chrono::milliseconds(20), std::chrono::milliseconds(20)};
+  std::vector<int> dead;
+  os::poll_until(std::chrono::steady_clock::now() + grace, kEvery20ms, [&] {
+    dead.clear();
     for (const auto& p : peers)
       if (p.host == host && p.pid != getpid() && process_dead(p.pid)) dead.push_back(p.rank);
-    if (!dead.empty() || std::chrono::steady_clock::now() >= deadline) return dead;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return !dead.empty();
+  });
+  return dead;
 }
 
 }  // namespace fastrun

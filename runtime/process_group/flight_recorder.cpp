@@ -2,12 +2,12 @@
 
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/process_group/flight_monitor.h"
 #include "fastrun/runtime/store/job_keys.h"
 
@@ -192,8 +192,8 @@ std::string FlightRecorder::ask_peers(const OpDesc& op, Store* store) {
     std::vector<int> missing;
     for (int g : global_ranks_)
       if (g != me) missing.push_back(g);
-    const auto deadline = Clock::now() + kAnswerWait;
-    while (!missing.empty()) {
+    constexpr os::Backoff kEvery20ms{std::chrono::milliseconds(20), std::chrono::milliseconds(20)};
+    os::poll_until(Clock::now() + kAnswerWait, kEvery20ms, [&] {
       std::vector<int> still;
       for (int g : missing) {
         const std::string key = flight_answer_key(n, g);
@@ -201,9 +201,8 @@ std::string FlightRecorder::ask_peers(const OpDesc& op, Store* store) {
         else still.push_back(g);
       }
       missing = std::move(still);
-      if (missing.empty() || Clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+      return missing.empty();
+    });
     silent = missing;
   }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/file/file_store.h"
 #include "fastrun/runtime/store/owner.h"
 #include "fastrun/runtime/store/runtime_dir.h"
@@ -34,8 +35,9 @@ bool dead(const store_owner::Identity& id) { return store_owner::liveness(id) ==
 // A shm store segment is stale when its header's creator is dead, or when it is empty and a
 // minute old. A sized segment without a creator block is left alone (it may be another kind's).
 bool stale_segment(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
+  const os::UniqueFd owner(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!owner) return false;
+  const int fd = owner.get();
   struct stat st {};
   shm_store::Creator c{};
   bool stale = false;
@@ -55,7 +57,6 @@ bool stale_segment(const std::string& path) {
       stale = ::time(nullptr) - st.st_mtime > 60;
     }
   }
-  ::close(fd);
   return stale;
 }
 

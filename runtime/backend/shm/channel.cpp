@@ -33,14 +33,12 @@ Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_p
       layout_(layout),
       info_(std::move(info)),
       watch_(std::move(watch)),
-      pidfds_(static_cast<std::size_t>(info_.size), kNoPidfd),
+      pidfds_(static_cast<std::size_t>(info_.size)),
       waiter_(info_.size, info_.cpus) {}
 
 Channel::~Channel() {
   // Peers that still wait on a step this rank will never publish learn it at once.
   abort();
-  for (int fd : pidfds_)
-    if (fd >= 0) ::close(fd);
 }
 
 void Channel::watch_peers() {
@@ -49,14 +47,14 @@ void Channel::watch_peers() {
     const pid_t pid = control(p).pid;
     os::UniqueFd fd = os::open_pidfd(pid);
     if (fd) {
-      pidfds_[static_cast<std::size_t>(p)] = fd.release();
+      pidfds_[static_cast<std::size_t>(p)] = std::move(fd);
       continue;
     }
     // Already gone: it mapped the segment and passed the barrier, so it may have joined and
     // left cleanly (join() is allowed to end a program). That is a failure only if we ever wait
     // for a step it never published, which check_health decides.
     if (errno == ESRCH) {
-      pidfds_[static_cast<std::size_t>(p)] = kGone;
+      pidfds_[static_cast<std::size_t>(p)].reset(kGone);
       continue;
     }
     // No pidfds (old kernel): check_health falls back to kill(pid, 0).
@@ -131,7 +129,7 @@ void Channel::check_health(int peer, std::uint32_t k) {
   std::vector<pollfd> fds;
   std::vector<int> ranks;
   for (int p = 0; p < info_.size; ++p) {
-    const int fd = pidfds_[static_cast<std::size_t>(p)];
+    const int fd = pidfds_[static_cast<std::size_t>(p)].get();
     if (fd >= 0) {
       fds.push_back(pollfd{fd, POLLIN, 0});
       ranks.push_back(p);

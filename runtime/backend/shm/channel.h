@@ -34,6 +34,7 @@
 #include "fastrun/runtime/backend/shm/layout.h"
 #include "fastrun/runtime/backend/shm/segment.h"
 #include "fastrun/runtime/backend/shm/wait_policy.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
 #include "fastrun/runtime/store/store.h"
 
@@ -124,9 +125,9 @@ class Channel {
   ChannelInfo info_;
   std::shared_ptr<FailureWatch> watch_;
   // Per rank: a pidfd; kNoPidfd for self or when pidfd_open is unavailable; kGone for a peer
-  // that had already exited when watch_peers() ran.
+  // that had already exited when watch_peers() ran (a UniqueFd closes only fds >= 0).
   static constexpr int kNoPidfd = -1, kGone = -2;
-  std::vector<int> pidfds_;
+  std::vector<os::UniqueFd> pidfds_;
   std::uint32_t step_ = 0;
   std::uint32_t all_reached_ = 0;
   const char* op_ = "set-up";

@@ -17,7 +17,7 @@ void Channel::check_peer(int peer, const std::string& what) {
   if (std::atomic_ref<std::uint32_t>(c.aborted).load(std::memory_order_acquire) != 0)
     throw PeerFailure(fmt::format("{}: {} left the group or failed in an operation of its own; see its error", what,
                                   who(peer)));
-  const int fd = pidfds_[static_cast<std::size_t>(peer)];
+  const int fd = pidfds_[static_cast<std::size_t>(peer)].get();
   bool dead = false;
   if (fd >= 0) {
     pollfd p{fd, POLLIN, 0};

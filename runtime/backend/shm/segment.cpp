@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/unique_fd.h"
 
 namespace fastrun::shm {
 namespace {
@@ -19,14 +20,6 @@ namespace {
 [[noreturn]] void fail(const std::string& what, const std::string& name, int err) {
   throw BackendError(fmt::format("shm backend: {} '/dev/shm{}': {} (errno {})", what, name, std::strerror(err), err));
 }
-
-// Closes an fd on scope exit (the mapping keeps the memory alive).
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // No MAP_POPULATE: every rank would fill the page tables of the whole segment (16 MiB for 32
 // oversubscribed ranks, 64 MiB for 32 with a core each) and clear them again at exit, which
@@ -44,9 +37,10 @@ std::byte* map(int fd, std::size_t bytes, const std::string& name) {
 
 Segment Segment::create(const std::string& name, std::size_t bytes) {
   Segment s;
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  // Closed on return: the mapping keeps the memory alive.
+  const os::UniqueFd owner(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+  const int fd = owner.get();
   if (fd < 0) fail("cannot create", name, errno);
-  FdCloser closer{fd};
   s.name_ = name;
   s.owns_name_ = true;  // from here on the destructor removes it if anything below throws
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -64,9 +58,10 @@ Segment Segment::create(const std::string& name, std::size_t bytes) {
 
 Segment Segment::open(const std::string& name, std::size_t min_bytes) {
   Segment s;
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  // Closed on return: the mapping keeps the memory alive.
+  const os::UniqueFd owner(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
+  const int fd = owner.get();
   if (fd < 0) fail("cannot open (are all ranks of the group on one node?)", name, errno);
-  FdCloser closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail("cannot stat", name, errno);
   const auto bytes = static_cast<std::size_t>(st.st_size);

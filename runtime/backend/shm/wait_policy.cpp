@@ -1,12 +1,6 @@
 #include "fastrun/runtime/backend/shm/wait_policy.h"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <climits>
-#include <ctime>
 
 namespace fastrun::shm {
 namespace {
@@ -31,16 +25,6 @@ bool shares_cpu(std::int32_t& my_cpu, std::int32_t& peer_cpu) {
   return std::atomic_ref<std::int32_t>(peer_cpu).load(std::memory_order_relaxed) ==
          std::atomic_ref<std::int32_t>(my_cpu).load(std::memory_order_relaxed);
 }
-
-void futex_wait(std::uint32_t& word, std::uint32_t expected, std::chrono::nanoseconds timeout) {
-  timespec ts{};
-  ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
-  ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
-  // Shared (not PRIVATE) futex: the word is in memory mapped by several processes.
-  ::syscall(SYS_futex, &word, FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futex_wake_all(std::uint32_t& word) { ::syscall(SYS_futex, &word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
 SpinThenYield::SpinThenYield(int ranks, int cpus) {
   if (ranks <= cpus) {

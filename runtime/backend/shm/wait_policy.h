@@ -14,6 +14,8 @@
 #include <immintrin.h>
 #endif
 
+#include "fastrun/runtime/os/futex.h"
+
 namespace fastrun::shm {
 
 inline void cpu_relax() {
@@ -35,10 +37,9 @@ void note_cpu(std::int32_t& cpu_word);
 // noting ours again: a peer waiting for us checks the same).
 bool shares_cpu(std::int32_t& my_cpu, std::int32_t& peer_cpu);
 
-// FUTEX_WAIT on a word in memory shared between processes while it holds `expected`, for at most
-// `timeout` (EAGAIN, EINTR and ETIMEDOUT all mean "look again").
-void futex_wait(std::uint32_t& word, std::uint32_t expected, std::chrono::nanoseconds timeout);
-void futex_wake_all(std::uint32_t& word);
+// The words ranks sleep on are in memory shared between processes: the OS kit's shared futex.
+using os::futex_wait;
+using os::futex_wake_all;
 
 // One bounded sleep on `word`: registers in `sleepers`, reads `word`, and sleeps while it is
 // unchanged if `still_waiting()` (evaluated after the registration, so a publisher that changed

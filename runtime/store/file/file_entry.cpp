@@ -7,12 +7,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/poll_until.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/file/file_store.h"
 #include "fastrun/runtime/store/kinds.h"
 #include "fastrun/runtime/store/owner.h"
@@ -48,9 +49,8 @@ class HostedFile final : public HostedStore {
     }
     try {
       if (::chmod(dir_.c_str(), 0700) != 0) throw_errno("chmod " + dir_, errno);
-      const int fd = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (fd < 0) throw_errno(fmt::format("{}: creating {}/lock", address_, dir_), errno);
-      ::close(fd);
+      const os::UniqueFd lock(::open((dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!lock) throw_errno(fmt::format("{}: creating {}/lock", address_, dir_), errno);
       // The owner marker last, via rename: its presence means "ready" to connecting clients.
       const std::string tmp = dir_ + "/t-owner";
       {
@@ -90,22 +90,18 @@ std::unique_ptr<HostedStore> host_file(const StoreAddress& address, const StoreO
 std::unique_ptr<Store> connect_file(const StoreAddress& address, const StoreOptions& options) {
   const std::string addr = address.to_string();
   const std::string dir = file_store::resolve_path(address.name);
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  auto delay = std::chrono::milliseconds(1);
-  for (;;) {
+  constexpr os::Backoff kBackoff{std::chrono::milliseconds(1), std::chrono::milliseconds(20)};
+  const bool appeared = os::poll_until(std::chrono::steady_clock::now() + options.timeout, kBackoff, [&] {
     struct stat st {};
-    if (::stat((dir + "/owner").c_str(), &st) == 0) {
-      auto s = std::make_unique<file_store::FileStore>(addr, dir);
-      s->set_timeout(options.timeout);
-      return s;
-    }
-    if (std::chrono::steady_clock::now() >= deadline)
-      throw TimeoutError(fmt::format("{}: store directory {} did not appear within {:.3g} s (is the store hosted, and "
-                                     "is the path on a filesystem this host shares?)",
-                                     addr, dir, options.timeout.count() / 1000.0));
-    std::this_thread::sleep_for(delay);
-    delay = std::min(delay * 2, std::chrono::milliseconds(20));
-  }
+    return ::stat((dir + "/owner").c_str(), &st) == 0;
+  });
+  if (!appeared)
+    throw TimeoutError(fmt::format("{}: store directory {} did not appear within {:.3g} s (is the store hosted, and "
+                                   "is the path on a filesystem this host shares?)",
+                                   addr, dir, options.timeout.count() / 1000.0));
+  auto s = std::make_unique<file_store::FileStore>(addr, dir);
+  s->set_timeout(options.timeout);
+  return s;
 }
 
 bool file_exists(const StoreAddress& address) {

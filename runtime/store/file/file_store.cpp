@@ -9,11 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/full_io.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/os/safe_name.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/memory_store.h"
@@ -86,15 +88,13 @@ Bytes read_to_end(int fd, const std::string& path) {
 // directory's attributes are revalidated; opening the directory revalidates them
 // (close-to-open), so a poll after a miss sees files other hosts created. ~2 us locally.
 void refresh_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) ::close(fd);
+  const os::UniqueFd opened(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));  // the open is the point
 }
 
-void sleep_backoff(std::chrono::microseconds& delay, Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
-  std::this_thread::sleep_for(std::max(std::chrono::microseconds(0), std::min(delay, left)));
-  delay = std::min(delay * 2, std::chrono::microseconds(10000));
-}
+// Waits for keys: from 1 ms up to 10 ms between looks (a file appears without a wake-up).
+constexpr os::Backoff kWaitBackoff{std::chrono::milliseconds(1), std::chrono::milliseconds(10)};
+// A mutation holds the write lock briefly: look again soon.
+constexpr os::Backoff kLockBackoff{std::chrono::microseconds(20), std::chrono::microseconds(2000)};
 
 }  // namespace
 
@@ -112,23 +112,22 @@ class FileStore::Lock {
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
     const auto deadline = Clock::now() + std::max(s.timeout(), Duration(std::chrono::seconds(1)));
-    auto delay = std::chrono::microseconds(20);
-    while (::fcntl(s.lock_fd_, F_OFD_SETLK, &fl) != 0) {
+    const bool locked = os::poll_until(deadline, kLockBackoff, [&] {
+      if (::fcntl(s.lock_fd_.get(), F_OFD_SETLK, &fl) == 0) return true;
       if (errno != EAGAIN && errno != EACCES && errno != EINTR)
         throw_errno(fmt::format("{}: locking {}/lock", s.address_, s.dir_), errno);
-      if (Clock::now() >= deadline)
-        throw StoreError(fmt::format("{}: could not take the lock {}/lock within {} ms (a holder is stopped, or the "
-                                     "filesystem does not support fcntl locks: NFS needs its lock manager)",
-                                     s.address_, s.dir_, s.timeout().count()));
-      std::this_thread::sleep_for(delay);
-      delay = std::min(delay * 2, std::chrono::microseconds(2000));
-    }
+      return false;
+    });
+    if (!locked)
+      throw StoreError(fmt::format("{}: could not take the lock {}/lock within {} ms (a holder is stopped, or the "
+                                   "filesystem does not support fcntl locks: NFS needs its lock manager)",
+                                   s.address_, s.dir_, s.timeout().count()));
   }
   ~Lock() {
     struct flock fl {};
     fl.l_type = F_UNLCK;
     fl.l_whence = SEEK_SET;
-    ::fcntl(s_.lock_fd_, F_OFD_SETLK, &fl);
+    ::fcntl(s_.lock_fd_.get(), F_OFD_SETLK, &fl);
   }
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
@@ -138,13 +137,11 @@ class FileStore::Lock {
 };
 
 FileStore::FileStore(std::string address, std::string dir) : address_(std::move(address)), dir_(std::move(dir)) {
-  lock_fd_ = ::open((dir_ + "/lock").c_str(), O_RDWR | O_CLOEXEC);
-  if (lock_fd_ < 0) throw_errno(fmt::format("{}: opening {}/lock", address_, dir_), errno);
+  lock_fd_.reset(::open((dir_ + "/lock").c_str(), O_RDWR | O_CLOEXEC));
+  if (!lock_fd_) throw_errno(fmt::format("{}: opening {}/lock", address_, dir_), errno);
 }
 
-FileStore::~FileStore() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
+FileStore::~FileStore() = default;
 
 std::string FileStore::key_path(const std::string& key) const { return dir_ + "/" + encode_key(key); }
 
@@ -245,14 +242,14 @@ void FileStore::set(const std::string& key, const Bytes& value) {
 }
 
 Bytes FileStore::get(const std::string& key, Duration timeout) {
-  const auto deadline = Clock::now() + timeout;
-  auto delay = std::chrono::microseconds(1000);
-  for (;;) {
-    if (auto v = read_value(key)) return *v;
-    if (Clock::now() >= deadline) throw_wait_timeout(*this, {key}, 1, timeout);
-    sleep_backoff(delay, deadline);
-    refresh_dir(dir_);
-  }
+  std::optional<Bytes> v;
+  bool looked = false;
+  const bool found = os::poll_until(Clock::now() + timeout, kWaitBackoff, [&] {
+    if (std::exchange(looked, true)) refresh_dir(dir_);  // after a miss and a sleep
+    return (v = read_value(key)).has_value();
+  });
+  if (!found) throw_wait_timeout(*this, {key}, 1, timeout);
+  return std::move(*v);
 }
 
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
@@ -276,22 +273,18 @@ Bytes FileStore::compare_set(const std::string& key, const Bytes& expected, cons
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, Duration timeout) {
-  const auto deadline = Clock::now() + timeout;
-  auto delay = std::chrono::microseconds(1000);
   std::size_t next = 0;  // keys[0, next) were seen present: poll only the first missing one
-  for (;;) {
+  bool looked = false;
+  const bool all = os::poll_until(Clock::now() + timeout, kWaitBackoff, [&] {
+    if (std::exchange(looked, true)) refresh_dir(dir_);  // after a miss and a sleep
     while (next < keys.size() && exists(keys[next])) ++next;
-    if (next == keys.size()) return;
-    if (Clock::now() >= deadline) {
-      std::vector<std::string> missing;
-      for (const auto& k : keys)
-        if (!exists(k)) missing.push_back(k);
-      if (missing.empty()) return;
-      throw_wait_timeout(*this, missing, keys.size(), timeout);
-    }
-    sleep_backoff(delay, deadline);
-    refresh_dir(dir_);
-  }
+    return next == keys.size();
+  });
+  if (all) return;
+  std::vector<std::string> missing;
+  for (const auto& k : keys)
+    if (!exists(k)) missing.push_back(k);
+  if (!missing.empty()) throw_wait_timeout(*this, missing, keys.size(), timeout);
 }
 
 bool FileStore::check(const std::vector<std::string>& keys) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::file_store {
@@ -53,7 +54,7 @@ class FileStore final : public Store {
 
   std::string address_;
   std::string dir_;
-  int lock_fd_ = -1;
+  os::UniqueFd lock_fd_;
 };
 
 // The directory a file:// address names (relative paths resolve under runtime_dir()).

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <thread>
 
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/mapped_region.hpp>
@@ -13,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/poll_until.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/kinds.h"
 #include "fastrun/runtime/store/owner.h"
 #include "fastrun/runtime/store/shm/segment_layout.h"
@@ -29,9 +30,9 @@ using shm_store::SegmentHeader;
 std::string segment_name(const StoreAddress& a) { return shm_store::kSegmentPrefix + a.name; }
 
 // A close-on-exec copy of the segment's fd for Mapping::fd (Boost closes its own with `shm`).
-int dup_fd(const bip::shared_memory_object& shm, const std::string& address, const std::string& name) {
-  const int fd = ::fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0)
+os::UniqueFd dup_fd(const bip::shared_memory_object& shm, const std::string& address, const std::string& name) {
+  os::UniqueFd fd(::fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0));
+  if (!fd)
     throw StoreError(
         fmt::format("{}: cannot duplicate the fd of /dev/shm/{}: {}", address, name, std::strerror(errno)));
   return fd;
@@ -123,10 +124,10 @@ std::unique_ptr<HostedStore> host_shm(const StoreAddress& address, const StoreOp
 std::unique_ptr<Store> connect_shm(const StoreAddress& address, const StoreOptions& options) {
   const std::string name = segment_name(address);
   const std::string addr = address.to_string();
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  auto delay = std::chrono::microseconds(200);
+  constexpr os::Backoff kBackoff{std::chrono::microseconds(200), std::chrono::microseconds(20000)};
+  std::unique_ptr<Store> store;
   std::string last_error;
-  for (;;) {
+  const bool opened = os::poll_until(std::chrono::steady_clock::now() + options.timeout, kBackoff, [&] {
     try {
       bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
       bip::offset_t size = 0;
@@ -144,9 +145,9 @@ std::unique_ptr<Store> connect_shm(const StoreAddress& address, const StoreOptio
           m->region = std::move(region);
           m->header = h;
           m->fd = dup_fd(shm, addr, name);
-          auto s = std::make_unique<shm_store::ShmStore>(std::move(m));
-          s->set_timeout(options.timeout);
-          return s;
+          store = std::make_unique<shm_store::ShmStore>(std::move(m));
+          store->set_timeout(options.timeout);
+          return true;
         }
         last_error = "segment exists but is not initialized yet";
       } else {
@@ -157,20 +158,17 @@ std::unique_ptr<Store> connect_shm(const StoreAddress& address, const StoreOptio
       if (e.get_error_code() != bip::not_found_error)
         throw StoreError(fmt::format("{}: cannot open segment /dev/shm/{}: {}", addr, name, e.what()));
     }
-    if (std::chrono::steady_clock::now() >= deadline)
-      throw TimeoutError(fmt::format("{}: segment /dev/shm/{} did not become available within {:.3g} s ({}); is the "
-                                     "store hosted on this node? (raise FASTRUN_TIMEOUT to wait longer)",
-                                     addr, name, options.timeout.count() / 1000.0, last_error));
-    std::this_thread::sleep_for(delay);
-    delay = std::min(delay * 2, std::chrono::microseconds(20000));
-  }
+    return false;
+  });
+  if (!opened)
+    throw TimeoutError(fmt::format("{}: segment /dev/shm/{} did not become available within {:.3g} s ({}); is the "
+                                   "store hosted on this node? (raise FASTRUN_TIMEOUT to wait longer)",
+                                   addr, name, options.timeout.count() / 1000.0, last_error));
+  return store;
 }
 
 bool shm_exists(const StoreAddress& address) {
-  const int fd = ::shm_open(("/" + segment_name(address)).c_str(), O_RDONLY | O_CLOEXEC, 0);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
+  return bool(os::UniqueFd(::shm_open(("/" + segment_name(address)).c_str(), O_RDONLY | O_CLOEXEC, 0)));
 }
 
 }  // namespace fastrun::store_kinds

@@ -2,14 +2,11 @@
 #include "fastrun/runtime/store/shm/shm_store.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 
 #include <boost/interprocess/mapped_region.hpp>
 #if defined(__SANITIZE_THREAD__)
@@ -19,15 +16,14 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/futex.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/owner.h"
 #include "fastrun/runtime/store/shm/segment_layout.h"
 
 namespace fastrun::shm_store {
 
-Mapping::~Mapping() {
-  if (fd >= 0) ::close(fd);
-}
+Mapping::~Mapping() = default;  // here, where mapped_region is complete
 
 namespace {
 
@@ -40,17 +36,6 @@ std::uint64_t hash_key(const std::string& key) {
 }
 
 int bucket_of(std::uint64_t hash) { return static_cast<int>((hash >> 32) % kWaitBuckets); }
-
-void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, Clock::duration timeout) {
-  if (timeout <= Clock::duration::zero()) return;
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
-  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futex_wake_all(std::atomic<std::uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
 
 std::string mb(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
 
@@ -218,7 +203,7 @@ class Locked {
     if (upto <= half.reserved) return;
     std::uint64_t target = std::max(upto, half.reserved + kReserveStep);
     target = std::min((target + kReserveStep - 1) / kReserveStep * kReserveStep, h_.heap_bytes);
-    if (const int rc = fallocate_range(m_.fd, h_.heap_offset[which] + half.reserved, target - half.reserved))
+    if (const int rc = fallocate_range(m_.fd.get(), h_.heap_offset[which] + half.reserved, target - half.reserved))
       throw StoreError(fmt::format("{}: set('{}') of {} bytes: cannot reserve {} more of {} (a segment of {} bytes, "
                                    "{} reserved so far): {} (is /dev/shm smaller? lower FASTRUN_SHM_STORE_BYTES or "
                                    "enlarge /dev/shm)",
@@ -297,7 +282,7 @@ class Locked {
 
 // Wakes the futex waiters of a bucket after the lock is released.
 void wake(Mapping& m, int bucket) {
-  if (bucket >= 0) futex_wake_all(&m.header->generation[bucket]);
+  if (bucket >= 0) os::futex_wake_all(m.header->generation[bucket]);
 }
 
 }  // namespace
@@ -364,7 +349,7 @@ Bytes ShmStore::get(const std::string& key, Duration timeout) {
       gen = h.generation[b].load(std::memory_order_acquire);
       h.waiters[b].fetch_add(1, std::memory_order_acq_rel);
     }
-    futex_wait(&h.generation[b], gen, deadline - Clock::now());
+    os::futex_wait(h.generation[b], gen, deadline - Clock::now());
     h.waiters[b].fetch_sub(1, std::memory_order_acq_rel);
     if (Clock::now() >= deadline && !check({key})) throw_wait_timeout(*this, {key}, 1, timeout);
   }
@@ -429,7 +414,7 @@ void ShmStore::wait(const std::vector<std::string>& keys, Duration timeout) {
       gen = h.generation[b].load(std::memory_order_acquire);
       h.waiters[b].fetch_add(1, std::memory_order_acq_rel);
     }
-    futex_wait(&h.generation[b], gen, deadline - Clock::now());
+    os::futex_wait(h.generation[b], gen, deadline - Clock::now());
     h.waiters[b].fetch_sub(1, std::memory_order_acq_rel);
     if (Clock::now() >= deadline) {
       std::vector<std::string> missing;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace boost::interprocess {
@@ -28,7 +29,7 @@ struct Mapping {
   SegmentHeader* header = nullptr;
   // The segment's fd (owned, O_CLOEXEC, closed by the destructor): sets posix_fallocate heap
   // ranges through it as the store grows (lazy reservation, segment_layout.h).
-  int fd = -1;
+  os::UniqueFd fd;
   Mapping() = default;
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;

@@ -33,6 +33,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/tcp/table.h"
 
 namespace fastrun::tcp_store {
@@ -401,15 +402,13 @@ void Server::Impl::listen() {
   };
   // Close-on-exec from birth: the host's children (ranks) must not inherit the listener and keep
   // the job's port bound after the job (asio's open() and accept() do not set it).
-  const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
+  os::UniqueFd fd(::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) {
     ec.assign(errno, asio::error::get_system_category());
     fail("socket");
   }
-  if (acceptor.assign(ep.protocol(), fd, ec)) {
-    ::close(fd);
-    fail("socket");
-  }
+  if (acceptor.assign(ep.protocol(), fd.get(), ec)) fail("socket");
+  fd.release();  // the acceptor owns it now
   if (acceptor.non_blocking(true, ec)) fail("fcntl(O_NONBLOCK)");
   if (acceptor.set_option(tcp::acceptor::reuse_address(true), ec)) fail("setsockopt(SO_REUSEADDR)");
   if (acceptor.bind(ep, ec)) fail("bind");
@@ -443,10 +442,9 @@ void Server::Impl::accept() {
       return;
     }
     tcp::socket socket(io);
-    if (socket.assign(acceptor.local_endpoint(ec).protocol(), fd, ec)) {
-      ::close(fd);
-      return accept();
-    }
+    os::UniqueFd owner(fd);
+    if (socket.assign(acceptor.local_endpoint(ec).protocol(), fd, ec)) return accept();
+    owner.release();  // the asio socket owns it now
     auto c = std::make_shared<Connection>(*this, std::move(socket));
     live.insert(c);
     n_accepted.fetch_add(1, std::memory_order_relaxed);

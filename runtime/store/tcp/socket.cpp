@@ -11,12 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/poll_until.h"
 
 namespace fastrun::tcp_store {
 namespace {
@@ -75,26 +74,12 @@ Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
   return now + timeout;
 }
 
-Socket& Socket::operator=(Socket&& o) noexcept {
-  if (this != &o) {
-    reset();
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-void Socket::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-bool Socket::wait_readable(Clock::time_point deadline) const { return wait_ready(fd_, POLLIN, deadline); }
+bool Socket::wait_readable(Clock::time_point deadline) const { return wait_ready(fd(), POLLIN, deadline); }
 
 Socket::Io Socket::send_all(const void* data, std::size_t size, Clock::time_point deadline, std::string& error) {
   const auto* p = static_cast<const std::uint8_t*>(data);
   while (size > 0) {
-    const ssize_t n = ::send(fd_, p, size, MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd(), p, size, MSG_NOSIGNAL);
     if (n > 0) {
       p += n;
       size -= static_cast<std::size_t>(n);
@@ -102,7 +87,7 @@ Socket::Io Socket::send_all(const void* data, std::size_t size, Clock::time_poin
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd_, POLLOUT, deadline)) return Io::timeout;
+      if (!wait_ready(fd(), POLLOUT, deadline)) return Io::timeout;
       continue;
     }
     error = std::strerror(errno);
@@ -114,7 +99,7 @@ Socket::Io Socket::send_all(const void* data, std::size_t size, Clock::time_poin
 Socket::Io Socket::recv_exact(void* data, std::size_t size, Clock::time_point deadline, std::string& error) {
   auto* p = static_cast<std::uint8_t*>(data);
   while (size > 0) {
-    const ssize_t n = ::recv(fd_, p, size, 0);
+    const ssize_t n = ::recv(fd(), p, size, 0);
     if (n > 0) {
       p += n;
       size -= static_cast<std::size_t>(n);
@@ -126,7 +111,7 @@ Socket::Io Socket::recv_exact(void* data, std::size_t size, Clock::time_point de
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_ready(fd_, POLLIN, deadline)) return Io::timeout;
+      if (!wait_ready(fd(), POLLIN, deadline)) return Io::timeout;
       continue;
     }
     error = std::strerror(errno);
@@ -138,11 +123,13 @@ Socket::Io Socket::recv_exact(void* data, std::size_t size, Clock::time_point de
 Socket connect_with_retry(const std::string& host, std::uint16_t port, Clock::time_point deadline,
                           const std::string& address) {
   const auto start = Clock::now();
-  std::minstd_rand jitter(static_cast<unsigned>(start.time_since_epoch().count()) ^ static_cast<unsigned>(::getpid()));
-  auto backoff = std::chrono::milliseconds(10);
+  // 10 ms doubling to 1 s, jittered so that hundreds of ranks started together do not retry in
+  // lock-step (pytorch#129261).
+  constexpr os::Backoff kBackoff{std::chrono::milliseconds(10), std::chrono::milliseconds(1000), true};
   std::string last_error = "no attempt made";
   int attempts = 0;
-  for (;;) {
+  Socket connected;
+  const bool ok = os::poll_until(deadline, kBackoff, [&] {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -156,7 +143,8 @@ Socket connect_with_retry(const std::string& host, std::uint16_t port, Clock::ti
         const int fd = try_connect(ai, deadline);
         if (fd >= 0) {
           ::freeaddrinfo(list);
-          return Socket(fd);
+          connected = Socket(fd);
+          return true;
         }
         last_error = fmt::format("{} (errno {})", std::strerror(errno), errno);
       }
@@ -168,16 +156,9 @@ Socket connect_with_retry(const std::string& host, std::uint16_t port, Clock::ti
                                     "with an IP address or a resolvable host name",
                                     address, host, ::gai_strerror(rc)));
     }
-    const auto now = Clock::now();
-    if (now >= deadline) break;
-    // Exponential backoff with +-50 % jitter, so that hundreds of ranks started together do
-    // not retry in lock-step (pytorch#129261).
-    std::uniform_real_distribution<double> factor(0.5, 1.5);
-    auto sleep = std::chrono::duration_cast<Clock::duration>(backoff * factor(jitter));
-    if (deadline != Clock::time_point::max()) sleep = std::min(sleep, deadline - now);
-    std::this_thread::sleep_for(sleep);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
-  }
+    return false;
+  });
+  if (ok) return connected;
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
   throw StoreError(fmt::format("{}: could not connect within {:.3g} s ({} attempts): {}; is the store host "
                                "running and is the port right? (connect timeout: FASTRUN_TIMEOUT)",

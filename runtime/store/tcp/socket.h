@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "fastrun/runtime/os/unique_fd.h"
+
 namespace fastrun::tcp_store {
 
 using Clock = std::chrono::steady_clock;
@@ -19,21 +21,12 @@ class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  ~Socket() { reset(); }
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Socket& operator=(Socket&& o) noexcept;
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
 
-  bool valid() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
-  void reset();
+  bool valid() const { return bool(fd_); }
+  int fd() const { return fd_.get(); }
+  void reset() { fd_.reset(); }
   // Gives up ownership: returns the descriptor and leaves this empty.
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
+  int release() { return fd_.release(); }
 
   // Waits until bytes (or EOF) can be read; false when `deadline` passed first.
   bool wait_readable(Clock::time_point deadline) const;
@@ -47,7 +40,7 @@ class Socket {
   Io recv_exact(void* data, std::size_t size, Clock::time_point deadline, std::string& error);
 
  private:
-  int fd_ = -1;
+  os::UniqueFd fd_;
 };
 
 // Connects to host:port, retrying refused/unreachable attempts with exponential backoff
