@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/launcher/binding/topology.h"
 #include "fastrun/launcher/job_resources.h"
 #include "fastrun/launcher/node_rendezvous.h"
 #include "fastrun/launcher/node_watch.h"
@@ -72,6 +73,11 @@ std::string usage_text() {
       "  --output MODE          what ranks other than 0 show: all (default), only_error (their\n"
       "                         stderr only), ignore; log files keep everything\n"
       "  --tag-output           prefix terminal lines with \"[rank r] \"\n"
+      "  --bind MODE            where each rank runs (docs/binding.md): none (default: where the\n"
+      "                         launcher may), numa (CPUs and memory of its GPU's NUMA node),\n"
+      "                         core (cores of that node of its own)\n"
+      "  --report-bindings      print each rank's GPU, PCI address, NUMA node, CPUs and memory\n"
+      "                         policy to stderr before the ranks start\n"
       "  --kill-timeout SECS    grace between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
       "  --nnodes N             the job spans N nodes, one fastrun per node (docs/multinode.md)\n"
       "  --node-rank K          this node's index, 0..N-1; node 0 hosts the job's store\n"
@@ -138,6 +144,11 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     } else if (name == "--keep-background") {
       no_value();
       out.job.keep_background = true;
+    } else if (name == "--bind") {
+      out.job.bind = parse_bind_mode(value(), name);
+    } else if (name == "--report-bindings") {
+      no_value();
+      out.job.report_bindings = true;
     } else if (name == "--kill-timeout") {
       out.job.kill_timeout = parse_seconds_value(name, value());
       if (!(out.job.kill_timeout >= 0 && out.job.kill_timeout <= 86400))
@@ -216,6 +227,8 @@ int cli_main(int argc, char** argv) {
     so.nodes = watch.get();
     so.janitor = resources.janitor();
     log::set_tag("launcher");
+    if (job.binding.report)
+      std::fputs(binding_report(job.binding, job.node.rank_offset, own_affinity()).c_str(), stderr);
     log::info("run {}: {} rank{}, store {}, devices {}, logs {}", job.run_id, job.world_size,
               job.world_size == 1 ? "" : "s", job.store_address,
               job.devices ? fmt::format("{}", fmt::join(job.devices->rank_devices, ",")) : std::string("not pinned"),

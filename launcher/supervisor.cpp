@@ -151,6 +151,7 @@ class Loop {
     req.stdout_fd = out_w.get();
     req.stderr_fd = err_w.get();
     req.nofile = user_nofile_;
+    if (!o_.job.binding.ranks.empty()) req.binding = child_binding(o_.job.binding.ranks.at(static_cast<std::size_t>(r)));
     Rank& rk = ranks_[static_cast<std::size_t>(r)];
     rk.rank = r;
     rk.pid = spawn_rank(req);

@@ -2,6 +2,7 @@
 // applied in order. `--on R ACTION...` applies the one following action only on rank R.
 //   --self N | --self-devices LIST   first flag only: fastrun::launch_self with nproc N / devices
 //   --self-log-dir DIR  --self-tag  --self-output MODE  --self-kill-timeout S  --self-run-id ID
+//   --self-bind MODE
 //   --exit N            exit with code N
 //   --crash segv|abort|kill  die by SIGSEGV / SIGABRT / SIGKILL
 //   --sleep S           sleep S seconds (fractions allowed)
@@ -18,6 +19,9 @@
 //   --pidfile FILE      write the pid ("%r" = rank)
 //   --sigstate FILE     write the SigIgn and SigBlk lines of /proc/self/status ("%r" = rank): the
 //                       dispositions and mask the rank started with
+//   --placement FILE    write the Cpus_allowed_list line of /proc/self/status and "policy: <P>",
+//                       the memory policy numa_maps shows for the stack ("%r" = rank): where
+//                       the rank runs and where its memory goes
 //   --throw TEXT        throw std::runtime_error(TEXT) out of main (std::terminate)
 //   --uncaught          from now on an error of --join/--world-barrier/--world-allreduce is not
 //                       caught: it leaves main (std::terminate), as in a program without try/catch
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
       else if (a == "--self-output") opt.output = argv[i + 1], i += 2;
       else if (a == "--self-kill-timeout") opt.kill_timeout = std::atof(argv[i + 1]), i += 2;
       else if (a == "--self-run-id") opt.run_id = argv[i + 1], i += 2;
+      else if (a == "--self-bind") opt.bind = argv[i + 1], i += 2;
       else if (a == "--self-tag") opt.tag_output = true, i += 1;
       else break;
     }
@@ -242,6 +247,29 @@ int main(int argc, char** argv) {
           if (std::strncmp(line, "SigIgn:", 7) == 0 || std::strncmp(line, "SigBlk:", 7) == 0) std::fputs(line, out);
         }
         std::fclose(in);
+        std::fclose(out);
+      }
+    } else if (a == "--placement") {
+      const std::string file = with_rank(next(), rank);
+      if (active) {
+        std::FILE* status = std::fopen("/proc/self/status", "r");
+        std::FILE* maps = std::fopen("/proc/self/numa_maps", "r");
+        std::FILE* out = std::fopen(file.c_str(), "w");
+        if (!status || !out) return 65;
+        char line[4096];
+        while (std::fgets(line, sizeof line, status))
+          if (std::strncmp(line, "Cpus_allowed_list:", 18) == 0) std::fputs(line, out);
+        // numa_maps: "<address> <policy> ..." per mapping; a mapping without a policy of its own
+        // shows the task's, which is what the launcher sets.
+        std::string policy = "unknown";
+        while (maps && std::fgets(line, sizeof line, maps)) {
+          if (!std::strstr(line, "stack")) continue;
+          const char* sp = std::strchr(line, ' ');
+          if (sp) policy.assign(sp + 1, std::strcspn(sp + 1, " \n"));
+        }
+        std::fprintf(out, "policy: %s\n", policy.c_str());
+        std::fclose(status);
+        if (maps) std::fclose(maps);
         std::fclose(out);
       }
     } else if (a == "--throw") {
