@@ -7,6 +7,10 @@ find_package(Boost 1.74 REQUIRED)
 find_package(Gloo REQUIRED)
 find_package(nlohmann_json 3 REQUIRED CONFIG)
 find_package(CLI11 CONFIG REQUIRED)
+# hwloc (Debian: libhwloc-dev) gives the launcher the machine's NUMA nodes and cores for --bind
+# (launcher/binding/topology.cpp); it has a pkg-config file, no CMake package.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(FASTRUN_HWLOC REQUIRED hwloc>=2)
 
 # LibTorch is optional too (Debian: libtorch-dev): the fastrun::torch component (torch/) and the
 # c10d interop program (tests/c10d). Without it (or with FASTRUN_WITH_TORCH=OFF) everything else

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/launcher/binding/topology.h"
 #include "fastrun/launcher/job_resources.h"
 #include "fastrun/launcher/node_rendezvous.h"
 #include "fastrun/launcher/node_watch.h"
@@ -75,6 +76,15 @@ class Flags {
           "stderr only), ignore; log files keep everything",
           [this](const std::string& v) { out_.job.output = parse_output_mode(v); });
     flag("--tag-output", "prefix terminal lines with \"[rank r] \"", [this] { out_.job.tag_output = true; });
+    value("--bind", "MODE",
+          "where each rank runs (docs/binding.md): none (default: where the\n"
+          "launcher may), numa (CPUs and memory of its GPU's NUMA node),\n"
+          "core (cores of that node of its own)",
+          [this](const std::string& v) { out_.job.bind = parse_bind_mode(v, "--bind"); });
+    flag("--report-bindings",
+         "print each rank's GPU, PCI address, NUMA node, CPUs and memory\n"
+         "policy to stderr before the ranks start",
+         [this] { out_.job.report_bindings = true; });
     value("--kill-timeout", "SECS", "grace between SIGTERM and SIGKILL when stopping ranks (default 5)",
           [this](const std::string& v) {
             out_.job.kill_timeout = parse_seconds_value("--kill-timeout", v);
@@ -264,6 +274,8 @@ int cli_main(int argc, char** argv) {
     so.nodes = watch.get();
     so.janitor = resources.janitor();
     log::set_tag("launcher");
+    if (job.binding.report)
+      std::fputs(binding_report(job.binding, job.node.rank_offset, own_affinity()).c_str(), stderr);
     log::info("run {}: {} rank{}, store {}, devices {}, logs {}", job.run_id, job.world_size,
               job.world_size == 1 ? "" : "s", job.store_address,
               job.devices ? fmt::format("{}", fmt::join(job.devices->rank_devices, ",")) : std::string("not pinned"),

@@ -137,6 +137,7 @@ class JobAttempt {
     req.envp = build_child_env(base_env, o_.job, r);
     req.stdin_fd = (r == 0 && o_.rank0_stdin >= 0) ? o_.rank0_stdin : devnull_.get();
     req.nofile = user_nofile_;
+    if (!o_.job.binding.ranks.empty()) req.binding = child_binding(o_.job.binding.ranks.at(static_cast<std::size_t>(r)));
     RankProcess& rk = ranks_[static_cast<std::size_t>(r)];
     rk = spawn_with_pipes(r, std::move(req));
     // Recorded at once: from here on a failure below still stops and reaps this rank.

@@ -107,7 +107,10 @@ JobConfig prepare_job(const JobOptions& options) {
   // 4. A port for the ranks' own c10d-style rendezvous (MASTER_PORT); node 0 of a multi-node
   //    job picks it on the master host instead.
   job.rank_master_port = pick_free_port(job.rank_master_addr);
-  // 5. Every other FASTRUN_* variable the ranks will read: a bad one is refused now, not by
+  // 5. CPU and memory binding: every rank's GPU located and the plan made now, so that a GPU
+  //    without a PCI device is a usage error before anything starts (docs/binding.md).
+  job.binding = plan_job_binding(options.bind, options.report_bindings, job.devices, job.world_size);
+  // 6. Every other FASTRUN_* variable the ranks will read: a bad one is refused now, not by
   //    each rank after it started (those the launcher sets for the ranks are not the user's).
   std::vector<std::string> overwritten;
   for (const auto& [name, value] : rank_variables(job, 0)) overwritten.push_back(name);

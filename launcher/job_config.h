@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fastrun/launcher/binding/job_binding.h"
 #include "fastrun/launcher/device_plan.h"
 #include "fastrun/launcher/node_options.h"
 
@@ -24,6 +25,8 @@ struct JobOptions {
   std::string run_id;         // "" = generate
   bool keep_background = false;  // leave what ranks started running after the job (leftovers.h)
   NodeOptions node;           // --nnodes, --node-rank, --master-addr, --master-port
+  std::optional<BindMode> bind;  // --bind; nullopt = FASTRUN_BIND (default none)
+  bool report_bindings = false;  // --report-bindings (or FASTRUN_REPORT_BINDINGS=1)
 };
 
 // This node's share of the job. One node: the defaults (global = local). Several nodes: filled
@@ -57,6 +60,7 @@ struct JobConfig {
   int rank_master_port = 0;
   int global_world_size() const { return node.world_size > 0 ? node.world_size : world_size; }
   bool keep_background = false;
+  JobBinding binding;         // each local rank's CPUs and memory node (docs/binding.md)
 };
 
 // Validates `options` against the process environment and fixes the job's choices. Throws

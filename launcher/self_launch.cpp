@@ -23,6 +23,8 @@
 #include <optional>
 #include <thread>
 
+#include "fastrun/launcher/binding/apply_binding.h"
+#include "fastrun/launcher/binding/topology.h"
 #include "fastrun/launcher/child_env.h"
 #include "fastrun/launcher/job_resources.h"
 #include "fastrun/launcher/supervisor.h"
@@ -267,6 +269,8 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   jo.kill_timeout = options.kill_timeout;
   jo.run_id = options.run_id;
   jo.keep_background = options.keep_background;
+  if (!options.bind.empty()) jo.bind = launcher::parse_bind_mode(options.bind, "SelfLaunchOptions::bind");
+  jo.report_bindings = options.report_bindings;
   auto j = std::make_unique<SelfJob>();
   j->job = launcher::prepare_job(jo);
 
@@ -282,6 +286,9 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   launcher::SelfSpawn& self = so.self.emplace();
   self.base_env = launcher::current_environment();
   launcher::apply_to_self(j->job, 0);
+  if (j->job.binding.report)
+    std::fputs(launcher::binding_report(j->job.binding, 0, launcher::own_affinity()).c_str(), stderr);
+  if (!j->job.binding.ranks.empty()) launcher::bind_calling_thread(j->job.binding.ranks[0]);
 
   // 3. Rank 0's own output through the relay when it must be filed or tagged.
   j->self_done = check_syscall(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "eventfd");

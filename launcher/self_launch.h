@@ -52,6 +52,10 @@ struct SelfLaunchOptions {
   // When the job ends, processes ranks 1..N-1 left running in their process groups (`sleep 20 &`)
   // are stopped (SIGTERM, SIGKILL after kill_timeout); true leaves them running.
   bool keep_background = false;
+  // none | numa | core, as `fastrun --bind` (docs/binding.md); "" = FASTRUN_BIND (default none).
+  // Rank 0 binds itself in launch_self: call it before starting threads.
+  std::string bind;
+  bool report_bindings = false;  // print the bindings table to stderr, as --report-bindings
 };
 
 // Returns this process's rank (0 in the process that started the job). With nproc == 0 and

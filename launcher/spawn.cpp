@@ -49,6 +49,19 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
   if (r.stdin_fd >= 0 && r.stdin_fd != 0) ::dup2(r.stdin_fd, 0);
   if (r.stdout_fd >= 0 && r.stdout_fd != 1) ::dup2(r.stdout_fd, 1);
   if (r.stderr_fd >= 0 && r.stderr_fd != 2) ::dup2(r.stderr_fd, 2);
+  // Bound before exec: the program's first instruction and every thread it starts run there.
+  const char* failed = nullptr;
+  if (const int bind_err = r.binding ? apply_child_binding(*r.binding, &failed) : 0) {
+    static const char bind_msg[] = "fastrun: cannot bind the rank (--bind): ";
+    (void)!::write(2, bind_msg, sizeof bind_msg - 1);
+    (void)!::write(2, failed, ::strlen(failed));
+    if (const char* why = ::strerrordesc_np(bind_err)) {
+      (void)!::write(2, ": ", 2);
+      (void)!::write(2, why, ::strlen(why));
+    }
+    (void)!::write(2, "\n", 1);
+    ::_exit(127);
+  }
   ::execve(r.path.c_str(), argv, envp);
   const int err = errno;
   static const char msg[] = "fastrun: cannot execute ";

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "fastrun/launcher/binding/apply_binding.h"
+
 namespace fastrun::launcher {
 
 struct SpawnRequest {
@@ -22,11 +24,12 @@ struct SpawnRequest {
   int stdout_fd = -1;             // duplicated onto 1
   int stderr_fd = -1;             // duplicated onto 2
   std::optional<rlimit> nofile;   // RLIMIT_NOFILE to set before exec (the user's, fd_limit.h)
+  std::optional<ChildBinding> binding;  // CPUs and memory node to bind before exec (--bind)
 };
 
 // Returns the child's pid (also its process-group id). Throws Error when fork fails. An exec
 // failure shows up as the child exiting 127 after writing "fastrun: cannot execute ..." to its
-// stderr.
+// stderr; a binding the kernel refuses, as exiting 127 after "fastrun: cannot bind the rank".
 pid_t spawn_rank(const SpawnRequest& request);
 
 // PROGRAM resolved like a shell: a name containing '/' is used as is; otherwise the first

@@ -9,8 +9,9 @@ set -euo pipefail
 group=${1:-all}
 # make: CMake's default generator, for the README's build-and-install recipe (tools/ use ninja).
 # libcli11-dev: the flags of the fastrun command, the examples and the benchmarks (headers only);
-# nlohmann-json3-dev: the sampler states and the store's records (headers only).
-build=(g++ cmake make ninja-build pkg-config libboost-dev libfmt-dev libgloo-dev libcli11-dev nlohmann-json3-dev)
+# nlohmann-json3-dev: the sampler states and the store's records (headers only);
+# libhwloc-dev: the machine's NUMA nodes and cores for the launcher's --bind (found by pkg-config).
+build=(g++ cmake make ninja-build pkg-config libboost-dev libfmt-dev libgloo-dev libcli11-dev nlohmann-json3-dev libhwloc-dev)
 # catch2: the test binaries; python3: the docs and install tests' scripts (tests/docs, tests/install).
 # iproute2, slurm-wlm, munge: the separate-hosts and Slurm tests (tests/multinode);
 # openmpi-bin, libopenmpi-dev: mpirun for the tests of jobs under Open MPI

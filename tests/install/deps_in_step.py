@@ -33,6 +33,11 @@ PACKAGES = {
     "MPI": "libopenmpi-dev",
     "Torch": "libtorch-dev",
     "CUDAToolkit": None,      # optional and never installed by install-deps (docs/backend-nccl.md)
+    "PkgConfig": "pkg-config",
+}
+# pkg_check_modules module -> the Debian package with its .pc file (checked like find_package).
+PKG_CONFIG_MODULES = {
+    "hwloc": "libhwloc-dev",
 }
 # Where the tests' own dependencies are looked for: their packages may be in the full list only.
 TEST_ONLY_DIRS = ("tests/", "bench/")
@@ -61,6 +66,15 @@ def find_package_calls(source):
                 args = m.group(1).split()
                 line = text.count("\n", 0, m.start()) + 1
                 yield rel, line, args[0], "REQUIRED" in args, "QUIET" in args
+            # pkg_check_modules(PREFIX [REQUIRED] [QUIET] [IMPORTED_TARGET] module[>=version]...)
+            for m in re.finditer(r"^\s*pkg_check_modules\(([^)]*)\)", text, re.M):
+                args = m.group(1).split()
+                line = text.count("\n", 0, m.start()) + 1
+                for a in args[1:]:
+                    if a in ("REQUIRED", "QUIET", "IMPORTED_TARGET", "GLOBAL", "NO_CMAKE_PATH",
+                             "NO_CMAKE_ENVIRONMENT_PATH"):
+                        continue
+                    yield rel, line, "pkg-config:" + re.split(r"[<>=]", a)[0], "REQUIRED" in args, "QUIET" in args
 
 
 def check_lists(source):
@@ -69,6 +83,20 @@ def check_lists(source):
     for rel, line, name, required, quiet in find_package_calls(source):
         seen += 1
         where = f"{rel}:{line}: find_package({name})"
+        if name.startswith("pkg-config:"):
+            module = name.split(":", 1)[1]
+            where = f"{rel}:{line}: pkg_check_modules({module})"
+            if module not in PKG_CONFIG_MODULES:
+                errors.append(f"{where}: not in tests/install/deps_in_step.py's PKG_CONFIG_MODULES; add its "
+                              "Debian package there and to tools/install-deps.sh")
+                continue
+            pkg = PKG_CONFIG_MODULES[module]
+            if required and not rel.startswith(TEST_ONLY_DIRS) and pkg not in build:
+                errors.append(f"{where} is REQUIRED by the library build, but '{pkg}' is not in "
+                              f"install-deps' build group ({' '.join(build)})")
+            elif pkg not in full:
+                errors.append(f"{where}: '{pkg}' is not in tools/install-deps.sh ({' '.join(full)})")
+            continue
         if name not in PACKAGES:
             errors.append(f"{where}: not in tests/install/deps_in_step.py's table; add its Debian "
                           "package there and to tools/install-deps.sh")

@@ -2,6 +2,7 @@
 // applied in order. `--on R ACTION...` applies the one following action only on rank R.
 //   --self N | --self-devices LIST   first flag only: fastrun::launch_self with nproc N / devices
 //   --self-log-dir DIR  --self-tag  --self-output MODE  --self-kill-timeout S  --self-run-id ID
+//   --self-bind MODE
 //   --exit N            exit with code N
 //   --crash segv|abort|kill  die by SIGSEGV / SIGABRT / SIGKILL
 //   --sleep S           sleep S seconds (fractions allowed)
@@ -18,6 +19,9 @@
 //   --pidfile FILE      write the pid ("%r" = rank)
 //   --sigstate FILE     write the SigIgn and SigBlk lines of /proc/self/status ("%r" = rank): the
 //                       dispositions and mask the rank started with
+//   --placement FILE    write the Cpus_allowed_list line of /proc/self/status and "policy: <P>",
+//                       the memory policy numa_maps shows for the stack ("%r" = rank): where
+//                       the rank runs and where its memory goes
 //   --throw TEXT        throw std::runtime_error(TEXT) out of main (std::terminate)
 //   --uncaught          from now on an error of --join/--world-barrier/--world-allreduce is not
 //                       caught: it leaves main (std::terminate), as in a program without try/catch
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
     on_parse(app.add_option("--self-output", self.output, "launch_self's output"));
     on_parse(flags::decimal(app, "--self-kill-timeout", self.kill_timeout, "launch_self's kill_timeout", 0, 86400));
     on_parse(app.add_option("--self-run-id", self.run_id, "launch_self's run_id"));
+    on_parse(app.add_option("--self-bind", self.bind, "launch_self's bind"));
   }
 
   // `--on R` applies to the one action after it.
@@ -265,6 +270,27 @@ int main(int argc, char** argv) {
                 std::fclose(in);
                 std::fclose(out);
               });
+  action_with("--placement", "write Cpus_allowed_list and the memory policy to FILE (%r)", [&](const std::string& v) {
+    std::FILE* status = std::fopen("/proc/self/status", "r");
+    std::FILE* maps = std::fopen("/proc/self/numa_maps", "r");
+    std::FILE* out = std::fopen(with_rank(v, rank).c_str(), "w");
+    if (!status || !out) throw Exit{65};
+    char line[4096];
+    while (std::fgets(line, sizeof line, status))
+      if (std::strncmp(line, "Cpus_allowed_list:", 18) == 0) std::fputs(line, out);
+    // numa_maps: "<address> <policy> ..." per mapping; a mapping without a policy of its own
+    // shows the task's, which is what the launcher sets.
+    std::string policy = "unknown";
+    while (maps && std::fgets(line, sizeof line, maps)) {
+      if (!std::strstr(line, "stack")) continue;
+      const char* sp = std::strchr(line, ' ');
+      if (sp) policy.assign(sp + 1, std::strcspn(sp + 1, " \n"));
+    }
+    std::fprintf(out, "policy: %s\n", policy.c_str());
+    std::fclose(status);
+    if (maps) std::fclose(maps);
+    std::fclose(out);
+  });
   action_with("--throw", "throw std::runtime_error(TEXT) out of main", [](const std::string& v) {
     throw std::runtime_error(v);
   });
