@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fastrun/launcher/binding/job_binding.h"
+#include "fastrun/launcher/job_binding.h"
 #include "fastrun/launcher/device_plan.h"
 #include "fastrun/launcher/node_options.h"
 

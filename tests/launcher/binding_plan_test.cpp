@@ -101,7 +101,7 @@ TEST_CASE("GPU ordinals are PCI bus order of the GPUs, NVSwitches left out", "[l
   CHECK(g.local_cpus == range(16, 31));
 }
 
-TEST_CASE("--bind core: --devices 2,3 split node 0, --devices 4,6 node 1", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind core: --devices 2,3 split node 0, --devices 4,6 node 1", "[launcher][binding]") {
   const FakeSysfs sys;
   auto plan = plan_bindings(BindMode::core, two_sockets(), gpus_for(sys, "2,3"), 2);
   REQUIRE(plan.size() == 2);
@@ -118,7 +118,7 @@ TEST_CASE("--bind core: --devices 2,3 split node 0, --devices 4,6 node 1", "[lau
   CHECK(plan[1].memory_node == 1);
 }
 
-TEST_CASE("--bind: the physical GPU of a CUDA_VISIBLE_DEVICES subset, not the local rank", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind: the physical GPU of a CUDA_VISIBLE_DEVICES subset, not the local rank", "[launcher][binding]") {
   const FakeSysfs sys;
   // CUDA_VISIBLE_DEVICES=5,7: local rank 0 drives physical GPU 5 (node 1), never GPU 0 (node 0),
   // the mistake of binding by LOCAL_RANK.
@@ -139,7 +139,7 @@ TEST_CASE("--bind: the physical GPU of a CUDA_VISIBLE_DEVICES subset, not the lo
   CHECK(one[0].memory_node == 0);
 }
 
-TEST_CASE("--bind core with all 8 GPUs: two cores each, on its GPU's node", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind core with all 8 GPUs: two cores each, on its GPU's node", "[launcher][binding]") {
   const FakeSysfs sys;
   const auto plan = plan_bindings(BindMode::core, two_sockets(), gpus_for(sys, "all"), 8);
   REQUIRE(plan.size() == 8);
@@ -153,7 +153,7 @@ TEST_CASE("--bind core with all 8 GPUs: two cores each, on its GPU's node", "[la
   CHECK(spread[1].cpus == range(16, 31));
 }
 
-TEST_CASE("--bind without GPUs: local ranks fill the NUMA nodes in blocks", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind without GPUs: local ranks fill the NUMA nodes in blocks", "[launcher][binding]") {
   const auto numa = plan_bindings(BindMode::numa, two_sockets(), {}, 4);
   REQUIRE(numa.size() == 4);
   CHECK(numa[0].cpus == range(0, 15));
@@ -175,7 +175,7 @@ TEST_CASE("--bind without GPUs: local ranks fill the NUMA nodes in blocks", "[la
   CHECK_FALSE(five[4].shared_cores);
 }
 
-TEST_CASE("--bind core with more ranks than cores shares cores round-robin, and says so", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind core with more ranks than cores shares cores round-robin, and says so", "[launcher][binding]") {
   // Allowed only 2 cores of node 0: node 1 takes no CPU rank, node 0's cores go round.
   const auto plan = plan_bindings(BindMode::core, two_sockets(Cpus{0, 1, 2, 3}), {}, 3);
   REQUIRE(plan.size() == 3);
@@ -185,7 +185,7 @@ TEST_CASE("--bind core with more ranks than cores shares cores round-robin, and 
   CHECK(plan[2].shared_cores);
 }
 
-TEST_CASE("--bind keeps to the launcher's own CPUs", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind keeps to the launcher's own CPUs", "[launcher][binding]") {
   const FakeSysfs sys;
   // taskset -c 0-3,16-19 fastrun ...: a rank on node 1 gets that node's allowed CPUs only.
   const auto plan = plan_bindings(BindMode::numa, two_sockets(Cpus{0, 1, 2, 3, 16, 17, 18, 19}), gpus_for(sys, "5"), 1);
@@ -195,7 +195,7 @@ TEST_CASE("--bind keeps to the launcher's own CPUs", "[launcher][binding]") {
                     Catch::Contains("GPU 5 (PCI 0000:ab:00.0) is on NUMA node 1") && Catch::Contains("--bind none"));
 }
 
-TEST_CASE("--bind none plans nothing", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind none plans nothing", "[launcher][binding]") {
   const FakeSysfs sys;
   CHECK(plan_bindings(BindMode::none, two_sockets(), gpus_for(sys, "2,3"), 2).empty());
   CHECK(plan_bindings(BindMode::none, two_sockets(), {}, 4).empty());
@@ -216,7 +216,7 @@ TEST_CASE("a GPU without a NUMA node binds to its local CPUs, without a memory p
   CHECK(core[1].memory_node == -1);
 }
 
-TEST_CASE("--bind's bad input is named with what is accepted", "[launcher][binding]") {
+TEST_CASE("binding plan: --bind's bad input is named with what is accepted", "[launcher][binding]") {
   CHECK(parse_bind_mode("core", "--bind") == BindMode::core);
   CHECK_THROWS_WITH(parse_bind_mode("foo", "--bind"),
                     Catch::Contains("--bind 'foo'") && Catch::Contains("none") && Catch::Contains("numa") &&

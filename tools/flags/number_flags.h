@@ -88,7 +88,10 @@ inline CLI::Option* choice(CLI::App& app, const std::string& name, std::string& 
 
 // argv[0] is the program (or subject). --help prints the flags and ends the program with 0, as
 // nothing has started yet; a bad flag or value is a ConfigError naming it.
+// A flag given twice takes its last value, as the hand-written loops did and as scripts that append
+// an override to a default command line expect (CLI11's default is an error).
 inline void parse(CLI::App& app, int argc, char** argv) {
+  for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

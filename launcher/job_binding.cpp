@@ -1,4 +1,4 @@
-#include "fastrun/launcher/binding/job_binding.h"
+#include "fastrun/launcher/job_binding.h"
 
 #include <fmt/format.h>
 
