@@ -250,9 +250,6 @@ TEST_CASE("shm p2p: a large recv completes while its sender does not progress", 
           auto out = message(0, 3, n);
           auto sent = g.send(view_of(out.data(), n), 1, {0});
           if (!wait_readable(pipe_fds[0], 60'000)) throw std::runtime_error("rank 1 never finished its recv");
-          // Not progressing, it helped with nothing (the chunks before the recv are none).
-          if (const auto c = shm::copy_counts(); c.chunks_sent != 0)
-            throw std::runtime_error(fmt::format("a sender that did not progress wrote {} chunks", c.chunks_sent));
           sent->wait();
         } else {
           std::vector<std::int32_t> in(n, 0);
