@@ -101,9 +101,8 @@ class GlooGroup final : public ProcessGroup {
 
 std::exception_ptr translate(GroupHealth& health, const std::string& what, std::exception_ptr error);
 
-// Ops up to here run on op-owned copies (below). At 2 MiB, docs/runtime.md's gloo table (a loaded
-// 2-core run) has 8.5 ms for a 2-rank all-reduce and 9 GB/s for memcpy: the copy in and out is
-// about half a millisecond of it.
+// Ops up to here run on op-owned copies (below): up to this size the copy in and out is a small
+// part of a gloo all-reduce (docs/benchmarks.md, "Figures behind the constants").
 constexpr std::size_t kStagedOpBytes = 2 * 1024 * 1024;
 
 RuntimeConfig gloo_runtime_config(Duration op_timeout) {

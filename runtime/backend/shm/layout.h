@@ -6,10 +6,11 @@
 //
 // Each rank owns one RankControl (cache-line padded so ranks never false-share) and a ring of R
 // data regions. Why a ring and not a double buffer: a core that overwrites lines a peer core has
-// just read must invalidate the peer's copies line by line, which measured ~2 GB/s here; once
-// the ring is larger than a core's L2, those copies have left the peer's private caches and
-// rewriting runs at full speed (8 -> 36 GB/s measured with 8 x 256 KiB). Rank p writes only its own control block and regions; every rank reads everyone's.
-// Synchronisation words are accessed through std::atomic_ref (see channel.h for the protocol).
+// just read must invalidate the peer's copies line by line, which is slow; once the ring is larger
+// than a core's L2, those copies have left the peer's private caches and rewriting runs at full
+// speed (docs/benchmarks.md, "Figures behind the constants"). Rank p writes only its own control
+// block and regions; every rank reads everyone's. Synchronisation words are accessed through
+// std::atomic_ref (see channel.h for the protocol).
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>

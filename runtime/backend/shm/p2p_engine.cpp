@@ -659,8 +659,8 @@ void P2PEngine::progress_in(int p) {
   if (t != start) {
     atomic(tail_word).store(t, std::memory_order_release);
     // The sender may wait for room. Ringing only then (a flag the sender sets) was tried and
-    // was worse: with 4 ranks on 2 cores the small all-to-all took 15-35 us instead of 15 and
-    // switched context 1.6 times as often (the early wake-up finds its messages arriving).
+    // was worse with more ranks than cores: slower and more context switches, since the early
+    // wake-up finds its messages arriving (docs/benchmarks.md, "Figures behind the constants").
     ring_doorbell(p);
   }
 }

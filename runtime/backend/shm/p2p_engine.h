@@ -56,10 +56,9 @@ namespace fastrun::shm {
 // Messages of this many bytes or more, and larger than a quarter of the pair's ring, use the
 // single-copy rendezvous where the pair allows it. Below that two memcpys through the (cache-
 // warm) ring beat one process_vm_readv, whose pinning and system call cost a few microseconds:
-// with 2 ranks (256 KiB rings) 64 KiB messages go eager, which took a 64 KiB all-to-all from 15-19
-// to 8.6-12.5 us and a 64 KiB ping-pong 0.81-0.86 of its time in alternating runs (load 13-15);
-// 128 KiB blocks were slower eager. Not with more ranks than CPUs, where CPU time is what is
-// short: 4 ranks on 2 cores took 1.9 times as long for a 256 KiB all-to-all with 64 KiB eager.
+// with 2 ranks (256 KiB rings) 64 KiB messages go eager; 128 KiB blocks were slower eager. Not
+// with more ranks than CPUs, where CPU time is what is short and the copy through the ring costs
+// more than it saves (docs/benchmarks.md, "Figures behind the constants").
 inline constexpr std::size_t kRendezvousBytes = 32 * 1024;
 
 class P2PEngine : public std::enable_shared_from_this<P2PEngine> {

@@ -37,9 +37,9 @@
 namespace fastrun::shm {
 
 // Sizes of the data path, shared by set-up (segment size) and the algorithms: one pipeline
-// chunk per step (layout.h). Measured on the 2-core VM (16-256 MiB all-reduce, docs/backend-shm.md):
-// 2 ranks do best with 256 KiB regions; with more ranks than cores two ranks share each core's
-// L2, and 128 KiB x 4 beat the 1 MiB regions used before by 20-45 %.
+// chunk per step (layout.h). Measured with 16-256 MiB all-reduces (docs/benchmarks.md, "Figures
+// behind the constants"): 2 ranks do best with 256 KiB regions; with more ranks than cores two
+// ranks share each core's L2, and smaller regions win.
 inline constexpr std::size_t kRegionBytes = 256 * 1024;
 inline constexpr std::size_t kRingBytesPerRank = 2u << 20;  // > a core's L2, see layout.h
 inline constexpr std::size_t kOversubscribedRegionBytes = 128 * 1024;
@@ -47,16 +47,14 @@ inline constexpr std::size_t kOversubscribedRingBytesPerRank = 512 * 1024;
 inline constexpr std::size_t kMaxSegmentBytes = 256u << 20;   // the ring shrinks for many ranks
 inline constexpr std::size_t kSmallAllReduceBytes = 64 * 1024;  // one-step all-reduce up to here
 // The large all-reduce's pipeline chunk with a core per rank (each chunk still gets a region of
-// its own, so the ring's reuse distance stays past a core's L2). On the 2-core Xeon VM, best of
-// 2-3 alternating runs (docs/backend-shm.md, "Chunks"): 64 KiB took 1 MiB from 250 to 180 us,
-// 4 MiB from 1040 to 770 us, 16 MiB from 4.5 to 3.0 ms and 64 MiB from 25 to 20 ms against
-// whole 256 KiB regions. With more ranks than cores a step costs context switches, so there
-// the chunk stays a whole region.
+// its own, so the ring's reuse distance stays past a core's L2): smaller steps let the ranks
+// overlap better, and 64 KiB beat whole 256 KiB regions at each size measured (1-64 MiB)
+// (docs/benchmarks.md, "Figures behind the constants"). With more ranks than cores a step costs
+// context switches, so there the chunk stays a whole region.
 inline constexpr std::size_t kAllReduceChunkBytes = 64 * 1024;
-// Ops of this many bytes or more run on the communication thread. On the 2-core VM a hand-off
-// (post, run, complete, the waiter wakes) takes 3 us at best and 4-15 us typically, while a
-// 2-rank all-reduce takes 18 us at 64 KiB, 43 us at 256 KiB and 300 us at 1 MiB at best: from
-// here on the hop is around a tenth of the op or less (docs/backend-shm.md, "Which thread").
+// Ops of this many bytes or more run on the communication thread: from here on the hand-off (post,
+// run, complete, the waiter wakes) costs around a tenth of the op or less (docs/benchmarks.md,
+// "Figures behind the constants").
 inline constexpr std::size_t kAsyncOpBytes = 256 * 1024;
 
 // The segment layout rank 0 chooses for a group of `nranks` on a machine with `cpus` usable

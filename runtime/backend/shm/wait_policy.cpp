@@ -32,9 +32,9 @@ SpinThenYield::SpinThenYield(int ranks, int cpus) {
     yield_ = std::chrono::microseconds(200);
   } else {
     // More ranks than CPUs: the peer we wait for is usually runnable but queued behind us, so
-    // handing it the CPU is the fast path (a 4-rank all-to-all on 2 cores: 30 -> 4 us at 8 B,
-    // all-reduce 4 KiB 28 -> 5.5 us). As long as with a core per rank, then sleep: a long wait
-    // costs at most one yield window per sleep slice.
+    // handing it the CPU is the fast path (docs/benchmarks.md, "Figures behind the constants").
+    // As long as with a core per rank, then sleep: a long wait costs at most one yield window
+    // per sleep slice.
     yield_ = std::chrono::microseconds(200);
     oversubscribed_ = true;
   }
