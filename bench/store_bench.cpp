@@ -4,8 +4,10 @@
 //   add/s       4 processes incrementing ONE key (contended)
 //   rdv N       N pre-connected processes, released at once: each sets its key and waits for
 //               all N keys; time from release to the last one done (spawn+connect in brackets)
-// With file:// measured, torch.distributed.FileStore runs the same set+get mix in the same run
-// (bench/torch_filestore.py, when a python3 here imports torch) and the ratio is printed.
+// With file:// measured, the file store and torch.distributed.FileStore (bench/torch_filestore.py,
+// when a python3 here imports torch) then run two set+get mixes in the same run, and the ratios
+// are printed: "rewrite" (the table's mix: 64 keys per process, set again and again) and "fresh"
+// (every set is of a new key, as a rendezvous sets its keys; the two stores differ most there).
 // tcp:// is included when host_store("tcp://127.0.0.1:0") works in this build.
 // --clients 1024,4096 measures one TCP store at scale instead: N connections, held by --procs
 // processes of N/procs threads (one connection each), doing the same set-then-wait-all
@@ -305,6 +307,36 @@ int store_at_scale(const std::vector<int>& clients, int procs, double seconds, c
   return 0;
 }
 
+// The file store beside torch's FileStore, in both set+get mixes (see the top of this file),
+// alternating the two stores per mix so that a change of load hits both.
+void compare_with_torch_filestore(HostedStore& file, double seconds, std::vector<std::string>& notes) {
+  const Bytes value(32, 'v');
+  std::printf("\nfile store beside torch.distributed.FileStore (set+get/s; same filesystem: %s)\n",
+              runtime_dir().c_str());
+  std::printf("%-8s | %-16s | %-16s | %-16s | %-16s | %-9s | %-9s\n", "mix", "file 1 proc", "torch 1 proc",
+              "file 4 procs", "torch 4 procs", "ratio 1p", "ratio 4p");
+  for (const std::string mix : {"rewrite", "fresh"}) {
+    auto set_get = [&](Store& s, int i, std::uint64_t n) {
+      const std::string key = mix == "fresh" ? fmt::format("{}/p{}/f{}", mix, i, n) : fmt::format("p{}/k{}", i, n % 64);
+      s.set(key, value);
+      if (s.get(key, 10s).size() != value.size()) throw StoreError("bench: wrong value size");
+    };
+    const double r1 = rate(file, 1, seconds, mix + "1", set_get);
+    const double r4 = rate(file, 4, seconds, mix + "4", set_get);
+    std::string why;
+    // In the directory relative file:// stores use, so both measure the same filesystem.
+    const auto torch = torch_filestore_rates(seconds, runtime_dir(), mix, why);
+    if (torch.empty()) {
+      notes.push_back("torch FileStore comparison skipped: " + why);
+      return;
+    }
+    std::printf("%-8s | %-16s | %-16s | %-16s | %-16s | %-9s | %-9s\n", mix.c_str(), fmt_rate(r1).c_str(),
+                fmt_rate(torch.at(1)).c_str(), fmt_rate(r4).c_str(), fmt_rate(torch.at(4)).c_str(),
+                fmt::format("{:.2f}x", r1 / torch.at(1)).c_str(), fmt::format("{:.2f}x", r4 / torch.at(4)).c_str());
+    std::fflush(stdout);
+  }
+}
+
 int run_store(int argc, char** argv) {
   double seconds = 1.0;
   std::vector<std::string> kinds = {"shm", "file", "tcp"};
@@ -362,7 +394,7 @@ int run_store(int argc, char** argv) {
               "set+get/s 4 proc", "add/s 4p 1 key", "rdv 32 (w/ spawn)", "rdv 256 (w/ spawn)");
   std::printf("%s\n", std::string(118, '-').c_str());
   std::vector<std::string> notes;
-  std::pair<double, double> file_rates{-1, -1};  // set+get/s with 1 and 4 procs
+  std::unique_ptr<HostedStore> file_store;  // kept for the comparison with torch's FileStore
   for (const auto& kind : kinds) {
     std::string address;
     if (kind == "shm") address = fmt::format("shm://bench-{}", ::getpid());
@@ -393,22 +425,9 @@ int run_store(int argc, char** argv) {
                 r1 > 0 ? fmt::format("{:.2f}", 1e6 / r1).c_str() : "-", fmt_rate(r4).c_str(), fmt_rate(a4).c_str(),
                 fmt_time(t32).c_str(), fmt_time(t256).c_str());
     std::fflush(stdout);
-    if (kind == "file") file_rates = {r1, r4};
+    if (kind == "file") file_store = std::move(hosted);
   }
-  if (file_rates.first > 0) {
-    std::string why;
-    // In the directory relative file:// stores use, so both measure the same filesystem.
-    const auto torch = torch_filestore_rates(seconds, runtime_dir(), why);
-    if (torch.empty()) {
-      notes.push_back("torch FileStore comparison skipped: " + why);
-    } else {
-      std::printf("%-5s | %-16s | %-11s | %-16s | (torch.distributed.FileStore, same set+get mix)\n", "torch",
-                  fmt_rate(torch.at(1)).c_str(), fmt::format("{:.2f}", 1e6 / torch.at(1)).c_str(),
-                  fmt_rate(torch.at(4)).c_str());
-      std::printf("file/torch set+get/s: %.2fx with 1 proc, %.2fx with 4 procs\n", file_rates.first / torch.at(1),
-                  file_rates.second / torch.at(4));
-    }
-  }
+  if (file_store) compare_with_torch_filestore(*file_store, seconds, notes);
   for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
   return 0;
 }

@@ -45,7 +45,8 @@ std::string find_python() {
 
 }  // namespace
 
-std::map<int, double> torch_filestore_rates(double seconds, const std::string& dir, std::string& why) {
+std::map<int, double> torch_filestore_rates(double seconds, const std::string& dir, const std::string& pattern,
+                                            std::string& why) {
   const std::string script = find_script();
   if (script.empty()) {
     why = "bench/torch_filestore.py not found";
@@ -59,7 +60,7 @@ std::map<int, double> torch_filestore_rates(double seconds, const std::string& d
   bp::ipstream out;
   std::error_code ec;
   // The script reaps its own clients and ends within seconds + 60 per count.
-  bp::child c(python, script, fmt::format("{}", seconds), dir, "1", "4", bp::std_out > out, ec);
+  bp::child c(python, script, fmt::format("{}", seconds), dir, pattern, "1", "4", bp::std_out > out, ec);
   if (ec) {
     why = fmt::format("could not start {}: {}", python, ec.message());
     return {};

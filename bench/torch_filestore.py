@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""torch.distributed.FileStore doing the set+get mix of `fastrun-bench store`, for comparison.
+"""torch.distributed.FileStore doing the set+get mixes of `fastrun-bench store`, for comparison.
 
-Usage: torch_filestore.py SECONDS DIR PROCS...  (prints one line "PROCS RATE" per count, rate
-in set+get round trips per second summed over the processes). The store file lives in a fresh
+Usage: torch_filestore.py SECONDS DIR PATTERN PROCS...  (prints one line "PROCS RATE" per count,
+rate in set+get round trips per second summed over the processes). PATTERN: "rewrite" (each
+process cycles through 64 keys of its own) or "fresh" (each set is of a key never set before, as
+a rendezvous sets its keys). The store file lives in a fresh
 temporary directory inside DIR (the filesystem measured), removed at the end; children are
 always reaped.
 """
@@ -15,7 +17,7 @@ import tempfile
 import time
 
 
-def client(path, world, index, seconds, ready, go, out):
+def client(path, world, index, seconds, fresh, ready, go, out):
     import torch.distributed as dist
     store = dist.FileStore(path, world)
     value = b"v" * 32
@@ -25,7 +27,7 @@ def client(path, world, index, seconds, ready, go, out):
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         for _ in range(16):
-            key = f"p{index}/k{n % 64}"
+            key = f"p{index}/f{n}" if fresh else f"p{index}/k{n % 64}"
             store.set(key, value)
             if len(store.get(key)) != len(value):
                 raise RuntimeError("wrong value size")
@@ -45,11 +47,11 @@ def collect(queue, kids, limit):
     return items
 
 
-def rate(directory, procs, seconds):
-    path = os.path.join(directory, f"store-{procs}")
+def rate(directory, procs, seconds, fresh):
+    path = os.path.join(directory, f"store-{procs}-{'fresh' if fresh else 'rewrite'}")
     ctx = mp.get_context("spawn")  # torch in a forked child is not supported
     ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    kids = [ctx.Process(target=client, args=(path, procs, i, seconds, ready, go, out)) for i in range(procs)]
+    kids = [ctx.Process(target=client, args=(path, procs, i, seconds, fresh, ready, go, out)) for i in range(procs)]
     for k in kids:
         k.start()
     try:
@@ -65,14 +67,15 @@ def rate(directory, procs, seconds):
 
 
 def main():
-    if len(sys.argv) < 4:
+    if len(sys.argv) < 5 or sys.argv[3] not in ("rewrite", "fresh"):
         print(__doc__, file=sys.stderr)
         return 2
     seconds = float(sys.argv[1])
+    fresh = sys.argv[3] == "fresh"
     directory = tempfile.mkdtemp(prefix="bench-torch-", dir=sys.argv[2])
     try:
-        for procs in (int(a) for a in sys.argv[3:]):
-            print(procs, rate(directory, procs, seconds), flush=True)
+        for procs in (int(a) for a in sys.argv[4:]):
+            print(procs, rate(directory, procs, seconds, fresh), flush=True)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return 0

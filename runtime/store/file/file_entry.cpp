@@ -51,6 +51,8 @@ class HostedFile final : public HostedStore {
       if (::chmod(dir_.c_str(), 0700) != 0) throw_errno("chmod " + dir_, errno);
       const os::UniqueFd lock(::open((dir_ + "/lock").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
       if (!lock) throw_errno(fmt::format("{}: creating {}/lock", address_, dir_), errno);
+      const os::UniqueFd log(::open((dir_ + "/log").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!log) throw_errno(fmt::format("{}: creating {}/log", address_, dir_), errno);
       // The owner marker last, via rename: its presence means "ready" to connecting clients.
       const std::string tmp = dir_ + "/t-owner";
       {
