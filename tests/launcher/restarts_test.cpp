@@ -107,7 +107,7 @@ TEST_CASE("a rank that fails in every attempt exhausts --max-restarts and the jo
   CHECK(shm_entries("fastrun-" + id).empty());
 }
 
-TEST_CASE("--max-restarts 0 keeps one attempt, the summary and the log layout of a job without restarts",
+TEST_CASE("a job with --max-restarts 0 keeps one attempt, the summary and the log layout of a job without restarts",
           "[launcher][restarts]") {
   TempDir dir;
   const std::string id = run_id_arg("restart-none");
