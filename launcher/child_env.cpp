@@ -33,6 +33,8 @@ std::vector<std::pair<std::string, std::string>> rank_variables(const JobConfig&
       {"LOCAL_RANK", r},
       {"LOCAL_WORLD_SIZE", local_n},
       {"GROUP_RANK", node},
+      {std::string(env::kRestartCount.name), std::to_string(job.attempt)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.attempt)},
   };
   if (job.rank_master_port > 0) {
     vars.emplace_back("MASTER_ADDR", job.rank_master_addr);

@@ -14,7 +14,8 @@ namespace fastrun::launcher {
 // The contract's variables for local rank `rank` of `job` (global rank: job.node.rank_offset +
 // rank), in a fixed order: FASTRUN_RANK, FASTRUN_WORLD_SIZE, FASTRUN_LOCAL_RANK,
 // FASTRUN_LOCAL_WORLD_SIZE, FASTRUN_NODE_RANK, FASTRUN_NNODES, FASTRUN_RUN_ID, FASTRUN_STORE,
-// FASTRUN_GLOBAL_SEED, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, then
+// FASTRUN_GLOBAL_SEED, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+// FASTRUN_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT (the attempt, torchrun's name too), then
 // MASTER_ADDR/MASTER_PORT (when a port was picked), FASTRUN_STORE_TOKEN and FASTRUN_GLOO_HOST
 // (multi-node), then CUDA_VISIBLE_DEVICES and USER_CUDA_VISIBLE_DEVICES.
 std::vector<std::pair<std::string, std::string>> rank_variables(const JobConfig& job, int rank);

@@ -102,6 +102,15 @@ class Flags {
           "the port node 0 hosts the job's store on\n"
           "(under srun or mpirun all four come from the engine; docs/multinode.md)",
           [this](const std::string& v) { out_.job.node.master_port = parse_int_value("--master-port", v); });
+    value("--max-restarts", "N",
+          "after a failed attempt, stop its ranks and start the job again,\n"
+          "up to N times (default 0: the first failure ends the job;\n"
+          "docs/launching.md, \"Restarts\")",
+          [this](const std::string& v) {
+            const int n = parse_int_value("--max-restarts", v);
+            if (n < 0) throw ConfigError(fmt::format("--max-restarts {}: give a number of restarts of 0 or more", v));
+            out_.job.max_restarts = n;
+          });
     flag("--keep-background",
          "leave running what ranks started in the background; by default\n"
          "it is stopped when the job ends (SIGTERM, then SIGKILL)",
@@ -238,6 +247,12 @@ int cli_main(int argc, char** argv) {
     nodes = plan_nodes(args.job.node);
     if (auto gloo_host = env::raw(env::kGlooHost)) resolve_gloo_host(*gloo_host);  // every rank would fail on it
     job = prepare_job(args.job);
+    // The count of attempts must be the job's, agreed by every node, not each node's own: not
+    // built yet, so refused rather than restarting node by node (docs/launching.md, "Restarts").
+    if (nodes.multi_node() && job.max_restarts > 0)
+      throw ConfigError(fmt::format("--max-restarts {} with --nnodes {}: restarts work on one node only for now; "
+                                    "give --max-restarts 0 (or unset FASTRUN_MAX_RESTARTS) for a multi-node job",
+                                    job.max_restarts, nodes.nnodes));
     exec_path = resolve_program(args.program[0]);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "fastrun: %s\n", e.what());
@@ -273,13 +288,14 @@ int cli_main(int argc, char** argv) {
     so.failure_store = resources.store();
     so.nodes = watch.get();
     so.janitor = resources.janitor();
+    if (!rendezvous) so.renew_store = [&resources] { return resources.renew_store(); };
     log::set_tag("launcher");
     if (job.binding.report)
       std::fputs(binding_report(job.binding, job.node.rank_offset, own_affinity()).c_str(), stderr);
-    log::info("run {}: {} rank{}, store {}, devices {}, logs {}", job.run_id, job.world_size,
+    log::info("run {}: {} rank{}, store {}, devices {}, logs {}, restarts {}", job.run_id, job.world_size,
               job.world_size == 1 ? "" : "s", job.store_address,
               job.devices ? fmt::format("{}", fmt::join(job.devices->rank_devices, ",")) : std::string("not pinned"),
-              job.log_dir.empty() ? std::string("not filed") : job.log_dir);
+              job.log_dir.empty() ? std::string("not filed") : job.log_dir, job.max_restarts);
     // 5. Run; this thread (main) lives as long as the ranks, as PR_SET_PDEATHSIG requires.
     JobResult result = Supervisor(std::move(so)).run();
     if (watch) result.exit_code = finish_node(*watch, result.exit_code);

@@ -13,4 +13,7 @@ int status_exit_code(int status);
 
 bool status_failed(int status);
 
+// What a status may mean beyond its words: " (out of memory? ...)" for SIGKILL, else "".
+std::string status_hint(int status);
+
 }  // namespace fastrun::launcher

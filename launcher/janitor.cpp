@@ -90,13 +90,15 @@ void sweep(const Plan& plan) {
     if (got < 0 && errno == EINTR) continue;
     if (got == static_cast<ssize_t>(sizeof pid) && pid == 0) ::_exit(0);
     if (got == static_cast<ssize_t>(sizeof pid)) {
-      if (n < plan.ranks.size()) plan.ranks[n++] = pid;
+      // A ring: with restarts (docs/launching.md, "Restarts") the last world_size pids are the
+      // running attempt's; those of an attempt before it are all reaped already.
+      if (!plan.ranks.empty()) plan.ranks[n++ % plan.ranks.size()] = pid;
       continue;
     }
     break;  // end of file or an error: the launcher died without dismissing us
   }
   // 3. The launcher is gone: wait for its ranks, then remove what the job left.
-  wait_for_ranks(plan.ranks.data(), n, now_ms() + Janitor::kRanksGoneTimeoutMs);
+  wait_for_ranks(plan.ranks.data(), n < plan.ranks.size() ? n : plan.ranks.size(), now_ms() + Janitor::kRanksGoneTimeoutMs);
   sweep(plan);
   ::_exit(0);
 }

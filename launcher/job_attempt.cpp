@@ -24,6 +24,7 @@
 #include "fastrun/launcher/event_set.h"
 #include "fastrun/launcher/exit_status.h"
 #include "fastrun/launcher/failure_key.h"
+#include "fastrun/launcher/failure_record.h"
 #include "fastrun/runtime/os/fd_control.h"
 #include "fastrun/launcher/fd_limit.h"
 #include "fastrun/launcher/job_summary.h"
@@ -87,8 +88,11 @@ class JobAttempt {
       output_.drain_without_closing(ranks_[0]);
     }
 
-    // 5. The summary.
-    const JobSummary summary = summarize(outcome());
+    // 5. The failing rank's record, when its logs are filed; then the summary.
+    AttemptOutcome out = outcome();
+    if (out.first_failure && !out.first_failure->log_dir.empty())
+      out.first_failure->record = write_failure_record(out.first_failure->log_dir, failure_record(*out.first_failure));
+    const JobSummary summary = summarize(out);
     if (!summary.text.empty())
       os::write_all(o_.self ? o_.self->terminal_err : 2, summary.text.data(), summary.text.size());
     return summary.result;
@@ -353,6 +357,21 @@ class JobAttempt {
     }
   }
 
+  FailureRecord failure_record(const AttemptOutcome::Failure& f) const {
+    FailureRecord r;
+    r.run_id = o_.job.run_id;
+    r.attempt = o_.job.attempt;
+    r.rank = global(f.rank);
+    r.local_rank = f.rank;
+    r.node_rank = o_.job.node.node_rank;
+    r.host = o_.job.node.host;
+    r.pid = f.pid;
+    r.status = f.status;
+    r.recorded = f.recorded;
+    r.stderr_tail = f.stderr_tail;
+    return r;
+  }
+
   // What the summary is made from; reads the store and the relay only when the summary names
   // a failed rank of this node.
   AttemptOutcome outcome() const {
@@ -383,6 +402,8 @@ class JobAttempt {
       if (rk.sigkilled_by_us && rk.pid > 0) out.sigkilled.push_back(rk.rank);
     }
     out.stopped_leftovers = stopped_leftovers_;
+    out.attempt = o_.job.attempt;
+    out.max_restarts = o_.renew_store ? o_.job.max_restarts : 0;
     return out;
   }
 

@@ -94,6 +94,13 @@ JobConfig prepare_job(const JobOptions& options) {
   job.output = options.output;
   job.tag_output = options.tag_output;
   job.keep_background = options.keep_background;
+  if (options.max_restarts) {
+    if (*options.max_restarts < 0)
+      throw ConfigError(fmt::format("--max-restarts {}: give a whole number of restarts from 0", *options.max_restarts));
+    job.max_restarts = *options.max_restarts;
+  } else {
+    job.max_restarts = static_cast<int>(env::get_int(env::kMaxRestarts));  // the registry names a bad value
+  }
   job.run_id = options.run_id.empty() ? generate_run_id() : options.run_id;
   check_run_id(job.run_id);
   job.store_address = "shm://" + job.run_id;  // segment /dev/shm/fastrun-<run-id>

@@ -27,6 +27,7 @@ struct JobOptions {
   NodeOptions node;           // --nnodes, --node-rank, --master-addr, --master-port
   std::optional<BindMode> bind;  // --bind; nullopt = FASTRUN_BIND (default none)
   bool report_bindings = false;  // --report-bindings (or FASTRUN_REPORT_BINDINGS=1)
+  std::optional<int> max_restarts;  // --max-restarts; nullopt = FASTRUN_MAX_RESTARTS (default 0)
 };
 
 // This node's share of the job. One node: the defaults (global = local). Several nodes: filled
@@ -61,6 +62,10 @@ struct JobConfig {
   int global_world_size() const { return node.world_size > 0 ? node.world_size : world_size; }
   bool keep_background = false;
   JobBinding binding;         // each local rank's CPUs and memory node (docs/binding.md)
+  // Restarts (docs/launching.md, "Restarts"): how many attempts may follow a failed one, and
+  // the attempt this configuration is for (FASTRUN_RESTART_COUNT; the supervisor sets it).
+  int max_restarts = 0;
+  int attempt = 0;
 };
 
 // Validates `options` against the process environment and fixes the job's choices. Throws

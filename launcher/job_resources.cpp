@@ -66,10 +66,25 @@ JobResources::JobResources(const JobConfig& job, Store* shared_store) : run_id_(
   //    alone holds 12,288 keys, which a few thousand ranks exceed.
   janitor_ = std::make_unique<Janitor>(job.run_id, job.world_size);
   if (shared_) return;
+  store_address_ = job.store_address;
+  host(static_cast<std::size_t>(job.world_size));
+}
+
+void JobResources::host(std::size_t world_size) {
   StoreOptions options;
-  options.shm_min_keys = static_cast<std::size_t>(job.world_size) * kStoreKeysPerRank;
-  hosted_ = host_store(job.store_address, options);
+  options.shm_min_keys = world_size * kStoreKeysPerRank;
+  world_size_ = world_size;
+  hosted_ = host_store(store_address_, options);
   client_ = hosted_->connect();
+}
+
+Store* JobResources::renew_store() {
+  if (shared_) throw Error("a store hosted by another node cannot be renewed");  // the CLI refuses it first
+  client_.reset();
+  hosted_.reset();
+  remove_job_segments(run_id_);
+  host(world_size_);
+  return store();
 }
 
 JobResources::~JobResources() { release(); }

@@ -29,9 +29,18 @@ class JobResources {
   Janitor* janitor() { return janitor_.get(); }
   // Removes the store and every /dev/shm/fastrun-<run-id>@* now (idempotent; never throws).
   void release() noexcept;
+  // Between two attempts of a job on one node (every rank of the last one reaped): removes the
+  // store and the segments the ranks made, and hosts a new, empty store at the same address, so
+  // that the next attempt sees no key of the last one. Returns store(). Throws Error when the
+  // store cannot be hosted.
+  Store* renew_store();
 
  private:
+  void host(std::size_t world_size);
+
   std::string run_id_;
+  std::string store_address_;
+  std::size_t world_size_ = 0;
   std::unique_ptr<Janitor> janitor_;
   std::unique_ptr<HostedStore> hosted_;
   std::unique_ptr<Store> client_;

@@ -26,8 +26,8 @@ JobSummary summarize(const AttemptOutcome& o) {
     const AttemptOutcome::Failure& f = *o.first_failure;
     result.exit_code = status_exit_code(f.status);
     result.failed_rank = f.rank;
-    std::string hint;
-    if (WIFSIGNALED(f.status) && WTERMSIG(f.status) == SIGKILL) hint = " (out of memory? the OOM killer sends SIGKILL)";
+    std::string hint = status_hint(f.status);
+    if (!hint.empty()) hint = " (" + hint + ")";
     text += fmt::format("fastrun: rank {} (pid {}){} {}{}; stopped the other ranks\n", global(f.rank), f.pid, o.where,
                         describe_status(f.status), hint);
     // A rank's own account of the failure (e.g. an op timeout naming the rank that did not
@@ -36,6 +36,7 @@ JobSummary summarize(const AttemptOutcome& o) {
       text += fmt::format("fastrun: the job's first recorded failure: {}\n", f.recorded);
     text += f.log_dir.empty() ? std::string("fastrun: its output was not filed (use --log-dir DIR to keep it)\n")
                               : fmt::format("fastrun: logs: {}/stdout.log, {}/stderr.log\n", f.log_dir, f.log_dir);
+    if (!f.record.empty()) text += fmt::format("fastrun: its failure record: {}\n", f.record);
     if (!f.stderr_tail.empty()) {
       text += fmt::format("fastrun: last lines of rank {}'s stderr:\n", global(f.rank));
       for (const std::string& line : f.stderr_tail) text += "  | " + line + "\n";
@@ -67,6 +68,15 @@ JobSummary summarize(const AttemptOutcome& o) {
       text += fmt::format("fastrun: rank{} {} did not stop within --kill-timeout {} s and got SIGKILL\n", plural, list,
                           o.kill_timeout);
     }
+  }
+  // With restarts, which attempt failed and whether another follows (docs/launching.md, "Restarts").
+  if (o.max_restarts > 0 && !o.launcher_signal && result.exit_code != 0) {
+    const int left = o.max_restarts - o.attempt;
+    text = (left > 0 ? fmt::format("fastrun: attempt {} of the job failed ({} of --max-restarts {} left)\n", o.attempt,
+                                   left, o.max_restarts)
+                     : fmt::format("fastrun: attempt {} of the job failed, the last one --max-restarts {} allows\n",
+                                   o.attempt, o.max_restarts)) +
+           text;
   }
   if (o.stopped_leftovers)
     text += "fastrun: stopped the processes the ranks left running (--keep-background keeps them)\n";

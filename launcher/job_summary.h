@@ -27,6 +27,7 @@ struct AttemptOutcome {
     std::string recorded;                  // the job's failure record, "" when none
     std::string log_dir;                   // its --log-dir folder, "" when not filed
     std::vector<std::string> stderr_tail;  // its last stderr lines
+    std::string record;                    // its failure.json (failure_record.h), "" when none
   };
   // The first rank of this node to fail; recorded, log_dir and stderr_tail are read only when no
   // launcher_signal stopped the job (they are printed only then).
@@ -36,6 +37,8 @@ struct AttemptOutcome {
   std::vector<int> left_unjoined;     // local ranks that exited 0 without having joined
   std::vector<int> sigkilled;         // local ranks that got SIGKILL from the launcher
   bool stopped_leftovers = false;     // the ranks left processes running, and they were stopped
+  int attempt = 0;                    // FASTRUN_RESTART_COUNT of this attempt
+  int max_restarts = 0;               // 0: the job has one attempt, and the summary names none
 };
 
 struct JobSummary {

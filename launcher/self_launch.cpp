@@ -23,6 +23,8 @@
 #include <optional>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "fastrun/launcher/binding/apply_binding.h"
 #include "fastrun/launcher/binding/topology.h"
 #include "fastrun/launcher/child_env.h"
@@ -273,6 +275,12 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   jo.report_bindings = options.report_bindings;
   auto j = std::make_unique<SelfJob>();
   j->job = launcher::prepare_job(jo);
+  // Rank 0 is this process: a restart would have to start the caller again. Said, not ignored.
+  if (j->job.max_restarts > 0)
+    throw ConfigError(fmt::format("FASTRUN_MAX_RESTARTS={}: launch_self does not restart a job; run the program "
+                                  "under the launcher instead (fastrun --max-restarts N --nproc N ./program), "
+                                  "where launch_self starts nothing (docs/launching.md, \"Restarts\")",
+                                  j->job.max_restarts));
 
   // 2. Log directory and store; then the children's environment (a copy, taken before rank 0's
   //    own variables change), then rank 0's variables, CUDA_VISIBLE_DEVICES included.

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +69,10 @@ struct SupervisorOptions {
   NodeWatch* nodes = nullptr;
   // Set only by launch_self: rank 0 is the caller (the spawned ranks are 1..world_size-1).
   std::optional<SelfSpawn> self;
+  // Restarts (CLI, one node; docs/launching.md, "Restarts"): called between two attempts, once
+  // every rank of the failed one is reaped, to give the next attempt an empty store; returns the
+  // new failure_store. Null: the job has one attempt, whatever job.max_restarts says.
+  std::function<Store*()> renew_store;
 
   int first_rank() const { return self ? 1 : 0; }
 };
@@ -77,13 +82,16 @@ struct JobResult {
   int exit_code = 0;               // what the launcher exits with
   std::optional<int> failed_rank;  // the first rank to fail, if any
   int stop_signal = 0;             // the signal that stopped the job (launcher or rank 0), or 0
+  int attempt = 0;                 // the attempt that ended the job (FASTRUN_RESTART_COUNT)
 };
 
 class Supervisor {
  public:
   explicit Supervisor(SupervisorOptions options);
   // Spawns ranks first_rank()..world_size-1, relays their output, applies the failure rules, and
-  // returns once every one of them has been reaped, with the summary already printed.
+  // returns once every one of them has been reaped, with the summary already printed. A failed
+  // attempt (not one a signal to the launcher stopped) is followed by another, up to
+  // job.max_restarts times when renew_store is set, after restart_backoff() (restarts.h).
   // Throws Error only when set-up fails before any rank started (log files, epoll).
   JobResult run();
 

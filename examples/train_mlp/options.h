@@ -23,11 +23,13 @@ struct Options {
   std::string checkpoint;            // path rank 0 writes (atomically); "" = none
   std::uint64_t checkpoint_every = 0;  // steps; 0 = at the end of every epoch only
   std::string resume;                // checkpoint to start from
+  bool resume_latest = false;        // start from `checkpoint` when it exists (fastrun --max-restarts)
   std::string weights_out;           // rank 0 writes the final state here (a checkpoint file)
   // Testing hooks.
   std::string log_indices;           // directory: rank r appends "epoch step idx..." lines
   std::int64_t die_at_step = -1;     // raise SIGKILL before this global step ...
   int die_rank = 1;                  // ... on this rank
+  std::int64_t die_in_attempt = -1;  // ... only in this attempt (FASTRUN_RESTART_COUNT); -1 = every one
   bool quiet = false;
 };
 

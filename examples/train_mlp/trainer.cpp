@@ -2,6 +2,7 @@
 #include "trainer.h"
 
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -41,6 +42,7 @@ int train(const Options& opt, const TrainerSpec& spec) {
   // 1. Join the job: rank, world size, store and the default process group.
   auto ctx = fastrun::join();
   const int R = ctx->world_size(), rank = ctx->rank();
+  const std::int64_t attempt = fastrun::env::find_int(fastrun::env::kRestartCount).value_or(0);
   auto& world = ctx->world();
   if (opt.global_batch % static_cast<std::uint64_t>(R) != 0 || (opt.global_batch / R) % opt.accum != 0)
     throw fastrun::ConfigError(fmt::format("--global-batch {} must be a multiple of the number of ranks ({}) times "
@@ -50,8 +52,13 @@ int train(const Options& opt, const TrainerSpec& spec) {
   const std::uint64_t micro = b / opt.accum;
 
   // 2. Resume point (every rank reads it: the sampler position is needed everywhere).
+  //    With --resume-latest, the last checkpoint when there is one: under fastrun --max-restarts
+  //    every attempt goes on where the last one's rank 0 wrote it (every rank of that attempt is
+  //    gone by then, so each rank of this one reads the same file).
+  std::string resume = opt.resume;
+  if (opt.resume_latest && std::filesystem::exists(opt.checkpoint)) resume = opt.checkpoint;
   std::optional<Checkpoint> ck;
-  if (!opt.resume.empty()) ck = read_checkpoint(opt.resume);
+  if (!resume.empty()) ck = read_checkpoint(resume);
   std::uint64_t seed = opt.seed;
   if (ck) seed = ck->seed;
   else if (!opt.seed_given) seed = static_cast<std::uint64_t>(fastrun::env::find_int(fastrun::env::kGlobalSeed).value_or(1234));
@@ -69,7 +76,7 @@ int train(const Options& opt, const TrainerSpec& spec) {
     if (ck->dim != opt.dim || ck->hidden != opt.hidden || ck->classes != opt.classes || ck->values.size() != num_values)
       throw fastrun::ConfigError(fmt::format("--resume {}: the checkpoint is for --dim {} --hidden {} --classes {}, this "
                                              "run has {} {} {}",
-                                             opt.resume, ck->dim, ck->hidden, ck->classes, opt.dim, opt.hidden, opt.classes));
+                                             resume, ck->dim, ck->hidden, ck->classes, opt.dim, opt.hidden, opt.classes));
     model.load_values(ck->values);
     sampler.load_state(ck->sampler_state);
     global_step = ck->global_step;
@@ -94,7 +101,7 @@ int train(const Options& opt, const TrainerSpec& spec) {
                 spec.program, R, world.backend_name().c_str(), static_cast<unsigned long long>(opt.samples),
                 static_cast<unsigned long long>(opt.global_batch), static_cast<unsigned long long>(b),
                 num_values, ddp.buckets().size(),
-                ck ? fmt::format("; resumed from {} at epoch {}, step {}", opt.resume, ck->epoch, ck->global_step).c_str()
+                ck ? fmt::format("; resumed from {} at epoch {}, step {}", resume, ck->epoch, ck->global_step).c_str()
                    : "");
     std::fflush(stdout);
   }
@@ -110,7 +117,8 @@ int train(const Options& opt, const TrainerSpec& spec) {
     double loss_sum = 0;
     std::uint64_t correct = 0, seen = 0;
     for (std::uint64_t s = 0; s < steps; ++s) {
-      if (opt.die_at_step >= 0 && global_step == static_cast<std::uint64_t>(opt.die_at_step) && rank == opt.die_rank) {
+      if (opt.die_at_step >= 0 && global_step == static_cast<std::uint64_t>(opt.die_at_step) && rank == opt.die_rank &&
+          (opt.die_in_attempt < 0 || attempt == opt.die_in_attempt)) {
         std::fflush(nullptr);
         std::raise(SIGKILL);  // test hook: a rank dies without any clean-up
       }

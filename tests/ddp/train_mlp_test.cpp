@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -153,5 +154,53 @@ TEST_CASE("train_mlp under the fastrun CLI: 4 ranks with --log-dir", "[ddp][trai
   std::ifstream log(fs::path(dir / "logs") / "mlp-logs/rank-0/stdout.log");
   const std::string rank0((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   CHECK_THAT(rank0, Catch::Contains("epoch 1/1"));
+}
+
+// fastrun --max-restarts with --resume-latest (docs/launching.md, "Restarts"): a rank SIGKILLed
+// at a random step of attempt 0 costs nothing but time: attempt 1 goes on from rank 0's last
+// checkpoint and the job ends with the uninterrupted weights, on shm and on gloo.
+TEST_CASE("train_mlp under fastrun --max-restarts: a rank killed at a random step, resumed by the next attempt, "
+          "ends as if never interrupted",
+          "[ddp][train][cli][restarts]") {
+  TempDir dir;
+  REQUIRE(run(base_args(2, dir / "full")).exit_code == 0);
+  const auto full = train_mlp::read_checkpoint(dir / "full");
+  std::random_device rd;
+  for (const char* backend : {"shm", "gloo"}) {
+    const int die_rank = static_cast<int>(rd() % 2);
+    const int die_at = 1 + static_cast<int>(rd() % 62);  // steps 1..62 of 64
+    INFO(backend << ": rank " << die_rank << " dies before global step " << die_at << " of attempt 0");
+    const std::string ckpt = dir / fmt::format("ckpt-{}", backend);
+    std::vector<std::string> args = {"/usr/bin/env", fmt::format("FASTRUN_BACKEND={}", backend), FASTRUN_BIN,
+                                      "--nproc", "2", "--max-restarts", "3"};
+    for (const std::string& a : base_args(0, dir / fmt::format("w-{}", backend))) args.push_back(a);
+    auto r = run(args, {"--checkpoint", ckpt, "--checkpoint-every", "3", "--resume-latest", "--die-at-step",
+                        std::to_string(die_at), "--die-rank", std::to_string(die_rank), "--die-in-attempt", "0"});
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("attempt 0 of the job failed (3 of --max-restarts 3 left)"));
+    CHECK_THAT(r.output, Catch::Contains(fmt::format("rank {} (pid", die_rank)));
+    CHECK_THAT(r.output, Catch::Contains("killed by signal SIGKILL"));
+    CHECK_THAT(r.output, Catch::Contains("starting attempt 1 of the job"));
+    CHECK_FALSE(Catch::Contains("attempt 1 of the job failed").match(r.output));
+    const auto end = train_mlp::read_checkpoint(dir / fmt::format("w-{}", backend));
+    CHECK(end.global_step == 64);
+    check_close(end.values, full.values, 1e-6);
+  }
+}
+
+TEST_CASE("train_mlp under fastrun --max-restarts: a rank that dies in every attempt ends the job with its status "
+          "after the last one",
+          "[ddp][train][cli][restarts]") {
+  TempDir dir;
+  std::vector<std::string> args = {FASTRUN_BIN, "--nproc", "2", "--max-restarts", "2"};
+  for (const std::string& a : base_args(0, dir / "w")) args.push_back(a);
+  // Checkpoints every 5 steps: each attempt resumes at step 45 and dies again before step 47.
+  auto r = run(args, {"--checkpoint", dir / "ckpt", "--checkpoint-every", "5", "--resume-latest", "--die-at-step",
+                      "47", "--die-rank", "1"});
+  CHECK(r.exit_code == 128 + 9);
+  CHECK_THAT(r.output, Catch::Contains("attempt 2 of the job failed, the last one --max-restarts 2 allows"));
+  CHECK_THAT(r.output, Catch::Contains("attempt 1 of the job failed (1 of --max-restarts 2 left)"));
+  CHECK_FALSE(fs::exists(dir / "w"));
+  CHECK(train_mlp::read_checkpoint(dir / "ckpt").global_step == 45);
 }
 #endif

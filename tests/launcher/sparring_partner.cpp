@@ -1,5 +1,7 @@
 // The launcher's sparring partner: a rank program whose behaviour the tests choose with flags,
-// applied in order. `--on R ACTION...` applies the one following action only on rank R.
+// applied in order. `--on R ACTION...` applies the one following action only on rank R, and
+// `--on-attempt N ACTION...` only in attempt N (FASTRUN_RESTART_COUNT, 0 when unset); both may
+// precede one action.
 //   --self N | --self-devices LIST   first flag only: fastrun::launch_self with nproc N / devices
 //   --self-log-dir DIR  --self-tag  --self-output MODE  --self-kill-timeout S  --self-run-id ID
 //   --self-bind MODE
@@ -151,12 +153,15 @@ int main(int argc, char** argv) {
     on_parse(app.add_option("--self-bind", self.bind, "launch_self's bind"));
   }
 
-  // `--on R` applies to the one action after it.
+  // `--on R` and `--on-attempt N` apply to the one action after them.
   int only_on = -1;
+  int only_attempt = -1;
+  const int attempt = static_cast<int>(fastrun::env::find_int(fastrun::env::kRestartCount).value_or(0));
   auto active = [&] {
     start_self();
-    const bool yes = only_on < 0 || only_on == rank;
+    const bool yes = (only_on < 0 || only_on == rank) && (only_attempt < 0 || only_attempt == attempt);
     only_on = -1;
+    only_attempt = -1;
     return yes;
   };
   // An action without a value, and one with a value (its text; "%r" becomes the rank where the
@@ -178,6 +183,10 @@ int main(int argc, char** argv) {
     start_self();
     only_on = number("--on", v);
   }, "apply the next action only on rank R"));
+  on_parse(app.add_option_function<std::string>("--on-attempt", [&](const std::string& v) {
+    start_self();
+    only_attempt = number("--on-attempt", v);
+  }, "apply the next action only in attempt N (FASTRUN_RESTART_COUNT)"));
   action_with("--exit", "exit with code N", [&](const std::string& v) { std::exit(number("--exit", v)); });
   action_with("--crash", "die by SIGSEGV (segv), SIGABRT (abort) or SIGKILL (kill)", [](const std::string& how) {
     std::fflush(nullptr);
