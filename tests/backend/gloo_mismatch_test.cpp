@@ -107,7 +107,8 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
     int explained = 0;
     for (const auto& r : results) {
       if (r.exit_code == 0) continue;
-      const bool disagree = r.message.find("different collective") != std::string::npos;
+      const bool disagree = r.message.find("different collective") != std::string::npos ||
+                            r.message.find("found out of step when the op stalled") != std::string::npos;
       explained += disagree;
       CHECK((disagree || r.message.find("died") != std::string::npos));
     }
@@ -178,5 +179,42 @@ TEST_CASE("gloo: FASTRUN_DEBUG=sequence fails a mismatch on an op over 2 MiB pro
     REQUIRE(r.exit_code != 0);
     CHECK(r.message.find("FASTRUN_DEBUG=sequence found the ranks out of step") != std::string::npos);
     CHECK(seconds_of(r.message) < 10.0);
+  }
+}
+
+// By default (no FASTRUN_DEBUG): all_reduce against broadcast waits on different Gloo slots, so
+// no data moves; the stalled waits compare the ranks' last ops (stalled_op_check.h) and both
+// ranks fail within seconds, naming both ops, instead of at the op timeout (60 s here).
+TEST_CASE("gloo: all_reduce against broadcast fails on every rank in seconds, naming both ops", "[gloo][mismatch][mp]") {
+  test::RankRunOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.extra_env["FASTRUN_OP_TIMEOUT"] = "60";
+  const auto results = test::run_ranks(
+      2,
+      [](int rank) {
+        auto ctx = join({"gloo"});
+        Group& g = ctx->world();
+        std::vector<float> f(100, 1.0f);
+        for (int i = 0; i < 3; ++i) g.all_reduce(view_of(f.data(), 10))->wait();  // in step first
+        const auto start = std::chrono::steady_clock::now();
+        std::string outcome = "completed";
+        try {
+          if (rank == 0) g.all_reduce(view_of(f.data(), 100))->wait();
+          else g.broadcast(view_of(f.data(), 100), {0})->wait();
+        } catch (const ConfigError& e) {
+          outcome = e.what();
+        }
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        throw std::runtime_error(fmt::format("{:.2f} s: {}", took, outcome));
+      },
+      options);
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    CHECK(r.message.find("on group 'world': rank 0 called all_reduce(float32 x 100, sum), rank 1 called "
+                         "broadcast(float32 x 100, root 0)") != std::string::npos);
+    CHECK(seconds_of(r.message) < 20.0);
   }
 }
