@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -124,20 +125,23 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
 // that. FASTRUN_DEBUG=sequence is the prompt path: it finds the mismatch before any data moves.
 namespace {
 
-std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::string>& env) {
+// Runs `issue` on 2 gloo ranks (after `warm_up`) and reports through each rank's message how
+// long its op took and how it ended: "<seconds> s: <error or completed>".
+std::vector<test::RankResult> run_timed(const std::map<std::string, std::string>& env,
+                                        std::function<void(Group&, int rank)> issue,
+                                        std::function<void(Group&)> warm_up = {}) {
   test::RankRunOptions options;
   options.timeout = std::chrono::seconds(60);
   options.extra_env = env;
   return test::run_ranks(
       2,
-      [](int rank) {
+      [&](int rank) {
         auto ctx = join({"gloo"});
-        const std::size_t big = 1 << 20;  // 4 MiB of float on rank 0, 4 MiB + 4 KiB on rank 1
-        std::vector<float> f(big + 1024, 1.0f);
+        if (warm_up) warm_up(ctx->world());
         const auto start = std::chrono::steady_clock::now();
         std::string outcome = "completed";
         try {
-          ctx->world().all_reduce(view_of(f.data(), rank == 0 ? big : big + 1024))->wait();
+          issue(ctx->world(), rank);
         } catch (const Error& e) {
           outcome = e.what();
         }
@@ -146,6 +150,14 @@ std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::
         throw std::runtime_error(fmt::format("{:.2f} s: {}", took, outcome));
       },
       options);
+}
+
+std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::string>& env) {
+  return run_timed(env, [](Group& g, int rank) {
+    const std::size_t big = 1 << 20;  // 4 MiB of float on rank 0, 4 MiB + 4 KiB on rank 1
+    std::vector<float> f(big + 1024, 1.0f);
+    g.all_reduce(view_of(f.data(), rank == 0 ? big : big + 1024))->wait();
+  });
 }
 
 double seconds_of(const std::string& message) { return std::stod(message.substr(0, message.find(' '))); }
@@ -186,28 +198,17 @@ TEST_CASE("gloo: FASTRUN_DEBUG=sequence fails a mismatch on an op over 2 MiB pro
 // no data moves; the stalled waits compare the ranks' last ops (stalled_op_check.h) and both
 // ranks fail within seconds, naming both ops, instead of at the op timeout (60 s here).
 TEST_CASE("gloo: all_reduce against broadcast fails on every rank in seconds, naming both ops", "[gloo][mismatch][mp]") {
-  test::RankRunOptions options;
-  options.timeout = std::chrono::seconds(60);
-  options.extra_env["FASTRUN_OP_TIMEOUT"] = "60";
-  const auto results = test::run_ranks(
-      2,
-      [](int rank) {
-        auto ctx = join({"gloo"});
-        Group& g = ctx->world();
+  const auto results = run_timed(
+      {{"FASTRUN_OP_TIMEOUT", "60"}},
+      [](Group& g, int rank) {
         std::vector<float> f(100, 1.0f);
-        for (int i = 0; i < 3; ++i) g.all_reduce(view_of(f.data(), 10))->wait();  // in step first
-        const auto start = std::chrono::steady_clock::now();
-        std::string outcome = "completed";
-        try {
-          if (rank == 0) g.all_reduce(view_of(f.data(), 100))->wait();
-          else g.broadcast(view_of(f.data(), 100), {0})->wait();
-        } catch (const ConfigError& e) {
-          outcome = e.what();
-        }
-        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        throw std::runtime_error(fmt::format("{:.2f} s: {}", took, outcome));
+        if (rank == 0) g.all_reduce(view_of(f.data(), 100))->wait();
+        else g.broadcast(view_of(f.data(), 100), {0})->wait();
       },
-      options);
+      [](Group& g) {  // in step first
+        std::vector<float> f(10, 1.0f);
+        for (int i = 0; i < 3; ++i) g.all_reduce(view_of(f.data(), 10))->wait();
+      });
   REQUIRE(results.size() == 2);
   INFO(test::describe(results));
   for (const auto& r : results) {
