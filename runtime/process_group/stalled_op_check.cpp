@@ -36,7 +36,11 @@ const Fingerprint* find_seq(const std::vector<Fingerprint>& ops, std::int64_t se
 }  // namespace
 
 StalledOpCheck::StalledOpCheck(Store& store, int rank, int size, std::vector<int> global_ranks, std::string group)
-    : store_(store.clone()), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)), group_(std::move(group)) {}
+    : store_(store.clone()),
+      rank_(rank),
+      size_(size),
+      global_ranks_(std::move(global_ranks)),
+      group_(std::move(group)) {}
 
 void StalledOpCheck::record(const OpDesc& op) {
   const Fingerprint f = fingerprint(op);
@@ -46,12 +50,14 @@ void StalledOpCheck::record(const OpDesc& op) {
 
 std::optional<std::string> StalledOpCheck::check() {
   std::lock_guard lock(mutex_);  // also serialises the store handle between waiting threads
-  std::vector<Fingerprint> mine(ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(recorded_, kHistory)));
+  std::vector<Fingerprint> mine(
+      ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(recorded_, kHistory)));
   try {
     store_->set(key_of(rank_), encode(mine));
     std::vector<std::vector<Fingerprint>> theirs(static_cast<std::size_t>(size_));
     for (int p = 0; p < size_; ++p)
-      if (p != rank_ && store_->check({key_of(p)})) theirs[static_cast<std::size_t>(p)] = decode(store_->get(key_of(p)));
+      if (p != rank_ && store_->check({key_of(p)}))
+        theirs[static_cast<std::size_t>(p)] = decode(store_->get(key_of(p)));
     // The lowest op number that some peer issued differently.
     std::int64_t first_bad = -1;
     for (const Fingerprint& f : mine)

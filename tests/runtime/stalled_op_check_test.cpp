@@ -38,8 +38,9 @@ TEST_CASE("stalled-op check: same ops give no verdict, different ones name both 
   CHECK(!a.check());  // b's published ring predates op #41
   const auto from_b = b.check();
   REQUIRE(from_b);
-  CHECK_THAT(*from_b, Catch::StartsWith("op #41 on group 'world': rank 0 called all_reduce(float32 x 100), rank 1 "
-                                        "called broadcast(float32 x 100, root 0) (found out of step when the op stalled"));
+  CHECK_THAT(*from_b,
+             Catch::StartsWith("op #41 on group 'world': rank 0 called all_reduce(float32 x 100), rank 1 "
+                               "called broadcast(float32 x 100, root 0) (found out of step when the op stalled"));
   const auto from_a = a.check();
   REQUIRE(from_a);
   CHECK(*from_a == *from_b);

@@ -403,18 +403,19 @@ WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllG
       input.data == static_cast<std::uint8_t*>(output.data) + input.bytes() * static_cast<std::size_t>(rank_);
   std::vector<OpBuffer> buffers{{output, in_place ? OpBuffer::read_write : OpBuffer::write}};
   if (!in_place) buffers.push_back({input, OpBuffer::read});
-  return run(op_desc("all_gather", input), output.bytes(), std::move(buffers), [ctx = context_, in_place](const OpContext& op) {
-    const BufferView& out = op.buffer(0);
-    ::gloo::AllgatherOptions o(ctx);
-    if (!in_place) {
-      const BufferView& in = op.buffer(1);
-      o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(in.data), in.bytes());
-    }
-    o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(out.data), out.bytes());
-    o.setTag(tag_of(op));
-    o.setTimeout(op.timeout);
-    ::gloo::allgather(o);
-  });
+  return run(op_desc("all_gather", input), output.bytes(), std::move(buffers),
+             [ctx = context_, in_place](const OpContext& op) {
+               const BufferView& out = op.buffer(0);
+               ::gloo::AllgatherOptions o(ctx);
+               if (!in_place) {
+                 const BufferView& in = op.buffer(1);
+                 o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(in.data), in.bytes());
+               }
+               o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(out.data), out.bytes());
+               o.setTag(tag_of(op));
+               o.setTimeout(op.timeout);
+               ::gloo::allgather(o);
+             });
 }
 
 WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -427,12 +428,13 @@ WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const 
     if (output.data != input.data) std::memmove(output.data, input.data, block);
     return completed_work();
   }
-  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
-                       [ctx = context_, op = options.op](const OpContext& o) {
-                         const BufferView &in = o.buffer(0), &out = o.buffer(1);
-                         reduce_blocks(ctx, in.data, std::vector<std::size_t>(ctx->size, out.count), out.data,
-                                       in.dtype, op, tag_of(o), o.timeout);
-                       });
+  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
+             {{input, OpBuffer::read}, {output, OpBuffer::write}},
+             [ctx = context_, op = options.op](const OpContext& o) {
+               const BufferView &in = o.buffer(0), &out = o.buffer(1);
+               reduce_blocks(ctx, in.data, std::vector<std::size_t>(ctx->size, out.count), out.data, in.dtype, op,
+                             tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::barrier(const BarrierOptions&) {
@@ -526,10 +528,10 @@ WorkHandle GlooGroup::reduce(BufferView buffer, const ReduceOptions& options) {
   if (size_ == 1 || buffer.count == 0) return completed_work();  // one rank: every op gives the value
   // Only the root's buffer is written (with the reduction); the others' are only read.
   const auto access = rank_ == options.root ? OpBuffer::read_write : OpBuffer::read;
-  return run(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(), {{buffer, access}},
-                       [ctx = context_, op = options.op, root = options.root](const OpContext& o) {
-                         run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout);
-                       });
+  return run(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
+             {{buffer, access}}, [ctx = context_, op = options.op, root = options.root](const OpContext& o) {
+               run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
@@ -544,11 +546,10 @@ WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOp
   }
   std::vector<OpBuffer> buffers{{input, OpBuffer::read}};
   if (rank_ == root) buffers.push_back({output, OpBuffer::write});
-  return run(op_desc("gather", input).with_root(root), input.bytes() * static_cast<std::size_t>(size_), std::move(buffers),
-                       [ctx = context_, output, root](const OpContext& o) {
-                         run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o),
-                                    o.timeout);
-                       });
+  return run(op_desc("gather", input).with_root(root), input.bytes() * static_cast<std::size_t>(size_),
+             std::move(buffers), [ctx = context_, output, root](const OpContext& o) {
+               run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
@@ -563,11 +564,10 @@ WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const Scatter
   }
   std::vector<OpBuffer> buffers{{output, OpBuffer::write}};
   if (rank_ == root) buffers.push_back({input, OpBuffer::read});
-  return run(op_desc("scatter", output).with_root(root), output.bytes() * static_cast<std::size_t>(size_), std::move(buffers),
-                       [ctx = context_, input, root](const OpContext& o) {
-                         run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o),
-                                     o.timeout);
-                       });
+  return run(op_desc("scatter", output).with_root(root), output.bytes() * static_cast<std::size_t>(size_),
+             std::move(buffers), [ctx = context_, input, root](const OpContext& o) {
+               run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {

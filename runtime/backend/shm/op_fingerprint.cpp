@@ -55,7 +55,8 @@ Fingerprint OpFingerprints::op_at_first(int peer) const {
   FingerprintSlot* best = nullptr;
   std::int32_t best_age = 0;
   for (std::size_t i = 0; i < layout_.fingerprint_slots(); ++i) {
-    FingerprintSlot& s = *reinterpret_cast<FingerprintSlot*>(base_ + layout_.fingerprint_offset(static_cast<std::size_t>(peer), i));
+    FingerprintSlot& s =
+        *reinterpret_cast<FingerprintSlot*>(base_ + layout_.fingerprint_offset(static_cast<std::size_t>(peer), i));
     const std::uint64_t tag = load(s.first_step);
     if (tag == 0) continue;
     const auto age = static_cast<std::int32_t>(first_ - static_cast<std::uint32_t>(tag));

@@ -68,14 +68,15 @@ ShmGroup::~ShmGroup() {
 
 WorkHandle ShmGroup::run(const OpDesc& op, std::size_t bytes, std::function<void()> body) {
   const Duration timeout = runtime_->health().op_timeout();
-  return runtime_->run(op.op.c_str(), bytes, [this, timeout, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
-    if (chan_) {
-      current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
-      f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
-      chan_->begin_op(current_op_.c_str(), timeout, f);
-    }
-    body();
-  });
+  return runtime_->run(op.op.c_str(), bytes,
+                       [this, timeout, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
+                         if (chan_) {
+                           current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
+                           f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
+                           chan_->begin_op(current_op_.c_str(), timeout, f);
+                         }
+                         body();
+                       });
 }
 
 void ShmGroup::check_host(const char* op, const BufferView& b) const {
@@ -92,15 +93,16 @@ void ShmGroup::check_host(const char* op, const BufferView& b) const {
 WorkHandle ShmGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
   check_host("all_reduce", buffer);
   check_prescale(fmt::format("shm all_reduce on group '{}'", name_), buffer, options.prescale);
-  return run(op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(), [this, buffer, op = options.op, prescale = options.prescale] {
-    apply_prescale(buffer, prescale);  // part of the op: on the comm thread when the op runs there
-    if (!chan_ || buffer.count == 0) return;
-    if (buffer.bytes() <= kSmallAllReduceBytes) {
-      all_reduce_small(buffer, op);
-    } else {
-      all_reduce_large(buffer, op);
-    }
-  });
+  return run(op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(),
+             [this, buffer, op = options.op, prescale = options.prescale] {
+               apply_prescale(buffer, prescale);  // part of the op: on the comm thread when the op runs there
+               if (!chan_ || buffer.count == 0) return;
+               if (buffer.bytes() <= kSmallAllReduceBytes) {
+                 all_reduce_small(buffer, op);
+               } else {
+                 all_reduce_large(buffer, op);
+               }
+             });
 }
 
 // One step: everyone copies its buffer in, then everyone reduces all copies (in rank order, so
@@ -274,14 +276,15 @@ WorkHandle ShmGroup::reduce_scatter(BufferView input, BufferView output, const R
   check_host("reduce_scatter", input);
   check_host("reduce_scatter", output);
   check_reduce_scatter_shapes(fmt::format("shm reduce_scatter on group '{}'", name_), input, output, size_);
-  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(), [this, input, output, op = options.op] {
-    if (output.count == 0) return;
-    if (!chan_) {  // one rank: every op of a single value is the value itself
-      if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
-      return;
-    }
-    reduce_scatter_chunks(input, output, op);
-  });
+  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
+             [this, input, output, op = options.op] {
+               if (output.count == 0) return;
+               if (!chan_) {  // one rank: every op of a single value is the value itself
+                 if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
+                 return;
+               }
+               reduce_scatter_chunks(input, output, op);
+             });
 }
 
 // Every rank copies in its share of the other ranks' blocks (chunk j at step j+1), and reduces
