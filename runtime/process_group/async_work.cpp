@@ -7,19 +7,21 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
+#include "fastrun/runtime/process_group/stalled_op_check.h"
 
 namespace fastrun {
 
 AsyncWork::AsyncWork(const std::string& label, std::string op, Duration default_timeout,
                      std::shared_ptr<FailureWatch> watch, std::function<void(const std::string&)> on_abort,
-                     Duration release_grace)
+                     Duration release_grace, std::function<void()> on_stall)
     : label_(label),
       op_(std::move(op)),
       what_(fmt::format("{}: {}", label_, op_)),
       default_timeout_(default_timeout),
       watch_(std::move(watch)),
       on_abort_(std::move(on_abort)),
-      release_grace_(release_grace) {}
+      release_grace_(release_grace),
+      on_stall_(std::move(on_stall)) {}
 
 void AsyncWork::complete() {
   {
@@ -104,6 +106,8 @@ void AsyncWork::wait(Duration timeout) {
   if (timeout <= Duration::zero()) timeout = default_timeout_;
   const auto deadline = clock::now() + timeout;
   const Duration slice = FailureWatch::kPollInterval / 2;
+  Duration stall_interval = StalledOpCheck::kFirstCheck;
+  auto next_stall_check = clock::now() + stall_interval;
   std::unique_lock lock(mutex_);
   while (!done_) {
     if (outside_error_) give_up(lock, outside_error_, outside_reason_);
@@ -113,10 +117,25 @@ void AsyncWork::wait(Duration timeout) {
       give_up(lock, std::make_exception_ptr(TimeoutError(reason)), reason);
     }
     cv_.wait_for(lock, std::min<Duration>(slice, Duration(deadline - now)));
+    if (on_stall_ && !done_ && clock::now() >= next_stall_check) {
+      lock.unlock();
+      on_stall_();  // may fail this op from outside: the loop's next round sees it
+      lock.lock();
+      stall_interval = std::min<Duration>(2 * stall_interval, StalledOpCheck::kMaxInterval);
+      next_stall_check = clock::now() + stall_interval;
+      continue;
+    }
     if (done_ || !watch_) continue;
     lock.unlock();
     auto failure = watch_->poll();
     lock.lock();
+    if (failure && !done_ && on_stall_) {
+      // A peer that failed may have found the ranks out of step: that names the root cause.
+      lock.unlock();
+      on_stall_();
+      lock.lock();
+      if (done_ || outside_error_) continue;
+    }
     if (failure && !done_) {
       const std::string reason = fmt::format("{}: aborted because a peer failed: {}", what_, *failure);
       give_up(lock, std::make_exception_ptr(PeerFailure(reason)), reason);

@@ -45,8 +45,14 @@ class AsyncWork final : public Work {
   // "all_reduce #7". `watch` (may be null) is polled between wait slices. `on_abort` runs (once) when wait()
   // gives up on a failure or a timeout, so the backend can mark its group unusable and cancel
   // the op; wait() then waits up to `release_grace` for the op to end.
+  // `on_stall` (may be empty) runs on the waiting thread, without the lock, once a wait has
+  // lasted StalledOpCheck::kFirstCheck, then after twice as long each time (at most
+  // kMaxInterval apart), and before a wait gives up on a peer's failure: the backend's check
+  // for ranks that issued different ops (stalled_op_check.h), which fails the op from outside
+  // when it finds them.
   AsyncWork(const std::string& label, std::string op, Duration default_timeout, std::shared_ptr<FailureWatch> watch,
-            std::function<void(const std::string& reason)> on_abort, Duration release_grace = Duration::zero());
+            std::function<void(const std::string& reason)> on_abort, Duration release_grace = Duration::zero(),
+            std::function<void()> on_stall = {});
 
   void complete();
   // Runs `write_back` (copies into the caller's buffers) and completes, atomically with respect
@@ -74,6 +80,7 @@ class AsyncWork final : public Work {
   std::shared_ptr<FailureWatch> watch_;
   std::function<void(const std::string&)> on_abort_;
   Duration release_grace_;
+  std::function<void()> on_stall_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;

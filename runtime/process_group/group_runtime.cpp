@@ -108,7 +108,16 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
           if (shared->hooks.cancel) shared->hooks.cancel();
         }
       },
-      staged ? Duration::zero() : s.config.release_grace);
+      staged ? Duration::zero() : s.config.release_grace,
+      s.hooks.stalled ? std::function<void()>([weak] {
+        auto shared = weak.lock();
+        if (!shared) return;
+        std::exception_ptr error = shared->hooks.stalled();
+        if (!error) return;
+        shared->health->fail(error);
+        fail_in_flight(*shared, error);
+      })
+                      : std::function<void()>());
   {
     std::lock_guard lock(s.in_flight_mutex);
     std::erase_if(s.in_flight, [](const auto& w) { return w.expired(); });
@@ -156,17 +165,19 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
   return work;
 }
 
+void GroupRuntime::fail_in_flight(Shared& s, const std::exception_ptr& error) {
+  std::vector<std::weak_ptr<AsyncWork>> works;
+  {
+    std::lock_guard lock(s.in_flight_mutex);
+    works = s.in_flight;
+  }
+  for (auto& w : works)
+    if (auto work = w.lock()) work->fail_from_outside(error);
+}
+
 std::function<void(std::exception_ptr)> GroupRuntime::in_flight_failer() const {
   return [weak = std::weak_ptr<Shared>(shared_)](std::exception_ptr error) {
-    auto shared = weak.lock();
-    if (!shared) return;
-    std::vector<std::weak_ptr<AsyncWork>> works;
-    {
-      std::lock_guard lock(shared->in_flight_mutex);
-      works = shared->in_flight;
-    }
-    for (auto& w : works)
-      if (auto work = w.lock()) work->fail_from_outside(error);
+    if (auto shared = weak.lock()) fail_in_flight(*shared, error);
   };
 }
 

@@ -87,6 +87,9 @@ class GroupRuntime {
     std::function<std::exception_ptr(GroupHealth&, const std::string& what, std::exception_ptr)> translate;
     std::function<void()> op_failed;  // after an op failed (shm: tell the peers at once)
     std::function<void()> cancel;     // a wait() gave up on an op in flight (shm: cancel its waits)
+    // A wait on an op on the comm thread has lasted a while (AsyncWork's on_stall): an error
+    // to fail the group and every op in flight with, or null (gloo: stalled_op_check.h).
+    std::function<std::exception_ptr()> stalled;
   };
 
   // `health`: one made earlier for the transport's set-up (shm's channel watches its failure
@@ -103,6 +106,8 @@ class GroupRuntime {
 
   // The next op number (backends that run ops their own way: nccl).
   std::uint64_t next_seq() { return ++seq_; }
+  // The number of the op run() issued last (issuing thread).
+  std::uint64_t last_seq() const { return seq_; }
 
   // Fails every op still queued or running on the comm thread with `error`, for a transport that
   // learns of a failure outside any op (gloo's transport threads): their waits return it at once
@@ -119,6 +124,7 @@ class GroupRuntime {
  private:
   struct Shared;  // what a queued op needs: outlives the runtime when the thread is left behind
   static void run_body(Shared& s, const OpContext& ctx, const Body& body);
+  static void fail_in_flight(Shared& s, const std::exception_ptr& error);
 
   std::shared_ptr<GroupHealth> health_;
   std::shared_ptr<Shared> shared_;

@@ -10,27 +10,34 @@
 
 namespace fastrun {
 
-std::string describe_mismatch(const std::vector<Fingerprint>& all, const std::string& group_name,
-                              const std::vector<int>& global_ranks) {
+std::string describe_mismatch(std::vector<RankOp> ops, std::int64_t seq, const std::string& group_name,
+                              const std::string& found_by) {
+  std::stable_sort(ops.begin(), ops.end(), [](const RankOp& a, const RankOp& b) { return a.rank < b.rank; });
   // Distinct fingerprints in order of their first rank, each with the ranks that sent it.
   std::vector<std::pair<Fingerprint, std::vector<int>>> kinds;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    const int who = r < global_ranks.size() ? global_ranks[r] : static_cast<int>(r);
-    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == all[r]; });
-    if (it == kinds.end()) kinds.push_back({all[r], {who}});
-    else it->second.push_back(who);
+  for (const RankOp& r : ops) {
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == r.op; });
+    if (it == kinds.end()) kinds.push_back({r.op, {r.rank}});
+    else it->second.push_back(r.rank);
   }
   if (kinds.size() <= 1) return {};
-  const std::int64_t seq = all.front().words[0];
   std::string parts;
   for (const auto& [f, ranks] : kinds) {
     const OpDesc d = from_fingerprint(f);
     parts += fmt::format("{}rank{} {} called {}{}", parts.empty() ? "" : ", ", ranks.size() == 1 ? "" : "s",
                          fmt::join(ranks, ","), describe(d), d.seq == seq ? "" : fmt::format(" as its op #{}", d.seq));
   }
-  return fmt::format("op #{} on group '{}': {} (FASTRUN_DEBUG=sequence found the ranks out of step; every rank "
-                     "stops at this op)",
-                     seq, group_name, parts);
+  return fmt::format("op #{} on group '{}': {} ({})", seq, group_name, parts, found_by);
+}
+
+std::string describe_mismatch(const std::vector<Fingerprint>& all, const std::string& group_name,
+                              const std::vector<int>& global_ranks) {
+  if (all.empty()) return {};
+  std::vector<RankOp> ops;
+  for (std::size_t r = 0; r < all.size(); ++r)
+    ops.push_back({r < global_ranks.size() ? global_ranks[r] : static_cast<int>(r), all[r]});
+  return describe_mismatch(ops, all.front().words[0], group_name,
+                           "FASTRUN_DEBUG=sequence found the ranks out of step; every rank stops at this op");
 }
 
 void check_same_op(ProcessGroup& pg, const OpDesc& op, const std::string& group_name,

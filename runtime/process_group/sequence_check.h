@@ -7,6 +7,7 @@
 //    broadcast(float32 x 1024, root 0)"
 // (c10d's TORCH_DISTRIBUTED_DEBUG=DETAIL is the precedent). The exchange itself is the same op on
 // every rank whatever the ranks were about to do, so it is always safe to issue.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,17 @@ void check_same_op(ProcessGroup& pg, const OpDesc& op, const std::string& group_
 // The message for gathered fingerprints, or "" when they all agree (pure; tested on its own).
 std::string describe_mismatch(const std::vector<Fingerprint>& all, const std::string& group_name,
                               const std::vector<int>& global_ranks);
+
+// One rank's op as another check saw it (the shm channel's, gloo's stall check): `rank` is the
+// global rank named in the message.
+struct RankOp {
+  int rank = 0;
+  Fingerprint op;
+};
+// The same message for the ops of some of the ranks (those the check could see, in any order),
+// numbered from `seq` (this rank's op number); `found_by` ends it and says which check found it
+// and what happens now. "" when they all agree.
+std::string describe_mismatch(std::vector<RankOp> ops, std::int64_t seq, const std::string& group_name,
+                              const std::string& found_by);
 
 }  // namespace fastrun

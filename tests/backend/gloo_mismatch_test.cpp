@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -107,7 +108,8 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
     int explained = 0;
     for (const auto& r : results) {
       if (r.exit_code == 0) continue;
-      const bool disagree = r.message.find("different collective") != std::string::npos;
+      const bool disagree = r.message.find("different collective") != std::string::npos ||
+                            r.message.find("found out of step when the op stalled") != std::string::npos;
       explained += disagree;
       CHECK((disagree || r.message.find("died") != std::string::npos));
     }
@@ -123,20 +125,23 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
 // that. FASTRUN_DEBUG=sequence is the prompt path: it finds the mismatch before any data moves.
 namespace {
 
-std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::string>& env) {
+// Runs `issue` on 2 gloo ranks (after `warm_up`) and reports through each rank's message how
+// long its op took and how it ended: "<seconds> s: <error or completed>".
+std::vector<test::RankResult> run_timed(const std::map<std::string, std::string>& env,
+                                        std::function<void(Group&, int rank)> issue,
+                                        std::function<void(Group&)> warm_up = {}) {
   test::RankRunOptions options;
   options.timeout = std::chrono::seconds(60);
   options.extra_env = env;
   return test::run_ranks(
       2,
-      [](int rank) {
+      [&](int rank) {
         auto ctx = join({"gloo"});
-        const std::size_t big = 1 << 20;  // 4 MiB of float on rank 0, 4 MiB + 4 KiB on rank 1
-        std::vector<float> f(big + 1024, 1.0f);
+        if (warm_up) warm_up(ctx->world());
         const auto start = std::chrono::steady_clock::now();
         std::string outcome = "completed";
         try {
-          ctx->world().all_reduce(view_of(f.data(), rank == 0 ? big : big + 1024))->wait();
+          issue(ctx->world(), rank);
         } catch (const Error& e) {
           outcome = e.what();
         }
@@ -145,6 +150,14 @@ std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::
         throw std::runtime_error(fmt::format("{:.2f} s: {}", took, outcome));
       },
       options);
+}
+
+std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::string>& env) {
+  return run_timed(env, [](Group& g, int rank) {
+    const std::size_t big = 1 << 20;  // 4 MiB of float on rank 0, 4 MiB + 4 KiB on rank 1
+    std::vector<float> f(big + 1024, 1.0f);
+    g.all_reduce(view_of(f.data(), rank == 0 ? big : big + 1024))->wait();
+  });
 }
 
 double seconds_of(const std::string& message) { return std::stod(message.substr(0, message.find(' '))); }
@@ -178,5 +191,31 @@ TEST_CASE("gloo: FASTRUN_DEBUG=sequence fails a mismatch on an op over 2 MiB pro
     REQUIRE(r.exit_code != 0);
     CHECK(r.message.find("FASTRUN_DEBUG=sequence found the ranks out of step") != std::string::npos);
     CHECK(seconds_of(r.message) < 10.0);
+  }
+}
+
+// By default (no FASTRUN_DEBUG): all_reduce against broadcast waits on different Gloo slots, so
+// no data moves; the stalled waits compare the ranks' last ops (stalled_op_check.h) and both
+// ranks fail within seconds, naming both ops, instead of at the op timeout (60 s here).
+TEST_CASE("gloo: all_reduce against broadcast fails on every rank in seconds, naming both ops", "[gloo][mismatch][mp]") {
+  const auto results = run_timed(
+      {{"FASTRUN_OP_TIMEOUT", "60"}},
+      [](Group& g, int rank) {
+        std::vector<float> f(100, 1.0f);
+        if (rank == 0) g.all_reduce(view_of(f.data(), 100))->wait();
+        else g.broadcast(view_of(f.data(), 100), {0})->wait();
+      },
+      [](Group& g) {  // in step first
+        std::vector<float> f(10, 1.0f);
+        for (int i = 0; i < 3; ++i) g.all_reduce(view_of(f.data(), 10))->wait();
+      });
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    CHECK(r.message.find("on group 'world': rank 0 called all_reduce(float32 x 100, sum), rank 1 called "
+                         "broadcast(float32 x 100, root 0)") != std::string::npos);
+    CHECK(seconds_of(r.message) < 20.0);
   }
 }

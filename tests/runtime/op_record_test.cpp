@@ -48,3 +48,12 @@ TEST_CASE("the mismatch message groups ranks by what they called", "[group][debu
              Catch::StartsWith("op #12 on group 'group-1': rank 3 called all_reduce(float32 x 1024, sum), rank 5 "
                                "called all_reduce(float32 x 1024, sum) as its op #13"));
 }
+
+TEST_CASE("the mismatch message of another check: the ranks it saw, in rank order", "[group][debug]") {
+  const auto ar = fingerprint(numbered(op_desc("all_reduce", kF32).with_reduce(ReduceOp::sum), 7));
+  const auto bc = fingerprint(numbered(op_desc("broadcast", kF32).with_root(0), 7));
+  CHECK(describe_mismatch(std::vector<RankOp>{{1, ar}, {0, ar}}, 7, "world", "found by x").empty());
+  CHECK(describe_mismatch(std::vector<RankOp>{{2, bc}, {0, ar}, {1, ar}}, 7, "world", "found by x") ==
+        "op #7 on group 'world': ranks 0,1 called all_reduce(float32 x 1024, sum), rank 2 called "
+        "broadcast(float32 x 1024, root 0) (found by x)");
+}

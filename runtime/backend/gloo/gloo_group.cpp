@@ -33,7 +33,9 @@
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
+#include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
+#include "fastrun/runtime/process_group/stalled_op_check.h"
 
 namespace fastrun::gloo_backend {
 namespace {
@@ -85,6 +87,8 @@ class GlooGroup final : public ProcessGroup {
                          const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override;
 
  private:
+  // Runs an op through the group runtime and records it for the stalled-op check.
+  WorkHandle run(OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers, GroupRuntime::Body body);
   // Posts point-to-point ops (checked) as unbound buffers; one Work waits for them all.
   WorkHandle post_p2p(const char* op, const std::vector<P2POp>& ops);
 
@@ -94,12 +98,38 @@ class GlooGroup final : public ProcessGroup {
   P2PNames p2p_names_;  // for point-to-point messages' errors
   // Held by every queued op (the comm thread may outlive the group on a dead peer).
   std::shared_ptr<::gloo::Context> context_;
+  // Ranks that issued different ops wait on different Gloo slots until the op timeout: a
+  // stalled wait compares the ranks' last ops (stalled_op_check.h). Null for a group of one.
+  std::shared_ptr<StalledOpCheck> op_check_;
   std::unique_ptr<GroupRuntime> runtime_;
   std::shared_ptr<TransportState> transport_;
   int listener_ = 0;
 };
 
 std::exception_ptr translate(GroupHealth& health, const std::string& what, std::exception_ptr error);
+
+// The stalled-op check (stalled_op_check.h) runs when a wait stalls, and first of all when an op
+// failed in Gloo: a peer that found the ranks out of step leaves, and its closed connection
+// would otherwise read here as "rank N died" while its message names both ops.
+GroupRuntime::Hooks gloo_hooks(std::shared_ptr<StalledOpCheck> check) {
+  GroupRuntime::Hooks h;
+  h.translate = &translate;
+  if (!check) return h;
+  h.stalled = [check]() -> std::exception_ptr {
+    if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+    return nullptr;
+  };
+  h.translate = [check](GroupHealth& health, const std::string& what, std::exception_ptr thrown) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const ::gloo::IoException&) {
+      if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+    } catch (...) {
+    }
+    return translate(health, what, thrown);
+  };
+  return h;
+}
 
 // Ops up to here run on op-owned copies (below): up to this size the copy in and out is a small
 // part of a gloo all-reduce (docs/benchmarks.md, "Figures behind the constants").
@@ -139,8 +169,10 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
       size_(spec.size),
       name_(spec.name),
       p2p_names_{spec.name, spec.rank, spec.global_ranks},
-      runtime_(std::make_unique<GroupRuntime>(spec, gloo_runtime_config(spec.op_timeout),
-                                              GroupRuntime::Hooks{&translate, {}, {}})),
+      op_check_(spec.size > 1 && spec.store ? std::make_shared<StalledOpCheck>(*spec.store, spec.rank, spec.size,
+                                                                               spec.global_ranks, spec.name)
+                                            : nullptr),
+      runtime_(std::make_unique<GroupRuntime>(spec, gloo_runtime_config(spec.op_timeout), gloo_hooks(op_check_))),
       transport_(std::make_shared<TransportState>()) {
   const auto start = std::chrono::steady_clock::now();
   const std::string& label = runtime_->label();
@@ -330,7 +362,7 @@ WorkHandle GlooGroup::all_reduce(BufferView buffer, const AllReduceOptions& opti
     apply_prescale(buffer, options.prescale);
     return completed_work();
   }
-  return runtime_->run("all_reduce", buffer.bytes(), {{buffer, OpBuffer::read_write}},
+  return run(op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(), {{buffer, OpBuffer::read_write}},
                        [ctx = context_, op = options.op, prescale = options.prescale](const OpContext& o) {
                          apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
                          run_allreduce(ctx, o.buffer(0), op, tag_of(o), o.timeout);
@@ -343,7 +375,7 @@ WorkHandle GlooGroup::broadcast(BufferView buffer, const BroadcastOptions& optio
     throw ConfigError(fmt::format("broadcast: root {} is not a rank of this group of {} ranks", options.root, size_));
   if (size_ == 1 || buffer.count == 0) return completed_work();
   const auto access = options.root == rank_ ? OpBuffer::read : OpBuffer::write;
-  return runtime_->run("broadcast", buffer.bytes(), {{buffer, access}},
+  return run(op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), {{buffer, access}},
                        [ctx = context_, root = options.root](const OpContext& op) {
                          const BufferView& b = op.buffer(0);
                          ::gloo::BroadcastOptions o(ctx);
@@ -370,18 +402,19 @@ WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllG
       input.data == static_cast<std::uint8_t*>(output.data) + input.bytes() * static_cast<std::size_t>(rank_);
   std::vector<OpBuffer> buffers{{output, in_place ? OpBuffer::read_write : OpBuffer::write}};
   if (!in_place) buffers.push_back({input, OpBuffer::read});
-  return runtime_->run("all_gather", output.bytes(), std::move(buffers), [ctx = context_, in_place](const OpContext& op) {
-    const BufferView& out = op.buffer(0);
-    ::gloo::AllgatherOptions o(ctx);
-    if (!in_place) {
-      const BufferView& in = op.buffer(1);
-      o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(in.data), in.bytes());
-    }
-    o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(out.data), out.bytes());
-    o.setTag(tag_of(op));
-    o.setTimeout(op.timeout);
-    ::gloo::allgather(o);
-  });
+  return run(op_desc("all_gather", input), output.bytes(), std::move(buffers),
+             [ctx = context_, in_place](const OpContext& op) {
+               const BufferView& out = op.buffer(0);
+               ::gloo::AllgatherOptions o(ctx);
+               if (!in_place) {
+                 const BufferView& in = op.buffer(1);
+                 o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(in.data), in.bytes());
+               }
+               o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(out.data), out.bytes());
+               o.setTag(tag_of(op));
+               o.setTimeout(op.timeout);
+               ::gloo::allgather(o);
+             });
 }
 
 WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -394,22 +427,30 @@ WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const 
     if (output.data != input.data) std::memmove(output.data, input.data, block);
     return completed_work();
   }
-  return runtime_->run("reduce_scatter", input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
-                       [ctx = context_, op = options.op](const OpContext& o) {
-                         const BufferView &in = o.buffer(0), &out = o.buffer(1);
-                         reduce_blocks(ctx, in.data, std::vector<std::size_t>(ctx->size, out.count), out.data,
-                                       in.dtype, op, tag_of(o), o.timeout);
-                       });
+  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
+             {{input, OpBuffer::read}, {output, OpBuffer::write}},
+             [ctx = context_, op = options.op](const OpContext& o) {
+               const BufferView &in = o.buffer(0), &out = o.buffer(1);
+               reduce_blocks(ctx, in.data, std::vector<std::size_t>(ctx->size, out.count), out.data, in.dtype, op,
+                             tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::barrier(const BarrierOptions&) {
   if (size_ == 1) return completed_work();
-  return runtime_->run("barrier", 0, [ctx = context_](const OpContext& op) {
+  return run(op_desc("barrier"), 0, {}, [ctx = context_](const OpContext& op) {
     ::gloo::BarrierOptions o(ctx);
     o.setTag(tag_of(op));
     o.setTimeout(op.timeout);
     ::gloo::barrier(o);
   });
+}
+
+WorkHandle GlooGroup::run(OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers, GroupRuntime::Body body) {
+  WorkHandle work = runtime_->run(op.op.c_str(), bytes, std::move(buffers), std::move(body));
+  op.seq = static_cast<std::int64_t>(runtime_->last_seq());
+  if (op_check_) op_check_->record(op);
+  return work;
 }
 
 // ---------------------------------------------------------------------------- point-to-point
@@ -486,10 +527,10 @@ WorkHandle GlooGroup::reduce(BufferView buffer, const ReduceOptions& options) {
   if (size_ == 1 || buffer.count == 0) return completed_work();  // one rank: every op gives the value
   // Only the root's buffer is written (with the reduction); the others' are only read.
   const auto access = rank_ == options.root ? OpBuffer::read_write : OpBuffer::read;
-  return runtime_->run("reduce", buffer.bytes(), {{buffer, access}},
-                       [ctx = context_, op = options.op, root = options.root](const OpContext& o) {
-                         run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout);
-                       });
+  return run(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
+             {{buffer, access}}, [ctx = context_, op = options.op, root = options.root](const OpContext& o) {
+               run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
@@ -504,11 +545,10 @@ WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOp
   }
   std::vector<OpBuffer> buffers{{input, OpBuffer::read}};
   if (rank_ == root) buffers.push_back({output, OpBuffer::write});
-  return runtime_->run("gather", input.bytes() * static_cast<std::size_t>(size_), std::move(buffers),
-                       [ctx = context_, output, root](const OpContext& o) {
-                         run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o),
-                                    o.timeout);
-                       });
+  return run(op_desc("gather", input).with_root(root), input.bytes() * static_cast<std::size_t>(size_),
+             std::move(buffers), [ctx = context_, output, root](const OpContext& o) {
+               run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
@@ -523,11 +563,10 @@ WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const Scatter
   }
   std::vector<OpBuffer> buffers{{output, OpBuffer::write}};
   if (rank_ == root) buffers.push_back({input, OpBuffer::read});
-  return runtime_->run("scatter", output.bytes() * static_cast<std::size_t>(size_), std::move(buffers),
-                       [ctx = context_, input, root](const OpContext& o) {
-                         run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o),
-                                     o.timeout);
-                       });
+  return run(op_desc("scatter", output).with_root(root), output.bytes() * static_cast<std::size_t>(size_),
+             std::move(buffers), [ctx = context_, input, root](const OpContext& o) {
+               run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o), o.timeout);
+             });
 }
 
 WorkHandle GlooGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
@@ -539,7 +578,7 @@ WorkHandle GlooGroup::all_to_all(BufferView input, BufferView output, const AllT
     if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
-  return runtime_->run("all_to_all", input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+  return run(op_desc("all_to_all", input), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
                        [ctx = context_](const OpContext& o) {
                          run_all_to_all(ctx, o.buffer(0), o.buffer(1), tag_of(o), o.timeout);
                        });
@@ -554,7 +593,8 @@ WorkHandle GlooGroup::all_to_allv(BufferView input, const std::vector<std::size_
     if (output.data != input.data && input.count) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
-  return runtime_->run("all_to_allv", input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+  // Without its counts: they differ between ranks by design, so they are no sign of a mismatch.
+  return run(op_desc("all_to_allv"), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
                        [ctx = context_, send_counts, recv_counts](const OpContext& o) {
                          run_all_to_allv(ctx, o.buffer(0), send_counts, o.buffer(1), recv_counts, tag_of(o),
                                          o.timeout);

@@ -34,6 +34,8 @@ Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_p
       info_(std::move(info)),
       watch_(std::move(watch)),
       pidfds_(static_cast<std::size_t>(info_.size)),
+      fingerprints_(base_, layout_, info_.rank, info_.global_ranks, info_.group),
+      compared_(static_cast<std::size_t>(info_.size)),
       waiter_(info_.size, info_.cpus) {}
 
 Channel::~Channel() {
@@ -61,10 +63,12 @@ void Channel::watch_peers() {
   }
 }
 
-void Channel::begin_op(const char* op, std::chrono::steady_clock::duration timeout) {
+void Channel::begin_op(const char* op, std::chrono::steady_clock::duration timeout, const Fingerprint& fingerprint) {
   op_ = op;
   timeout_ = timeout;
   deadline_ = Clock::now() + timeout;
+  op_first_ = step_ + 1;  // the op's first next_step()
+  fingerprints_.leave(op_first_, fingerprint);
 }
 
 void Channel::abort() noexcept {
@@ -94,10 +98,13 @@ void Channel::wait_all(std::uint32_t k) {
   for (int p = 0; p < info_.size; ++p)
     if (p != info_.rank && !reached(p, k)) wait_slow(p, k);
   if (static_cast<std::int32_t>(k - all_reached_) > 0) all_reached_ = k;
+  if (all_compared_ != op_first_ && in_op(k)) compare_op_all();
 }
 
 void Channel::wait_one(int peer, std::uint32_t k) {
   if (!reached(peer, k)) wait_slow(peer, k);
+  if (compared_[static_cast<std::size_t>(peer)] != op_first_ && all_compared_ != op_first_ && in_op(k))
+    compare_op(peer);
 }
 
 void Channel::wait_slow(int peer, std::uint32_t k) {
@@ -122,6 +129,7 @@ void Channel::check_health(int peer, std::uint32_t k) {
   // the group normally is not a failure.
   if (word(control(peer).aborted).load(std::memory_order_acquire) != 0) {
     if (reached(peer, k)) return;
+    check_arrived_ops();  // it may have left on a mismatch this rank has not compared yet
     throw PeerFailure(fmt::format("{}: {} left the group or failed in a collective of its own; see its error",
                                   where(), who(peer)));
   }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "fastrun/runtime/backend/shm/layout.h"
+#include "fastrun/runtime/backend/shm/op_fingerprint.h"
 #include "fastrun/runtime/backend/shm/segment.h"
 #include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/os/unique_fd.h"
@@ -97,8 +98,10 @@ class Channel {
   // not throw.
   void set_idle_hook(std::function<void()> hook) { idle_ = std::move(hook); }
 
-  // Names the operation in wait errors ("all_reduce", ...) and sets its deadline.
-  void begin_op(const char* op, std::chrono::steady_clock::duration timeout);
+  // Names the operation in wait errors ("all_reduce #7", ...), sets its deadline and leaves its
+  // fingerprint for the peers (op_fingerprint.h): the waits of the op compare each peer's with
+  // it once and throw ConfigError, naming every rank's op, when they differ.
+  void begin_op(const char* op, std::chrono::steady_clock::duration timeout, const Fingerprint& fingerprint);
   // Marks this rank aborted so peers waiting on it fail at once instead of timing out.
   void abort() noexcept;
   // Makes the wait in progress (and every later one) fail at its next health check, within
@@ -110,6 +113,14 @@ class Channel {
     return *reinterpret_cast<RankControl*>(base_ + layout_.control_offset(static_cast<std::size_t>(rank)));
   }
   bool reached(int peer, std::uint32_t k) const;
+  // Whether step k is past the current op's start (peers that reached it left their fingerprint).
+  bool in_op(std::uint32_t k) const { return static_cast<std::int32_t>(k - op_first_) >= 0; }
+  // Compares `peer`'s op (or every peer's) with this rank's, once per op (channel_op_check.cpp).
+  void compare_op(int peer);
+  void compare_op_all();
+  // Throws the mismatch error if a peer that reached the op's first step began another op.
+  void check_arrived_ops();
+  [[noreturn]] void throw_mismatch();
   // Whether `peer` last ran on the CPU this rank runs on now.
   bool shares_cpu_with(int peer);
   void wait_slow(int peer, std::uint32_t k);
@@ -130,6 +141,10 @@ class Channel {
   std::vector<os::UniqueFd> pidfds_;
   std::uint32_t step_ = 0;
   std::uint32_t all_reached_ = 0;
+  OpFingerprints fingerprints_;
+  std::uint32_t op_first_ = 0;              // the current op's first step (0: no op yet)
+  std::uint32_t all_compared_ = 0;          // op_first_ once every peer's op was compared
+  std::vector<std::uint32_t> compared_;     // per peer: op_first_ once its op was compared
   const char* op_ = "set-up";
   std::chrono::steady_clock::time_point deadline_{};
   std::chrono::steady_clock::duration timeout_{};

@@ -2,7 +2,8 @@
 // The byte layout of one shm group's segment (trivially copyable structs only; every rank maps
 // the same bytes, possibly at different addresses, so nothing here holds a pointer).
 //
-//   [SegmentHeader][RankControl x n][pad to 4 KiB][region(0,0) .. region(0,R-1) .. region(n-1,R-1)]
+//   [SegmentHeader][RankControl x n][FingerprintSlot x 2R x n][pad to 4 KiB]
+//   [region(0,0) .. region(0,R-1) .. region(n-1,R-1)]
 //
 // Each rank owns one RankControl (cache-line padded so ranks never false-share) and a ring of R
 // data regions. Why a ring and not a double buffer: a core that overwrites lines a peer core has
@@ -18,7 +19,7 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x66617374'72756e73ULL;  // "fastruns"
-inline constexpr std::uint32_t kLayoutVersion = 4;
+inline constexpr std::uint32_t kLayoutVersion = 5;  // 5: the op fingerprints (op_fingerprint.h)
 inline constexpr std::size_t kCacheLine = 128;  // two lines: defeats the adjacent-line prefetcher
 // Readers are done with the data of step k before they publish k + kMaxReadLag (channel.h); a
 // ring shorter than kMinRing would make a writer wait for peers that wait for it.
@@ -42,8 +43,16 @@ struct alignas(kCacheLine) RankControl {
   std::int32_t cpu;        // the CPU this rank ran on when it last published (a hint for waiters)
 };
 
+// The fingerprint of the op a rank began at step `first_step` (op_fingerprint.h says why a ring
+// of them, and how it is read). Words are accessed through std::atomic_ref.
+struct FingerprintSlot {
+  std::uint64_t first_step;  // 0: never written (steps start at 1)
+  std::int64_t words[8];     // process_group/op_record.h's Fingerprint
+};
+
 static_assert(std::is_trivially_copyable_v<SegmentHeader>);
 static_assert(std::is_trivially_copyable_v<RankControl>);
+static_assert(std::is_trivially_copyable_v<FingerprintSlot>);
 
 // Offsets of everything in a segment for `nranks` ranks with regions of `region_bytes`.
 struct Layout {
@@ -53,8 +62,17 @@ struct Layout {
 
   static constexpr std::size_t kPage = 4096;
   std::size_t control_offset(std::size_t rank) const { return sizeof(SegmentHeader) + rank * sizeof(RankControl); }
+  // Twice the ring: a peer is never more than a ring of steps ahead (op_fingerprint.h).
+  std::size_t fingerprint_slots() const { return 2 * ring; }
+  // Each rank's slots on cache lines of their own: only their owner writes them.
+  std::size_t fingerprint_block() const {
+    return (fingerprint_slots() * sizeof(FingerprintSlot) + kCacheLine - 1) / kCacheLine * kCacheLine;
+  }
+  std::size_t fingerprint_offset(std::size_t rank, std::size_t slot) const {
+    return control_offset(nranks) + rank * fingerprint_block() + slot * sizeof(FingerprintSlot);
+  }
   std::size_t data_offset() const {
-    return (control_offset(nranks) + kPage - 1) / kPage * kPage;
+    return (control_offset(nranks) + nranks * fingerprint_block() + kPage - 1) / kPage * kPage;
   }
   // Region `slot` (< ring) of `rank`.
   std::size_t region_offset(std::size_t rank, std::size_t slot) const {

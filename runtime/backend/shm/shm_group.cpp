@@ -66,15 +66,17 @@ ShmGroup::~ShmGroup() {
   if (p2p_) p2p_->detach();
 }
 
-WorkHandle ShmGroup::run(const char* op, std::size_t bytes, std::function<void()> body) {
+WorkHandle ShmGroup::run(const OpDesc& op, std::size_t bytes, std::function<void()> body) {
   const Duration timeout = runtime_->health().op_timeout();
-  return runtime_->run(op, bytes, [this, timeout, body = std::move(body)](const OpContext& ctx) {
-    if (chan_) {
-      current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
-      chan_->begin_op(current_op_.c_str(), timeout);
-    }
-    body();
-  });
+  return runtime_->run(op.op.c_str(), bytes,
+                       [this, timeout, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
+                         if (chan_) {
+                           current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
+                           f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
+                           chan_->begin_op(current_op_.c_str(), timeout, f);
+                         }
+                         body();
+                       });
 }
 
 void ShmGroup::check_host(const char* op, const BufferView& b) const {
@@ -91,15 +93,16 @@ void ShmGroup::check_host(const char* op, const BufferView& b) const {
 WorkHandle ShmGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
   check_host("all_reduce", buffer);
   check_prescale(fmt::format("shm all_reduce on group '{}'", name_), buffer, options.prescale);
-  return run("all_reduce", buffer.bytes(), [this, buffer, op = options.op, prescale = options.prescale] {
-    apply_prescale(buffer, prescale);  // part of the op: on the comm thread when the op runs there
-    if (!chan_ || buffer.count == 0) return;
-    if (buffer.bytes() <= kSmallAllReduceBytes) {
-      all_reduce_small(buffer, op);
-    } else {
-      all_reduce_large(buffer, op);
-    }
-  });
+  return run(op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(),
+             [this, buffer, op = options.op, prescale = options.prescale] {
+               apply_prescale(buffer, prescale);  // part of the op: on the comm thread when the op runs there
+               if (!chan_ || buffer.count == 0) return;
+               if (buffer.bytes() <= kSmallAllReduceBytes) {
+                 all_reduce_small(buffer, op);
+               } else {
+                 all_reduce_large(buffer, op);
+               }
+             });
 }
 
 // One step: everyone copies its buffer in, then everyone reduces all copies (in rank order, so
@@ -198,7 +201,7 @@ WorkHandle ShmGroup::broadcast(BufferView buffer, const BroadcastOptions& option
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
                                   options.root, size_ - 1));
-  return run("broadcast", buffer.bytes(), [this, buffer, root = options.root] {
+  return run(op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), [this, buffer, root = options.root] {
     if (chan_ && buffer.count > 0) broadcast_chunks(buffer, root);
   });
 }
@@ -234,7 +237,7 @@ WorkHandle ShmGroup::all_gather(BufferView input, BufferView output, const AllGa
   check_host("all_gather", input);
   check_host("all_gather", output);
   check_all_gather_shapes(fmt::format("shm all_gather on group '{}'", name_), input, output, size_);
-  return run("all_gather", output.bytes(), [this, input, output] {
+  return run(op_desc("all_gather", input), output.bytes(), [this, input, output] {
     if (input.count == 0) return;
     std::byte* own = bytes_of(output) + static_cast<std::size_t>(rank_) * input.bytes();
     if (own != input.data) std::memmove(own, input.data, input.bytes());
@@ -273,14 +276,15 @@ WorkHandle ShmGroup::reduce_scatter(BufferView input, BufferView output, const R
   check_host("reduce_scatter", input);
   check_host("reduce_scatter", output);
   check_reduce_scatter_shapes(fmt::format("shm reduce_scatter on group '{}'", name_), input, output, size_);
-  return run("reduce_scatter", input.bytes(), [this, input, output, op = options.op] {
-    if (output.count == 0) return;
-    if (!chan_) {  // one rank: every op of a single value is the value itself
-      if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
-      return;
-    }
-    reduce_scatter_chunks(input, output, op);
-  });
+  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
+             [this, input, output, op = options.op] {
+               if (output.count == 0) return;
+               if (!chan_) {  // one rank: every op of a single value is the value itself
+                 if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
+                 return;
+               }
+               reduce_scatter_chunks(input, output, op);
+             });
 }
 
 // Every rank copies in its share of the other ranks' blocks (chunk j at step j+1), and reduces
@@ -322,7 +326,7 @@ void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out
 // ---------------------------------------------------------------------------- barrier
 
 WorkHandle ShmGroup::barrier(const BarrierOptions&) {
-  return run("barrier", 0, [this] {
+  return run(op_desc("barrier"), 0, [this] {
     if (!chan_) return;
     const std::uint32_t k = chan_->next_step();
     chan_->publish(k);

@@ -32,6 +32,7 @@
 #include "fastrun/runtime/backend/shm/channel.h"
 #include "fastrun/runtime/backend/shm/p2p_engine.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::shm {
@@ -96,8 +97,9 @@ class ShmGroup final : public ProcessGroup {
   void start_p2p(const GroupSpec& spec, const std::string& segment_name);
 
  private:
-  // Runs `body` (which captures its arguments by value) through the group runtime.
-  WorkHandle run(const char* op, std::size_t bytes, std::function<void()> body);
+  // Runs `body` (which captures its arguments by value) through the group runtime; `op`
+  // describes it for the peers' check (op_fingerprint.h; its number is set when it runs).
+  WorkHandle run(const OpDesc& op, std::size_t bytes, std::function<void()> body);
   void check_host(const char* op, const BufferView& b) const;
 
   void all_reduce_small(const BufferView& b, ReduceOp op);

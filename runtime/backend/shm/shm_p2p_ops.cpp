@@ -62,7 +62,8 @@ WorkHandle ShmGroup::post_p2p(const char* op, std::span<const P2POp> ops) {
 // this rank's buffers, not before, when they would wait for it.
 WorkHandle ShmGroup::run_p2p(const char* op, std::size_t /*bytes*/, std::vector<P2POp> ops,
                              std::function<void()> local_copy) {
-  return run(op, 0, std::function<void()>([this, op, ops = std::move(ops), local_copy = std::move(local_copy)] {
+  return run(op_desc(op), 0,
+             std::function<void()>([this, op, ops = std::move(ops), local_copy = std::move(local_copy)] {
                if (p2p_ && !ops.empty()) p2p_->run(ops, op, runtime_->health().op_timeout(), local_copy);
                else local_copy();
              }));
@@ -96,7 +97,8 @@ WorkHandle ShmGroup::batch_send_recv(const std::vector<P2POp>& ops) {
 WorkHandle ShmGroup::reduce(BufferView buffer, const ReduceOptions& options) {
   check_host("reduce", buffer);
   check_root(op_where("reduce", name_), options.root, size_);
-  return run("reduce", buffer.bytes(), std::function<void()>([this, buffer, op = options.op, root = options.root] {
+  return run(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
+             std::function<void()>([this, buffer, op = options.op, root = options.root] {
                if (chan_ && buffer.count > 0) reduce_chunks(buffer, op, root);
              }));
 }

@@ -1,0 +1,80 @@
+#include "fastrun/runtime/process_group/stalled_op_check.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/process_group/rank_name.h"
+#include "fastrun/runtime/process_group/sequence_check.h"
+
+namespace fastrun {
+namespace {
+
+std::string key_of(int rank) { return fmt::format("op_check/{}", rank); }
+
+Bytes encode(const std::vector<Fingerprint>& ops) {
+  Bytes b(ops.size() * sizeof(Fingerprint::words));
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    std::memcpy(b.data() + i * sizeof(Fingerprint::words), ops[i].words.data(), sizeof(Fingerprint::words));
+  return b;
+}
+
+std::vector<Fingerprint> decode(const Bytes& b) {
+  std::vector<Fingerprint> ops(b.size() / sizeof(Fingerprint::words));
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    std::memcpy(ops[i].words.data(), b.data() + i * sizeof(Fingerprint::words), sizeof(Fingerprint::words));
+  return ops;
+}
+
+const Fingerprint* find_seq(const std::vector<Fingerprint>& ops, std::int64_t seq) {
+  for (const Fingerprint& f : ops)
+    if (f.words[0] == seq) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+StalledOpCheck::StalledOpCheck(Store& store, int rank, int size, std::vector<int> global_ranks, std::string group)
+    : store_(store.clone()),
+      rank_(rank),
+      size_(size),
+      global_ranks_(std::move(global_ranks)),
+      group_(std::move(group)) {}
+
+void StalledOpCheck::record(const OpDesc& op) {
+  const Fingerprint f = fingerprint(op);
+  std::lock_guard lock(mutex_);
+  ring_[recorded_++ % kHistory] = f;
+}
+
+std::optional<std::string> StalledOpCheck::check() {
+  std::lock_guard lock(mutex_);  // also serialises the store handle between waiting threads
+  std::vector<Fingerprint> mine(
+      ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(recorded_, kHistory)));
+  try {
+    store_->set(key_of(rank_), encode(mine));
+    std::vector<std::vector<Fingerprint>> theirs(static_cast<std::size_t>(size_));
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && store_->check({key_of(p)}))
+        theirs[static_cast<std::size_t>(p)] = decode(store_->get(key_of(p)));
+    // The lowest op number that some peer issued differently.
+    std::int64_t first_bad = -1;
+    for (const Fingerprint& f : mine)
+      for (const auto& ops : theirs)
+        if (const Fingerprint* other = find_seq(ops, f.words[0]); other && !(*other == f))
+          if (first_bad < 0 || f.words[0] < first_bad) first_bad = f.words[0];
+    if (first_bad < 0) return std::nullopt;
+    std::vector<RankOp> ops{{global_rank_at(rank_, global_ranks_), *find_seq(mine, first_bad)}};
+    for (int p = 0; p < size_; ++p)
+      if (const Fingerprint* f = find_seq(theirs[static_cast<std::size_t>(p)], first_bad))
+        ops.push_back({global_rank_at(p, global_ranks_), *f});
+    return describe_mismatch(ops, first_bad, group_,
+                             "found out of step when the op stalled: a stalled wait compares the ranks' last ops "
+                             "through the store; FASTRUN_DEBUG=sequence checks every op before it starts");
+  } catch (const std::exception&) {
+    return std::nullopt;  // no verdict: the op's own timeout still bounds the wait
+  }
+}
+
+}  // namespace fastrun

@@ -1,0 +1,56 @@
+#pragma once
+// The default mismatch check of backends whose transport cannot carry an op's fingerprint for
+// free (gloo): ranks that issue different collectives there wait for messages that never come
+// (gloo's all_reduce and broadcast use different slots), until the op timeout, 600 s by default.
+// A per-op exchange would cost a round trip per op, so this check runs only when an op stalls:
+//   - each op's fingerprint (op_record.h) goes into a ring of this rank's last kHistory ops, on
+//     the issuing thread (a short uncontended lock and a 64-byte copy: the whole per-op cost);
+//   - when a wait on an op has lasted kFirstCheck (then 2x, 4x, ... up to kMaxInterval apart),
+//     the waiting thread writes the ring under "op_check/<rank>" in the group's store and reads
+//     the peers' rings (non-blocking): ops with the same number that differ are a mismatch, and
+//     the message is the sequence mode's (sequence_check.h), from the lowest such number.
+// A peer that is not stalled publishes nothing, so a stall where only one side waits (a rank
+// busy computing) gives no verdict; both sides of a mismatch wait, and each finds it.
+// Thread-safety: record() on the issuing thread, check() on any waiting thread.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/process_group/op_record.h"
+#include "fastrun/runtime/store/store.h"
+
+namespace fastrun {
+
+class StalledOpCheck {
+ public:
+  static constexpr std::size_t kHistory = 16;
+  static constexpr Duration kFirstCheck = std::chrono::seconds(1);
+  static constexpr Duration kMaxInterval = std::chrono::seconds(30);
+
+  // `store`: the group's (prefixed) store, cloned here for the waiting threads; `global_ranks`
+  // name the members in messages.
+  StalledOpCheck(Store& store, int rank, int size, std::vector<int> global_ranks, std::string group);
+
+  // Op #op.seq was issued on this rank.
+  void record(const OpDesc& op);
+  // Publishes this rank's ring and compares it with the peers' that are published: the mismatch
+  // message, or nothing (no verdict yet). Never throws (a broken store reads as no verdict).
+  std::optional<std::string> check();
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<Store> store_;
+  int rank_;
+  int size_;
+  std::vector<int> global_ranks_;
+  std::string group_;
+  std::array<Fingerprint, kHistory> ring_{};
+  std::uint64_t recorded_ = 0;
+};
+
+}  // namespace fastrun
