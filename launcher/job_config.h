@@ -14,6 +14,9 @@ namespace fastrun::launcher {
 
 enum class OutputMode { all, only_error, ignore };
 
+// The stall report's threshold is whole seconds in [0, kMaxStallReport]; 0 turns it off.
+inline constexpr int kMaxStallReport = 86400;
+
 // The user's options, as typed (CLI flags or SelfLaunchOptions).
 struct JobOptions {
   int nproc = 0;              // 0 = not given
@@ -27,6 +30,7 @@ struct JobOptions {
   NodeOptions node;           // --nnodes, --node-rank, --master-addr, --master-port
   std::optional<BindMode> bind;  // --bind; nullopt = FASTRUN_BIND (default none)
   bool report_bindings = false;  // --report-bindings (or FASTRUN_REPORT_BINDINGS=1)
+  std::optional<int> stall_report;  // --stall-report SECONDS; nullopt = FASTRUN_STALL_REPORT (default 30)
 };
 
 // This node's share of the job. One node: the defaults (global = local). Several nodes: filled
@@ -61,6 +65,7 @@ struct JobConfig {
   int global_world_size() const { return node.world_size > 0 ? node.world_size : world_size; }
   bool keep_background = false;
   JobBinding binding;         // each local rank's CPUs and memory node (docs/binding.md)
+  int stall_report_s = 30;    // the stall report's threshold (stall_watch.h); 0 = off
 };
 
 // Validates `options` against the process environment and fixes the job's choices. Throws
