@@ -79,7 +79,7 @@ std::vector<SlotView> read_board(const std::byte* base, std::size_t bytes) {
     return out;
   const std::int64_t ranks = h->local_ranks.load(relaxed);
   const std::int64_t per_rank = h->slots_per_rank.load(relaxed);
-  if (ranks < 0 || per_rank <= 0 || segment_bytes(static_cast<int>(ranks)) > bytes) return out;
+  if (ranks < 0 || per_rank != kSlotsPerRank || segment_bytes(static_cast<int>(ranks)) > bytes) return out;
   for (std::size_t i = 0; i < static_cast<std::size_t>(ranks * per_rank); ++i) {
     const Slot& s = *slot_at(base, i);
     for (int attempt = 0; attempt < 8; ++attempt) {
