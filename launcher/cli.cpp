@@ -91,6 +91,10 @@ class Flags {
             if (!(out_.job.kill_timeout >= 0 && out_.job.kill_timeout <= 86400))
               throw ConfigError(fmt::format("--kill-timeout {}: give seconds from 0 to 86400", out_.job.kill_timeout));
           });
+    value("--stall-report", "SECS",
+          "name the ranks a collective has waited for SECS seconds (default\n"
+          "30, or FASTRUN_STALL_REPORT); 0: off. Stops nothing",
+          [this](const std::string& v) { out_.job.stall_report = parse_int_value("--stall-report", v); });
     // The node flags' ranges depend on each other and on the engine's variables: plan_nodes checks them.
     value("--nnodes", "N", "the job spans N nodes, one fastrun per node (docs/multinode.md)",
           [this](const std::string& v) { out_.job.node.nnodes = parse_int_value("--nnodes", v); });

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -32,6 +33,7 @@
 #include "fastrun/launcher/output_relay.h"
 #include "fastrun/launcher/rank_output.h"
 #include "fastrun/launcher/rank_process.h"
+#include "fastrun/launcher/stall_watch.h"
 #include "fastrun/launcher/stop_escalation.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log.h"
@@ -71,7 +73,9 @@ class JobAttempt {
     for (int r = first_rank_; r < world; ++r) relay_.add_rank(r);
     if (o_.self) watch_self(*o_.self);
 
-    // 2. Spawn the ranks; one that cannot start stops the ones already running.
+    // 2. Spawn the ranks; one that cannot start stops the ones already running. The stall
+    //    report's board comes first: a rank looks for it when it makes a group.
+    std::optional<StallWatch> stall_watch(std::in_place, o_.job, o_.self ? o_.self->terminal_err : 2);
     spawn_all();
 
     // 3. Supervise: until every child is reaped, and, while no child failed, until rank 0 is
@@ -87,6 +91,8 @@ class JobAttempt {
       // before the caller has removed the store.
       output_.drain_without_closing(ranks_[0]);
     }
+
+    stall_watch.reset();  // the summary is the last thing printed
 
     // 5. The failing rank's record, when its logs are filed; then the summary.
     AttemptOutcome out = outcome();

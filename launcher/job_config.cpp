@@ -91,6 +91,11 @@ JobConfig prepare_job(const JobOptions& options) {
     throw ConfigError(fmt::format("--kill-timeout {}: give seconds from 0 to 86400", options.kill_timeout));
   }
   job.kill_timeout = options.kill_timeout;
+  if (options.stall_report && (*options.stall_report < 0 || *options.stall_report > kMaxStallReport))
+    throw ConfigError(fmt::format("--stall-report {}: give whole seconds from 1 to {}, or 0 for no stall report",
+                                  *options.stall_report, kMaxStallReport));
+  job.stall_report_s = options.stall_report ? *options.stall_report
+                                            : static_cast<int>(env::get_int(env::kStallReport));
   job.output = options.output;
   job.tag_output = options.tag_output;
   job.keep_background = options.keep_background;

@@ -14,6 +14,9 @@ namespace fastrun::launcher {
 
 enum class OutputMode { all, only_error, ignore };
 
+// The stall report's threshold is whole seconds in [0, kMaxStallReport]; 0 turns it off.
+inline constexpr int kMaxStallReport = 86400;
+
 // The user's options, as typed (CLI flags or SelfLaunchOptions).
 struct JobOptions {
   int nproc = 0;              // 0 = not given
@@ -28,6 +31,7 @@ struct JobOptions {
   std::optional<BindMode> bind;  // --bind; nullopt = FASTRUN_BIND (default none)
   bool report_bindings = false;  // --report-bindings (or FASTRUN_REPORT_BINDINGS=1)
   std::optional<int> max_restarts;  // --max-restarts; nullopt = FASTRUN_MAX_RESTARTS (default 0)
+  std::optional<int> stall_report;  // --stall-report SECONDS; nullopt = FASTRUN_STALL_REPORT (default 30)
 };
 
 // This node's share of the job. One node: the defaults (global = local). Several nodes: filled
@@ -66,6 +70,7 @@ struct JobConfig {
   // the attempt this configuration is for (FASTRUN_RESTART_COUNT; the supervisor sets it).
   int max_restarts = 0;
   int attempt = 0;
+  int stall_report_s = 30;    // the stall report's threshold (stall_watch.h); 0 = off
 };
 
 // Validates `options` against the process environment and fixes the job's choices. Throws

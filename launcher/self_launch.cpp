@@ -269,6 +269,7 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   jo.output = launcher::parse_output_mode(options.output);
   jo.tag_output = options.tag_output;
   jo.kill_timeout = options.kill_timeout;
+  jo.stall_report = options.stall_report;
   jo.run_id = options.run_id;
   jo.keep_background = options.keep_background;
   if (!options.bind.empty()) jo.bind = launcher::parse_bind_mode(options.bind, "SelfLaunchOptions::bind");

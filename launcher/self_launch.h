@@ -37,6 +37,7 @@
 // when rank 0's own exception is the first failure, the process ends by SIGABRT after that.
 // Children start with default signal dispositions (an ignored SIGHUP aside) and an empty mask.
 // Not thread-safe: call it once, from the main thread, before starting threads.
+#include <optional>
 #include <string>
 
 namespace fastrun {
@@ -48,6 +49,9 @@ struct SelfLaunchOptions {
   std::string output = "all";  // all | only_error | ignore: what ranks 1..N-1 show on the terminal
   bool tag_output = false;     // prefix terminal lines with "[rank r] "
   double kill_timeout = 5.0;   // seconds between SIGTERM and SIGKILL when stopping ranks
+  // Seconds a collective may wait for missing ranks before they are named on stderr, as
+  // --stall-report (docs/errors.md); nullopt = FASTRUN_STALL_REPORT (default 30); 0 = off.
+  std::optional<int> stall_report;
   std::string run_id;          // "" = generated (unique even within one millisecond)
   // When the job ends, processes ranks 1..N-1 left running in their process groups (`sleep 20 &`)
   // are stopped (SIGTERM, SIGKILL after kill_timeout); true leaves them running.

@@ -9,11 +9,16 @@
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/process_group/flight_monitor.h"
+#include "fastrun/runtime/process_group/stall_board.h"
 #include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun {
 namespace {
 using Clock = std::chrono::steady_clock;
+
+std::int64_t board_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -56,6 +61,9 @@ FlightRecorder::FlightRecorder(std::string group_name, std::vector<int> global_r
     monitor_ = FlightMonitor::acquire(job_store_, global_ranks_.at(static_cast<std::size_t>(rank_)));
     monitor_->add(this);
   }
+  if (global_ranks_.size() > 1)
+    board_slot_ = stall::RankSlot::claim(name_, static_cast<int>(global_ranks_.size()),
+                                         global_ranks_.at(static_cast<std::size_t>(rank_)));
 }
 
 FlightRecorder::~FlightRecorder() {
@@ -67,6 +75,7 @@ std::uint64_t FlightRecorder::begin(const OpDesc& op) {
   e.op = op;
   e.start = Clock::now();
   std::lock_guard lock(mutex_);
+  if (board_slot_ && !op.point_to_point) board_slot_->begun(op, board_ns(e.start));
   const std::uint64_t slot = next_slot_++;
   if (ring_.size() < kCapacity) ring_.push_back(std::move(e));
   else ring_[slot % kCapacity] = std::move(e);
@@ -93,6 +102,7 @@ void FlightRecorder::end(std::uint64_t slot, bool ok) {
   if (e.state != FlightEntry::State::issued) return;
   e.state = ok ? FlightEntry::State::completed : FlightEntry::State::failed;
   e.end = now;
+  if (board_slot_ && !e.op.point_to_point) board_slot_->ended(e.op, board_ns(now), ok);
   e.work.reset();
 }
 

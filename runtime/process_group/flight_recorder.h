@@ -12,7 +12,9 @@
 //   3. the requester waits at most kAnswerWait for the answers of its group's members and names
 //      the ones that did not answer.
 // Recording an op costs two clock reads and a short uncontended lock; nothing touches the store
-// until a timeout asks. Thread-safety: every method may be called from any thread.
+// until a timeout asks. Under a fastrun launcher the recorder also shows each collective's begin
+// and end on the node's stall board (stall_board.h: a few plain stores), from which the launcher
+// reports a stall long before the op timeout. Thread-safety: every method may be called from any thread.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -27,6 +29,9 @@
 namespace fastrun {
 
 class FlightMonitor;
+namespace stall {
+class RankSlot;
+}
 
 struct FlightEntry {
   enum class State { issued, completed, failed };
@@ -85,6 +90,7 @@ class FlightRecorder {
   const int rank_;
   std::shared_ptr<Store> job_store_;
   std::shared_ptr<FlightMonitor> monitor_;
+  std::unique_ptr<stall::RankSlot> board_slot_;  // null: no stall board (written under mutex_)
   mutable std::mutex mutex_;
   std::vector<FlightEntry> ring_;
   std::uint64_t next_slot_ = 0;

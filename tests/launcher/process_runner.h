@@ -41,6 +41,8 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Where the child's stderr goes, readable while it runs.
+  const std::string& err_path() const { return err_path_; }
   void signal(int sig) const;
   // Waits up to `timeout`; nullopt on timeout (the process is left running).
   std::optional<RunResult> wait(std::chrono::milliseconds timeout);

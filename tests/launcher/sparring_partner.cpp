@@ -208,6 +208,10 @@ int main(int argc, char** argv) {
     if (!s || *s < 0) throw fastrun::ConfigError("--sleep '" + v + "': expected seconds");
     std::this_thread::sleep_for(std::chrono::duration<double>(*s));
   });
+  action("--stop", "stop with SIGSTOP until someone sends SIGCONT", [] {
+    std::fflush(nullptr);
+    ::raise(SIGSTOP);
+  });
   action("--ignore-term", "ignore SIGTERM from now on", [] { ::signal(SIGTERM, SIG_IGN); });
   action_with("--usr1-exit", "exit with code N on SIGUSR1", [&](const std::string& v) {
     g_usr1_code = number("--usr1-exit", v);
