@@ -62,7 +62,8 @@ class FileStore final : public Store {
   void append(const std::string& key, const Bytes* value);  // nullptr: a deletion
   // With the lock held: the live values into a new log renamed over the old one.
   void compact();
-  // (Re)opens PATH/log; `reset`: it is another file than the one parsed so far.
+  // (Re)opens PATH/log; if it is another file than the one parsed so far (compacted since), the
+  // values are read from its start.
   void open_log();
 
   std::string address_;
