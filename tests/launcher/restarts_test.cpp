@@ -82,8 +82,8 @@ TEST_CASE("a rank that fails in every attempt exhausts --max-restarts and the jo
   TempDir dir;
   const std::string id = run_id_arg("restart-exhaust");
   const auto r = run(cmd({"--nproc", "2", "--max-restarts", "2", "--run-id", id, "--log-dir", dir.str()},
-                         {"--pidfile", dir.str() + "/pid-%r", "--on", "1", "--err", "always %r", "--on", "1", "--exit",
-                          "5", "--sleep", "30"}),
+                         {"--pidfile", dir.str() + "/pid-%r", "--barrier", "--on", "1", "--err", "always %r", "--on", "1",
+                          "--exit", "5", "--sleep", "30"}),
                      {}, 40s);
   INFO(r.err);
   CHECK(r.exit_code == 5);
