@@ -39,8 +39,9 @@ if ! command -v mmdebstrap >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
 fi
-if [[ ! -s $tarball ]] || [[ -n $(find "$tarball" -mtime +30) ]]; then
+if [[ ! -f $tarball || ! -s $tarball ]] || [[ -n $(find "$tarball" -mtime +30) ]]; then
   mkdir -p "$cache"
+  rm -rf "$tarball" "$tarball.part"  # a stale one, or a folder an older version of this step made
   # The roots use this machine's apt sources (its mirror), pasted into the root's own.
   sources=()
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
@@ -49,7 +50,10 @@ if [[ ! -s $tarball ]] || [[ -n $(find "$tarball" -mtime +30) ]]; then
   ((${#sources[@]})) || { echo "fresh_root: no apt sources in /etc/apt" >&2; exit 1; }
   say "making $tarball (once; about a minute)"
   t=$SECONDS
-  mmdebstrap --quiet --variant=minbase --include=ca-certificates,git bookworm "$tarball.part" "${sources[@]}"
+  # --format: mmdebstrap picks the format from the name's extension, and ".part" has none it
+  # knows (it then makes a folder of that name).
+  mmdebstrap --quiet --format=tar --variant=minbase --include=ca-certificates,git bookworm "$tarball.part" \
+    "${sources[@]}"
   mv "$tarball.part" "$tarball"
   say "root tarball made in $((SECONDS - t)) s"
 fi
