@@ -38,6 +38,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_process.h"
 #include "bench_registry.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/text/number.h"
@@ -46,38 +47,8 @@
 #include "fastrun/runtime/join/join.h"
 #include "fastrun/runtime/store/factory.h"
 
-extern char** environ;
-
 namespace fastrun::bench {
 namespace {
-
-double now_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
-std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
-
-// CLOCK_MONOTONIC now, into `path`: the clock is the machine's, shared by every network namespace.
-void write_stamp(const std::string& path) {
-  const std::string t = fmt::format("{:.6f}\n", now_ms());
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd >= 0) {
-    (void)!::write(fd, t.data(), t.size());
-    ::close(fd);
-  }
-}
-
-double read_stamp(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  double t = -1;
-  if (f) {
-    if (std::fscanf(f, "%lf", &t) != 1) t = -1;
-    std::fclose(f);
-  }
-  return t;
-}
 
 // The rank side: noop | barrier | fail (barrier, then rank 0 records the time and exits 1 while
 // the others sleep until stopped).
@@ -100,36 +71,6 @@ int as_rank(const std::string& mode) {
   }
   std::this_thread::sleep_for(std::chrono::seconds(60));
   return 0;
-}
-
-// Starts argv with stdout (and, quiet_stderr, stderr) on /dev/null.
-pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-            bool quiet_stderr = false) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> a, e;
-  for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-  a.push_back(nullptr);
-  for (auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
-  e.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw_errno("fork", errno);
-  if (pid == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    if (quiet_stderr) ::dup2(null, 2);
-    ::execvpe(a[0], a.data(), e.data());  // PATH lookup for an --on-node prefix (nsenter, ssh)
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int reap(pid_t pid) {
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 double floor_ms(const std::string& exe, int n) {
@@ -159,11 +100,6 @@ double fail_ms(const std::string& fastrun, const std::string& exe, int n, const 
   const double t = read_stamp(file);
   if (t < 0) throw Error("the failing rank left no timestamp in " + file);
   return end - t;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // A port nothing listens on now (the kernel's pick on 127.0.0.1; a fresh namespace has every
@@ -302,16 +238,7 @@ int run_launch(int argc, char** argv) {
   app.add_option("--master-addr", nodes.master, "node 0's address as the other nodes reach it")->capture_default_str();
   flags::parse(app, argc, argv);
   const std::string exe = self_exe();
-  const auto dir = std::filesystem::path(exe).parent_path();
-  if (fastrun.empty()) {
-    for (const auto& c : {dir / "fastrun", dir / ".." / "tools" / "fastrun"}) {
-      if (std::filesystem::exists(c)) {
-        fastrun = c.string();
-        break;
-      }
-    }
-  }
-  if (fastrun.empty()) throw ConfigError("launch: cannot find the fastrun binary; pass --fastrun PATH");
+  fastrun = find_fastrun(fastrun, "launch");
   if (!nodes.prefix.empty() && static_cast<int>(nodes.prefix.size()) != nodes.count)
     throw ConfigError(fmt::format("launch: {} --on-node prefixes for --nodes {}; accepted: none, or one per node",
                                   nodes.prefix.size(), nodes.count));

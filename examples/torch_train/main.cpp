@@ -8,7 +8,6 @@
 //   torch_train --nproc 4                          # self-spawning
 // See docs/torch-data.md.
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <optional>
 
@@ -17,11 +16,14 @@
 
 #include "fastrun/launcher/self_launch.h"
 #include "fastrun/runtime/context.h"
+#include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/samplers/random_sampler.h"
 #include "fastrun/torch/checkpoint.h"
 #include "fastrun/torch/ddp.h"
 #include "fastrun/torch/sampler.h"
+#include "../common/kill_plan.h"
+#include "../common/resume_path.h"
 #include "model.h"
 #include "options.h"
 
@@ -54,6 +56,8 @@ int train(const Options& opt) {
   auto ctx = fastrun::join();
   auto& world = ctx->world();
   const auto R = static_cast<std::uint64_t>(ctx->world_size());
+  const std::int64_t attempt = fastrun::env::find_int(fastrun::env::kRestartCount).value_or(0);
+  const auto kills = fastrun_examples::parse_kill_plan(opt.kill_at);
   if (opt.global_batch % R != 0)
     throw fastrun::ConfigError(fmt::format("--global-batch {} must be a multiple of the number of ranks ({})",
                                            opt.global_batch, R));
@@ -72,10 +76,13 @@ int train(const Options& opt) {
   order.set_distributed(static_cast<int>(R), ctx->rank(), /*pad=*/false);
   fastrun::torch::DistributedSampler sampler(std::move(order));
 
-  // 4. Resume: every rank reads the checkpoint (model, optimizer, step, sampler position).
+  // 4. Resume: every rank reads the checkpoint (model, optimizer, step, sampler position):
+  //    --resume's, or with --resume-latest the last one written, so that every attempt of
+  //    fastrun --max-restarts goes on where the last one stopped.
   fastrun::torch::TrainingProgress progress;
-  if (!opt.resume.empty()) {
-    progress = fastrun::torch::load_checkpoint(opt.resume, *net, &optimizer);
+  const std::string resume = fastrun_examples::resume_path(opt);
+  if (!resume.empty()) {
+    progress = fastrun::torch::load_checkpoint(resume, *net, &optimizer);
     sampler.load_state(progress.sampler_state);  // saved on any rank count
   }
   // 5. DDP: checks every rank has the same parameters, broadcasts rank 0's, and from now on
@@ -90,8 +97,8 @@ int train(const Options& opt) {
                 static_cast<unsigned long long>(R), world.backend_name().c_str(),
                 static_cast<unsigned long long>(opt.samples), static_cast<unsigned long long>(opt.global_batch),
                 static_cast<unsigned long long>(b),
-                opt.resume.empty() ? ""
-                                   : fmt::format("; resumed from {} at epoch {}, step {}", opt.resume, progress.epoch,
+                resume.empty() ? ""
+                               : fmt::format("; resumed from {} at epoch {}, step {}", resume, progress.epoch,
                                                  progress.step)
                                          .c_str());
     std::fflush(stdout);
@@ -104,10 +111,7 @@ int train(const Options& opt) {
     std::size_t used = 0;      // batches of this pass the model has consumed
     double loss_sum = 0;
     for (auto& batch : *loader) {
-      if (opt.die_at_step >= 0 && step == static_cast<std::uint64_t>(opt.die_at_step) && ctx->rank() == opt.die_rank) {
-        std::fflush(nullptr);
-        std::raise(SIGKILL);  // test hook: a rank dies mid-epoch without any clean-up
-      }
+      fastrun_examples::kill_if_planned(kills, step, ctx->rank(), attempt);  // test hook (--kill-at)
       optimizer.zero_grad();
       auto loss = torch::nn::functional::cross_entropy(net->forward(batch.data), batch.target);
       loss.backward();  // DDP: the gradients are averaged over the ranks when it returns

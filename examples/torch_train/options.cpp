@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include "../common/trainer_flags.h"
-#include "fastrun/runtime/error.h"
 #include "fastrun/tools/flags/number_flags.h"
 
 namespace torch_train {
@@ -24,9 +23,8 @@ void parse_options(int argc, char** argv, Options& o) {
       ->type_name("PATH");
   flags::decimal(app, "--tolerance", o.tolerance, "... max |a - b| <= X * max |b|, else exit status 3", 0, 1e300);
   flags::parse(app, argc, argv);
+  fastrun_examples::check_trainer_flags(o);
   o.quiet = quiet != 0;
-  if (o.checkpoint_every && o.checkpoint.empty())
-    throw fastrun::ConfigError("--checkpoint-every needs --checkpoint PATH");
 }
 
 }  // namespace torch_train

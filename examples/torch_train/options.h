@@ -18,11 +18,11 @@ struct Options {
   std::string checkpoint;     // rank 0 writes it at the end of every epoch ...
   std::uint64_t checkpoint_every = 0;  // ... and after every K-th step
   std::string resume;
+  bool resume_latest = false;  // start from `checkpoint` when it exists (fastrun --max-restarts)
   std::string weights_out;
   std::string compare_with;  // at the end, rank 0 compares the weights with this checkpoint's
   double tolerance = 1e-5;   // ... max |a - b| <= tolerance * max |b|, else exit status 3
-  std::int64_t die_at_step = -1;  // test hook: rank die_rank raises SIGKILL before this global step
-  int die_rank = 1;
+  std::string kill_at;       // test hook: --kill-at STEP:RANK[:ATTEMPT],... (../common/kill_plan.h)
   bool quiet = false;
 };
 

@@ -3,10 +3,8 @@
 #include <cstdint>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "../common/trainer_flags.h"
-#include "fastrun/runtime/error.h"
 #include "fastrun/tools/flags/number_flags.h"
 
 namespace train_mlp {
@@ -26,17 +24,8 @@ void parse_options(int argc, char** argv, Options& o) {
                  kBig);
   app.add_option("--log-indices", o.log_indices, "rank r appends \"epoch step idx...\" lines to DIR (tests)")
       ->type_name("DIR");
-  app.add_flag("--resume-latest", o.resume_latest,
-               "start from --checkpoint when that file exists, so that every attempt of\n"
-               "fastrun --max-restarts goes on from the last one's checkpoint");
-  flags::integer(app, "--die-in-attempt", o.die_in_attempt,
-                 "--die-at-step only in attempt N (FASTRUN_RESTART_COUNT; tests); -1: every attempt", -1, kBig);
   flags::parse(app, argc, argv);
-  if (o.resume_latest && o.checkpoint.empty())
-    throw fastrun::ConfigError("--resume-latest resumes from --checkpoint PATH: give --checkpoint too");
-  if (o.resume_latest && !o.resume.empty())
-    throw fastrun::ConfigError(fmt::format("--resume {} and --resume-latest were both given: use one of them",
-                                           o.resume));
+  fastrun_examples::check_trainer_flags(o);
   o.quiet = quiet != 0;
   o.seed_given = app.count("--seed") > 0;
 }

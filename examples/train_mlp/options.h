@@ -27,9 +27,7 @@ struct Options {
   std::string weights_out;           // rank 0 writes the final state here (a checkpoint file)
   // Testing hooks.
   std::string log_indices;           // directory: rank r appends "epoch step idx..." lines
-  std::int64_t die_at_step = -1;     // raise SIGKILL before this global step ...
-  int die_rank = 1;                  // ... on this rank
-  std::int64_t die_in_attempt = -1;  // ... only in this attempt (FASTRUN_RESTART_COUNT); -1 = every one
+  std::string kill_at;               // --kill-at STEP:RANK[:ATTEMPT],... (../common/kill_plan.h)
   bool quiet = false;
 };
 

@@ -1,8 +1,6 @@
 // The training loop shared by train_mlp and train_mlp_cuda (trainer.h).
 #include "trainer.h"
 
-#include <csignal>
-#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -10,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "../common/kill_plan.h"
+#include "../common/resume_path.h"
 #include "checkpoint.h"
 #include "fastrun/launcher/self_launch.h"
 #include "fastrun/runtime/context.h"
@@ -43,6 +43,7 @@ int train(const Options& opt, const TrainerSpec& spec) {
   auto ctx = fastrun::join();
   const int R = ctx->world_size(), rank = ctx->rank();
   const std::int64_t attempt = fastrun::env::find_int(fastrun::env::kRestartCount).value_or(0);
+  const auto kills = fastrun_examples::parse_kill_plan(opt.kill_at);
   auto& world = ctx->world();
   if (opt.global_batch % static_cast<std::uint64_t>(R) != 0 || (opt.global_batch / R) % opt.accum != 0)
     throw fastrun::ConfigError(fmt::format("--global-batch {} must be a multiple of the number of ranks ({}) times "
@@ -53,10 +54,8 @@ int train(const Options& opt, const TrainerSpec& spec) {
 
   // 2. Resume point (every rank reads it: the sampler position is needed everywhere).
   //    With --resume-latest, the last checkpoint when there is one: under fastrun --max-restarts
-  //    every attempt goes on where the last one's rank 0 wrote it (every rank of that attempt is
-  //    gone by then, so each rank of this one reads the same file).
-  std::string resume = opt.resume;
-  if (opt.resume_latest && std::filesystem::exists(opt.checkpoint)) resume = opt.checkpoint;
+  //    every attempt goes on where the last one's rank 0 wrote it.
+  const std::string resume = fastrun_examples::resume_path(opt);
   std::optional<Checkpoint> ck;
   if (!resume.empty()) ck = read_checkpoint(resume);
   std::uint64_t seed = opt.seed;
@@ -117,11 +116,7 @@ int train(const Options& opt, const TrainerSpec& spec) {
     double loss_sum = 0;
     std::uint64_t correct = 0, seen = 0;
     for (std::uint64_t s = 0; s < steps; ++s) {
-      if (opt.die_at_step >= 0 && global_step == static_cast<std::uint64_t>(opt.die_at_step) && rank == opt.die_rank &&
-          (opt.die_in_attempt < 0 || attempt == opt.die_in_attempt)) {
-        std::fflush(nullptr);
-        std::raise(SIGKILL);  // test hook: a rank dies without any clean-up
-      }
+      fastrun_examples::kill_if_planned(kills, global_step, rank, attempt);  // test hook (--kill-at)
       sampler.next_into(batch.data(), b);
       if (index_log.is_open()) {
         index_log << epoch << ' ' << global_step;

@@ -4,6 +4,7 @@
 // self-spawning (`train_mlp --nproc N`) and through the fastrun CLI when it is built.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -114,7 +115,7 @@ TEST_CASE("train_mlp: a rank SIGKILLed mid-epoch, resumed on the same or another
   // one of step 45 is complete (rank 0 wrote it before joining the all-reduces of steps 45 and 46).
   fs::create_directories(dir / "idx-a");
   auto killed = run(base_args(2, dir / "unused"), {"--checkpoint", dir / "ckpt", "--checkpoint-every", "5",
-                                                   "--log-indices", dir / "idx-a", "--die-at-step", "47"});
+                                                   "--log-indices", dir / "idx-a", "--kill-at", "47:1"});
   CHECK(killed.exit_code == 128 + 9);  // the job ends with the SIGKILLed rank's status
   const auto ckpt = train_mlp::read_checkpoint(dir / "ckpt");
   CHECK(ckpt.global_step == 45);
@@ -156,32 +157,48 @@ TEST_CASE("train_mlp under the fastrun CLI: 4 ranks with --log-dir", "[ddp][trai
   CHECK_THAT(rank0, Catch::Contains("epoch 1/1"));
 }
 
-// fastrun --max-restarts with --resume-latest (docs/launching.md, "Restarts"): a rank SIGKILLed
-// at a random step of attempt 0 costs nothing but time: attempt 1 goes on from rank 0's last
-// checkpoint and the job ends with the uninterrupted weights, on shm and on gloo.
-TEST_CASE("train_mlp under fastrun --max-restarts: a rank killed at a random step, resumed by the next attempt, "
-          "ends as if never interrupted",
+// fastrun --max-restarts with --resume-latest (docs/restarts.md): a random rank SIGKILLed at a
+// random step of attempts 0, 1 and 2 costs nothing but time: each next attempt goes on from rank
+// 0's last checkpoint and the job ends with the uninterrupted weights, on shm and on gloo.
+TEST_CASE("train_mlp under fastrun --max-restarts: random ranks killed at random steps of three attempts, each "
+          "resumed by the next, end as if never interrupted",
           "[ddp][train][cli][restarts]") {
   TempDir dir;
   REQUIRE(run(base_args(2, dir / "full")).exit_code == 0);
   const auto full = train_mlp::read_checkpoint(dir / "full");
   std::random_device rd;
   for (const char* backend : {"shm", "gloo"}) {
-    const int die_rank = static_cast<int>(rd() % 2);
-    const int die_at = 1 + static_cast<int>(rd() % 62);  // steps 1..62 of 64
-    INFO(backend << ": rank " << die_rank << " dies before global step " << die_at << " of attempt 0");
+    // Three distinct steps of 1..63 (of 64), in rising order: attempt k resumes from a checkpoint
+    // at or before attempt k-1's kill step, so it reaches its own, later, kill step.
+    std::vector<int> steps;
+    while (steps.size() < 3) {
+      const int s = 1 + static_cast<int>(rd() % 63);
+      if (std::find(steps.begin(), steps.end(), s) == steps.end()) steps.push_back(s);
+    }
+    std::sort(steps.begin(), steps.end());
+    std::string plan;
+    std::vector<int> ranks;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      ranks.push_back(static_cast<int>(rd() % 2));
+      plan += fmt::format("{}{}:{}:{}", attempt ? "," : "", steps[attempt], ranks.back(), attempt);
+    }
+    INFO(backend << ": --kill-at " << plan);
     const std::string ckpt = dir / fmt::format("ckpt-{}", backend);
     std::vector<std::string> args = {"/usr/bin/env", fmt::format("FASTRUN_BACKEND={}", backend), FASTRUN_BIN,
                                       "--nproc", "2", "--max-restarts", "3"};
     for (const std::string& a : base_args(0, dir / fmt::format("w-{}", backend))) args.push_back(a);
-    auto r = run(args, {"--checkpoint", ckpt, "--checkpoint-every", "3", "--resume-latest", "--die-at-step",
-                        std::to_string(die_at), "--die-rank", std::to_string(die_rank), "--die-in-attempt", "0"});
+    auto r = run(args, {"--checkpoint", ckpt, "--checkpoint-every", "3", "--resume-latest", "--kill-at", plan});
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.output, Catch::Contains("attempt 0 of the job failed (3 of --max-restarts 3 left)"));
-    CHECK_THAT(r.output, Catch::Contains(fmt::format("rank {} (pid", die_rank)));
-    CHECK_THAT(r.output, Catch::Contains("killed by signal SIGKILL"));
-    CHECK_THAT(r.output, Catch::Contains("starting attempt 1 of the job"));
-    CHECK_FALSE(Catch::Contains("attempt 1 of the job failed").match(r.output));
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      // Each attempt's summary names its killed rank: its failure is the one planned for it.
+      const auto at = r.output.find(fmt::format("attempt {} of the job failed ({} of --max-restarts 3 left)",
+                                                attempt, 3 - attempt));
+      REQUIRE(at != std::string::npos);
+      CHECK_THAT(r.output.substr(at, 300), Catch::Contains(fmt::format("rank {} (pid", ranks[attempt])) &&
+                                               Catch::Contains("killed by signal SIGKILL"));
+      CHECK_THAT(r.output, Catch::Contains(fmt::format("starting attempt {} of the job", attempt + 1)));
+    }
+    CHECK_FALSE(Catch::Contains("attempt 3 of the job failed").match(r.output));
     const auto end = train_mlp::read_checkpoint(dir / fmt::format("w-{}", backend));
     CHECK(end.global_step == 64);
     check_close(end.values, full.values, 1e-6);
@@ -195,8 +212,8 @@ TEST_CASE("train_mlp under fastrun --max-restarts: a rank that dies in every att
   std::vector<std::string> args = {FASTRUN_BIN, "--nproc", "2", "--max-restarts", "2"};
   for (const std::string& a : base_args(0, dir / "w")) args.push_back(a);
   // Checkpoints every 5 steps: each attempt resumes at step 45 and dies again before step 47.
-  auto r = run(args, {"--checkpoint", dir / "ckpt", "--checkpoint-every", "5", "--resume-latest", "--die-at-step",
-                      "47", "--die-rank", "1"});
+  auto r = run(args, {"--checkpoint", dir / "ckpt", "--checkpoint-every", "5", "--resume-latest", "--kill-at",
+                      "47:1"});
   CHECK(r.exit_code == 128 + 9);
   CHECK_THAT(r.output, Catch::Contains("attempt 2 of the job failed, the last one --max-restarts 2 allows"));
   CHECK_THAT(r.output, Catch::Contains("attempt 1 of the job failed (1 of --max-restarts 2 left)"));

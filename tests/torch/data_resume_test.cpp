@@ -7,6 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <random>
+#include <string>
+#include <utility>
 
 // LibTorch before Catch: Debian's LibTorch brings glog, whose CHECK would replace Catch's.
 #include <torch/torch.h>
@@ -84,8 +87,7 @@ TEST_CASE("torch_train: 4 ranks with one killed mid-epoch and resumed on 2 ranks
   // the one of step 20 is complete (rank 0 wrote it before the all-reduce of step 21, which
   // rank 2 joined). The job fails (within run()'s deadline: no hang) with the killed rank's
   // status, and the launcher names it.
-  auto killed = run(args(4, {"--checkpoint", dir / "ck", "--checkpoint-every", "5", "--die-at-step", "23",
-                             "--die-rank", "2"}));
+  auto killed = run(args(4, {"--checkpoint", dir / "ck", "--checkpoint-every", "5", "--kill-at", "23:2"}));
   CHECK(killed.exit_code == 128 + 9);
   CHECK_THAT(killed.output, Catch::Contains("rank 2") && Catch::Contains("SIGKILL"));
   const auto ck = read_weights(dir / "ck");
@@ -110,6 +112,42 @@ TEST_CASE("torch_train: 4 ranks with one killed mid-epoch and resumed on 2 ranks
   }
 }
 
+// The resume without a person (docs/restarts.md): under fastrun --max-restarts, --resume-latest
+// makes every attempt start from the last checkpoint; a random rank killed at a random step of
+// attempts 0 and 1 leaves the weights of an uninterrupted run.
+TEST_CASE("torch_train: random ranks killed in two attempts under fastrun --max-restarts end with the "
+          "uninterrupted weights",
+          "[torch][train][resume][restarts]") {
+  torch::set_num_threads(1);
+  TempDir dir;
+  auto full_run = run({FASTRUN_BIN, "--nproc", "2", TORCH_TRAIN_BIN, "--samples", "1024", "--epochs", "2",
+                       "--global-batch", "64", "--seed", "7", "--quiet", "1", "--weights-out", dir / "full"});
+  REQUIRE(full_run.exit_code == 0);
+  const auto full = read_weights(dir / "full");
+
+  // Two distinct steps of 1..31 (of 32), rising: attempt 1 resumes at or before attempt 0's kill
+  // step, so it reaches its own.
+  std::random_device rd;
+  int first = 1 + static_cast<int>(rd() % 31), second = 1 + static_cast<int>(rd() % 31);
+  while (second == first) second = 1 + static_cast<int>(rd() % 31);
+  if (second < first) std::swap(first, second);
+  const int rank0 = static_cast<int>(rd() % 2), rank1 = static_cast<int>(rd() % 2);
+  const auto text = [](int n) { return std::to_string(n); };
+  const std::string plan = text(first) + ":" + text(rank0) + ":0," + text(second) + ":" + text(rank1) + ":1";
+  INFO("--kill-at " << plan);
+  auto r = run({FASTRUN_BIN, "--nproc", "2", "--max-restarts", "3", TORCH_TRAIN_BIN, "--samples", "1024", "--epochs",
+                "2", "--global-batch", "64", "--seed", "7", "--quiet", "1", "--checkpoint", dir / "ck",
+                "--checkpoint-every", "4", "--resume-latest", "--kill-at", plan, "--weights-out", dir / "restarted"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("attempt 0 of the job failed (3 of --max-restarts 3 left)") &&
+                           Catch::Contains("attempt 1 of the job failed (2 of --max-restarts 3 left)") &&
+                           Catch::Contains("starting attempt 2 of the job"));
+  CHECK_FALSE(Catch::Contains("attempt 2 of the job failed").match(r.output));
+  const auto end = read_weights(dir / "restarted");
+  CHECK(end.progress.step == 32);
+  check_close(end, full, 1e-5);
+}
+
 TEST_CASE("torch_train: bad flags and a rank count that does not divide the batch are refused before training",
           "[torch][train][errors]") {
   auto bad = run({TORCH_TRAIN_BIN, "--epochs", "x"});
@@ -118,4 +156,10 @@ TEST_CASE("torch_train: bad flags and a rank count that does not divide the batc
   auto uneven = run(args(2, {"--global-batch", "63"}));
   CHECK(uneven.exit_code == 2);
   CHECK_THAT(uneven.output, Catch::Contains("--global-batch 63 must be a multiple of the number of ranks (2)"));
+  auto plan = run({TORCH_TRAIN_BIN, "--kill-at", "5:1,7"});
+  CHECK(plan.exit_code == 2);
+  CHECK_THAT(plan.output, Catch::Contains("--kill-at '7': expected STEP:RANK or STEP:RANK:ATTEMPT"));
+  auto latest = run({TORCH_TRAIN_BIN, "--resume-latest"});
+  CHECK(latest.exit_code == 2);
+  CHECK_THAT(latest.output, Catch::Contains("--resume-latest resumes from --checkpoint PATH: give --checkpoint too"));
 }

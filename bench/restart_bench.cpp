@@ -1,0 +1,190 @@
+// fastrun-bench restart: what a failure costs a job run with restarts, beside torchrun 2.x's.
+//   fastrun:  `fastrun --nproc N --max-restarts 1 fastrun-bench restart --as-rank DIR`. In
+//             attempt 0 every rank joins and passes a barrier, then rank 1 records the time and
+//             exits 1 while the others wait in a second barrier; the launcher stops them and
+//             starts attempt 1, whose ranks join again and pass a barrier.
+//   torchrun: the same program in Python (bench/torch_restart.py) under torchrun 2.x's
+//             `--standalone --nproc-per-node N --max-restarts 1` with its defaults, init_process_group
+//             ("gloo") in place of join().
+// Columns (ms, medians): death -> start = from rank 1's death to the first rank of attempt 1
+// running (the launcher's detection, stop and restart; for Python, with the interpreter's
+// start); start -> joined = from there to the last rank of attempt 1 through the barrier (the
+// program's start-up and rendezvous: `import torch` is most of torchrun's); death -> joined =
+// both, the "back through join()" (goal: < 1 s on one node).
+// Options: --ranks 2,4  --reps 5  --fastrun PATH  --python PATH|none (torch 2.x's python;
+// default: FASTRUN_TORCH2_PYTHON, else tools/install-torch2.sh's venv). Nothing is asserted.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench_process.h"
+#include "bench_registry.h"
+#include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/join.h"
+#include "fastrun/runtime/text/number.h"
+#include "fastrun/tools/flags/number_flags.h"
+
+namespace fastrun::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+int as_rank(const std::string& dir) {
+  const auto attempt = env::find_int(env::kRestartCount).value_or(0);
+  const auto rank = env::get_int(env::kRank);
+  write_stamp(fmt::format("{}/start-{}-{}", dir, attempt, rank));
+  auto ctx = join();
+  ctx->world().barrier()->wait();
+  if (attempt == 0) {
+    if (rank == 1) {
+      write_stamp(dir + "/death");
+      ::_exit(1);
+    }
+    ctx->world().barrier()->wait();  // rank 1 never comes: the launcher stops this attempt
+    return 1;
+  }
+  write_stamp(fmt::format("{}/joined-{}", dir, rank));
+  return 0;
+}
+
+struct Times {
+  double to_start = 0, to_joined = 0;  // from the death
+};
+
+// Reads the stamps one restarted run left in dir: rank 1's death, attempt 1's starts and joins.
+Times read_times(const std::string& dir, int n, const std::string& who) {
+  const double death = read_stamp(dir + "/death");
+  if (death < 0) throw Error(fmt::format("{}: rank 1 of attempt 0 left no stamp in {}", who, dir));
+  double first_start = 1e300, last_joined = 0;
+  for (int r = 0; r < n; ++r) {
+    const double s = read_stamp(fmt::format("{}/start-1-{}", dir, r)), j = read_stamp(fmt::format("{}/joined-{}", dir, r));
+    if (s < 0 || j < 0) throw Error(fmt::format("{}: rank {} of attempt 1 left no stamp in {}", who, r, dir));
+    first_start = std::min(first_start, s);
+    last_joined = std::max(last_joined, j);
+  }
+  return {first_start - death, last_joined - death};
+}
+
+Times run_once(const std::vector<std::string>& argv, int n, const std::string& dir, const std::string& who) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int code = reap(start(argv, {}, /*quiet_stderr=*/true));
+  if (code != 0) throw Error(fmt::format("{} job of {} ranks with one restart exited {} (expected 0)", who, n, code));
+  return read_times(dir, n, who);
+}
+
+// Installed beside the binary (share/fastrun), or read from the source tree of this build.
+std::string find_script() {
+  const fs::path exe_dir = fs::path(self_exe()).parent_path();
+  for (const fs::path& p :
+       {exe_dir / "../share/fastrun/torch_restart.py", fs::path(FASTRUN_BENCH_SOURCE_DIR) / "torch_restart.py"})
+    if (fs::exists(p)) return p.string();
+  return "";
+}
+
+// torch 2.x's python, or why there is none.
+std::string torch2_python(const std::string& given, std::string& why) {
+  std::string py = given;
+  if (py.empty() && std::getenv("FASTRUN_TORCH2_PYTHON") && *std::getenv("FASTRUN_TORCH2_PYTHON"))
+    py = std::getenv("FASTRUN_TORCH2_PYTHON");
+  if (py.empty()) py = "/var/cache/fastrun/torch2-venv/bin/python";  // tools/install-torch2.sh's venv
+  if (py == "none") {
+    why = "--python none";
+    return "";
+  }
+  const std::string check = py + " -c 'import sys, torch.distributed.run; sys.exit(int(torch.__version__[0]) < 2)' "
+                                 ">/dev/null 2>&1";
+  if (::access(py.c_str(), X_OK) != 0 || std::system(check.c_str()) != 0) {
+    why = fmt::format("{} does not import torch 2.x (tools/install-torch2.sh makes one; or pass --python)", py);
+    return "";
+  }
+  if (find_script().empty()) {
+    why = "bench/torch_restart.py not found";
+    return "";
+  }
+  return py;
+}
+
+std::string row(const std::vector<Times>& t) {
+  std::vector<double> a, b, c;
+  for (const Times& x : t) {
+    a.push_back(x.to_start);
+    b.push_back(x.to_joined - x.to_start);
+    c.push_back(x.to_joined);
+  }
+  return fmt::format("{:>10.1f} {:>10.1f} {:>10.1f}", median(a), median(b), median(c));
+}
+
+int run_restart(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--as-rank") == 0) return as_rank(argv[2]);
+  std::vector<int> ranks = {2, 4};
+  int reps = 5;
+  std::string fastrun, python;
+  CLI::App app("from a rank's death to the next attempt through join(), beside torchrun 2.x", "fastrun-bench restart");
+  app.add_option_function<std::string>(
+         "--ranks",
+         [&ranks](const std::string& v) {
+           ranks.clear();
+           std::istringstream list(v);
+           for (std::string n; std::getline(list, n, ',');)
+             ranks.push_back(static_cast<int>(text::parse_integer("--ranks", n, 2, 256)));
+         },
+         "rank counts to time, comma-separated (2 to 256)")
+      ->type_name("LIST")
+      ->default_str("2,4");
+  flags::integer(app, "--reps", reps, "repetitions per rank count; the median is shown", 1, 1000);
+  app.add_option("--fastrun", fastrun, "the launcher to time (default: the fastrun next to this binary)")
+      ->type_name("PATH");
+  app.add_option("--python", python,
+                 "torch 2.x's python for the torchrun columns, or none (default: FASTRUN_TORCH2_PYTHON, else "
+                 "tools/install-torch2.sh's venv)")
+      ->type_name("PATH");
+  flags::parse(app, argc, argv);
+  const std::string exe = self_exe();
+  fastrun = find_fastrun(fastrun, "restart");
+  std::string why;
+  const std::string py = torch2_python(python, why);
+  const std::string dir = fmt::format("/tmp/fastrun-bench-restart-{}", ::getpid());
+
+  std::printf("fastrun-bench restart: medians of %d runs (ms) from rank 1's death in attempt 0; start = the first "
+              "rank of attempt 1 running, joined = the last one through join() and a barrier\n",
+              reps);
+  if (py.empty()) std::printf("note: torchrun comparison skipped: %s\n", why.c_str());
+  std::printf("%5s | %-32s | %-32s\n", "", "fastrun --max-restarts 1", "torchrun 2.x --max-restarts 1");
+  std::printf("%5s | %10s %10s %10s | %10s %10s %10s\n", "ranks", "->start", "start->jnd", "->joined", "->start",
+              "start->jnd", "->joined");
+  std::fflush(stdout);
+  for (int n : ranks) {
+    std::vector<Times> f, t;
+    for (int r = 0; r < reps; ++r) {  // the runs of one row alternate
+      f.push_back(run_once({fastrun, "--nproc", std::to_string(n), "--max-restarts", "1", "--output", "ignore", exe,
+                            "restart", "--as-rank", dir},
+                           n, dir, "fastrun"));
+      if (!py.empty())
+        t.push_back(run_once({py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", std::to_string(n),
+                              "--max-restarts", "1", find_script(), dir},
+                             n, dir, "torchrun"));
+    }
+    std::printf("%5d | %s | %s\n", n, row(f).c_str(),
+                t.empty() ? fmt::format("{:>10} {:>10} {:>10}", "-", "-", "-").c_str() : row(t).c_str());
+    std::fflush(stdout);
+  }
+  fs::remove_all(dir);
+  return 0;
+}
+
+Registration reg{"restart", "a failure's cost with --max-restarts, beside torchrun 2.x", &run_restart};
+
+}  // namespace
+}  // namespace fastrun::bench
