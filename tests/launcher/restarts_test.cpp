@@ -235,17 +235,12 @@ TEST_CASE("bad --max-restarts values are usage errors before anything starts", "
   CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-0"));  // no rank ever started
 }
 
-TEST_CASE("FASTRUN_MAX_RESTARTS restarts like the flag, and launch_self refuses it", "[launcher][restarts]") {
-  TempDir dir;
+TEST_CASE("FASTRUN_MAX_RESTARTS restarts like the flag", "[launcher][restarts]") {
   const auto r = run(cmd({"--nproc", "1"}, {"--on-attempt", "0", "--exit", "4", "--out", "attempt passed"}),
                      {{"FASTRUN_MAX_RESTARTS", "1"}});
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.out, "attempt passed"));
   CHECK(contains(r.err, "attempt 0 of the job failed (1 of --max-restarts 1 left)"));
-  // Rank 0 of launch_self is the caller: it cannot be started again, and says so.
-  const auto self = run({kPartner, "--self", "2", "--out", "started"}, {{"FASTRUN_MAX_RESTARTS", "1"}});
-  CHECK(self.exit_code == 2);
-  CHECK(contains(self.err, "launch_self does not restart a job"));
-  CHECK_FALSE(contains(self.out, "started"));
+  // launch_self restarts too: self_launch_restarts_test.cpp.
 }
