@@ -139,7 +139,7 @@ TEST_CASE("the failure record names the collective the failing rank completed la
   const auto r = run(cmd({"--nproc", "2", "--stall-report", "0", "--run-id", id, "--log-dir", dir.str()},
                          {"--join", "--world-allreduce", "--world-allreduce", "--on", "1", "--crash", "segv", "--sleep",
                           "30"}),
-                     {}, 40s);
+                     {}, scaled(40s));
   INFO(r.err);
   CHECK(r.exit_code == 128 + SIGSEGV);
   const auto rec = read_json(dir.path() / id / "rank-1/failure.json");
@@ -155,7 +155,7 @@ TEST_CASE("the failure record names the collective the failing rank completed la
   const std::string before = run_id_arg("record-no-op");
   const auto early = run(cmd({"--nproc", "2", "--run-id", before, "--log-dir", dir.str()},
                              {"--on", "1", "--exit", "3", "--join", "--world-allreduce"}),
-                         {}, 40s);
+                         {}, scaled(40s));
   INFO(early.err);
   CHECK(early.exit_code == 3);
   const auto none = read_json(dir.path() / before / "rank-1/failure.json");

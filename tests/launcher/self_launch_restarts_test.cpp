@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "process_runner.h"
+#include "test_support/time_limits.h"
 
 using namespace fastrun::test;
 using Strings = std::vector<std::string>;
@@ -37,7 +38,7 @@ TEST_CASE("launch_self with max_restarts: a rank that fails in attempt 0 only en
              d + "/dump1-%r", "--join", "--on", "1", "--on-attempt", "0", "--err", "boom in attempt 0", "--on", "1",
              "--on-attempt", "0", "--exit", "3", "--world-allreduce", "--out", "done %r"},
             kNotARank, dir.path());
-  const auto r = p.finish(40s);
+  const auto r = p.finish(scaled(40s));
   INFO(r.err);
   CHECK(r.exit_code == 0);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -68,7 +69,7 @@ TEST_CASE("launch_self with max_restarts: a rank that fails in every attempt end
   const std::string id = run_id_arg("self-restart-exhaust");
   const auto r = run({kPartner, "--self", "2", "--self-max-restarts", "1", "--self-run-id", id, "--on", "1", "--err",
                       "always %r", "--on", "1", "--exit", "5", "--sleep", "30"},
-                     kNotARank, 40s);
+                     kNotARank, scaled(40s));
   INFO(r.err);
   CHECK(r.exit_code == 5);
   CHECK(contains(r.err, "attempt 0 of the job failed (1 of --max-restarts 1 left)"));
@@ -83,7 +84,7 @@ TEST_CASE("launch_self restarts under FASTRUN_MAX_RESTARTS as under the option",
   auto env = kNotARank;
   env["FASTRUN_MAX_RESTARTS"] = "1";
   const auto r = run({kPartner, "--self", "2", "--on-attempt", "0", "--exit", "4", "--out", "rank %r passed"}, env,
-                     40s);
+                     scaled(40s));
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.out, "rank 0 passed"));
@@ -98,7 +99,7 @@ TEST_CASE("a signal to the process that launch_self made the launcher ends the j
             kNotARank, dir.path());
   const std::vector<pid_t> pids = read_rank_pids(dir.path(), 0, 2);
   p.signal(SIGTERM);
-  const auto r = p.finish(30s);
+  const auto r = p.finish(scaled(30s));
   INFO(r.err);
   CHECK(r.exit_code == 128 + SIGTERM);  // it dies by the signal, as launch_self's rank 0 would
   CHECK_FALSE(contains(r.err, "starting attempt"));
