@@ -66,7 +66,8 @@ struct SelfLaunchOptions {
   // "Restarts"); nullopt = FASTRUN_MAX_RESTARTS (default 0). Above 0 the calling process does
   // not become rank 0: it becomes the job's launcher, starts every rank (rank 0 included) from
   // /proc/self/exe, and exits with the job's code (or dies by the signal that stopped it)
-  // without returning; each rank returns its rank in its own process. Negative: ConfigError.
+  // without returning; each rank returns its rank in its own process (`output` then applies to
+  // rank 0 too, as under the CLI). Negative: ConfigError.
   std::optional<int> max_restarts;
 };
 
