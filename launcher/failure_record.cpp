@@ -44,6 +44,15 @@ std::string failure_record_json(const FailureRecord& r) {
   j["hint"] = hint.empty() ? nlohmann::json(nullptr) : nlohmann::json(hint);
   j["job_failure"] = r.recorded;
   j["stderr_tail"] = r.stderr_tail;
+  if (const auto& c = r.last_collective) {
+    j["last_collective"] = {{"group", c->group},
+                            {"op", c->op.op},
+                            {"seq", c->op.seq},
+                            {"state", c->state},
+                            {"description", describe_numbered(c->op)}};
+  } else {
+    j["last_collective"] = nullptr;
+  }
   j["time"] = utc_now();
   // Invalid UTF-8 in a rank's stderr is replaced, not an exception on the failure path.
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

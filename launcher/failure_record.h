@@ -3,9 +3,12 @@
 // without the program doing anything, as DIR/<run-id>[/attempt-<n>]/rank-<r>/failure.json next
 // to that rank's logs, when the job files its output (--log-dir). torchrun writes one only for
 // a program that uses the Python @record decorator.
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
+
+#include "fastrun/launcher/stall_scan.h"
 
 namespace fastrun::launcher {
 
@@ -20,6 +23,7 @@ struct FailureRecord {
   int status = 0;     // its wait status
   std::string recorded;                  // the job's first recorded failure (may be another rank's)
   std::vector<std::string> stderr_tail;  // its last stderr lines
+  std::optional<LastCollective> last_collective;  // from the stall board (stall_watch.h); nullopt: none
 };
 
 // The record as JSON text (one object, fields documented in docs/errors.md).

@@ -92,7 +92,10 @@ class JobAttempt {
       output_.drain_without_closing(ranks_[0]);
     }
 
-    stall_watch.reset();  // the summary is the last thing printed
+    // The failing rank's last collective, read from the board before the board goes with the
+    // watch; then the watch's last lines (the summary is the last thing printed).
+    if (first_failure_) failed_last_collective_ = stall_watch->last_collective(*first_failure_);
+    stall_watch.reset();
 
     // 5. The failing rank's record, when its logs are filed; then the summary.
     AttemptOutcome out = outcome();
@@ -375,6 +378,7 @@ class JobAttempt {
     r.status = f.status;
     r.recorded = f.recorded;
     r.stderr_tail = f.stderr_tail;
+    r.last_collective = failed_last_collective_;
     return r;
   }
 
@@ -425,6 +429,7 @@ class JobAttempt {
   int live_ = 0;
   bool self_open_ = false;  // rank 0's own pipes are still being relayed
   std::optional<int> first_failure_;
+  std::optional<LastCollective> failed_last_collective_;  // first_failure_'s, from the stall board
   std::optional<NodeFailure> remote_;
   std::vector<int> left_unjoined_;  // ranks that exited 0 without having joined
   int launcher_signal_ = 0;

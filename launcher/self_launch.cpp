@@ -29,6 +29,7 @@
 #include "fastrun/launcher/binding/topology.h"
 #include "fastrun/launcher/child_env.h"
 #include "fastrun/launcher/job_resources.h"
+#include "fastrun/launcher/self_launch_restarts.h"
 #include "fastrun/launcher/supervisor.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
@@ -274,18 +275,26 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
   jo.keep_background = options.keep_background;
   if (!options.bind.empty()) jo.bind = launcher::parse_bind_mode(options.bind, "SelfLaunchOptions::bind");
   jo.report_bindings = options.report_bindings;
+  if (options.max_restarts && *options.max_restarts < 0)
+    throw ConfigError(fmt::format("SelfLaunchOptions::max_restarts {}: give a number of restarts of 0 or more "
+                                  "(0: one attempt)",
+                                  *options.max_restarts));
+  jo.max_restarts = options.max_restarts;  // nullopt: FASTRUN_MAX_RESTARTS, whose bad value prepare_job names
   auto j = std::make_unique<SelfJob>();
   j->job = launcher::prepare_job(jo);
-  // Rank 0 is this process: a restart would have to start the caller again. Said, not ignored.
-  if (j->job.max_restarts > 0)
-    throw ConfigError(fmt::format("FASTRUN_MAX_RESTARTS={}: launch_self does not restart a job; run the program "
-                                  "under the launcher instead (fastrun --max-restarts N --nproc N ./program), "
-                                  "where launch_self starts nothing (docs/launching.md, \"Restarts\")",
-                                  j->job.max_restarts));
 
   // 2. Log directory and store; then the children's environment (a copy, taken before rank 0's
   //    own variables change), then rank 0's variables, CUDA_VISIBLE_DEVICES included.
   j->resources = std::make_unique<JobResources>(j->job);
+  if (j->job.max_restarts > 0) {
+    // Rank 0 must be restartable too: this process becomes the job's launcher, every rank a
+    // child (self_launch_restarts.h), and it ends as the job ends, never returning.
+    const launcher::JobResult result = launcher::run_self_job_with_restarts(j->job, *j->resources, argc, argv);
+    j->resources->release();
+    std::fflush(nullptr);
+    if (result.stop_signal != 0) die_by(result.stop_signal);
+    ::_exit(result.exit_code);
+  }
   launcher::SupervisorOptions so;
   so.job = j->job;
   so.exec_path = "/proc/self/exe";

@@ -19,6 +19,8 @@
 // options (ConfigError on bad input, nothing started), sets the environment contract and its own
 // CUDA_VISIBLE_DEVICES with setenv, creates the job's shm store, starts ranks 1..N-1 by
 // re-executing /proc/self/exe with the same argv, starts a supervisor thread and returns 0.
+// With restarts allowed (max_restarts, below) it becomes the job's launcher instead, and every
+// rank its child: it never returns (self_launch_restarts.h).
 // When the environment already describes a world (FASTRUN_RANK: a spawned child or a rank under
 // the `fastrun` CLI; RANK: torchrun; SLURM_PROCID: srun; OMPI_COMM_WORLD_RANK: mpirun — the
 // sources join() reads, docs/runtime.md) it returns that rank at once and starts nothing: the
@@ -60,6 +62,13 @@ struct SelfLaunchOptions {
   // Rank 0 binds itself in launch_self: call it before starting threads.
   std::string bind;
   bool report_bindings = false;  // print the bindings table to stderr, as --report-bindings
+  // Restarts after a failed attempt, as `fastrun --max-restarts N` (docs/launching.md,
+  // "Restarts"); nullopt = FASTRUN_MAX_RESTARTS (default 0). Above 0 the calling process does
+  // not become rank 0: it becomes the job's launcher, starts every rank (rank 0 included) from
+  // /proc/self/exe, and exits with the job's code (or dies by the signal that stopped it)
+  // without returning; each rank returns its rank in its own process (`output` then applies to
+  // rank 0 too, as under the CLI). Negative: ConfigError.
+  std::optional<int> max_restarts;
 };
 
 // Returns this process's rank (0 in the process that started the job). With nproc == 0 and

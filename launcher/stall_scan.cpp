@@ -10,13 +10,6 @@ namespace {
 
 double seconds(std::int64_t from_ns, std::int64_t to_ns) { return static_cast<double>(to_ns - from_ns) / 1e9; }
 
-// "world#1" -> "world": the instance count tells a second join's 'world' from the first on the
-// board; a message names the group as every other message does.
-std::string display_name(const std::string& key) {
-  const auto hash = key.rfind('#');
-  return hash == std::string::npos || key.substr(hash) == "#1" ? key.substr(0, hash) : key;
-}
-
 std::string ranks_text(const std::vector<int>& ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ","));
 }
@@ -35,6 +28,22 @@ std::string last_op_text(const stall::SlotView& m, std::int64_t now_ns) {
 }
 
 }  // namespace
+
+std::string group_display_name(const std::string& key) {
+  const auto hash = key.rfind('#');
+  return hash == std::string::npos || key.substr(hash) == "#1" ? key.substr(0, hash) : key;
+}
+
+std::optional<LastCollective> last_collective(const std::vector<stall::SlotView>& slots) {
+  const stall::SlotView* last = nullptr;
+  for (const auto& s : slots) {
+    if (s.begun.seq > 0 && (!last || s.begun_ns > last->begun_ns)) last = &s;
+  }
+  if (!last) return std::nullopt;
+  LastCollective out{group_display_name(last->group), last->begun, "in_progress"};
+  if (last->ended.seq >= last->begun.seq) out.state = last->ended_ok ? "completed" : "failed";
+  return out;
+}
 
 std::vector<Stall> find_stalls(const std::vector<stall::SlotView>& board, std::int64_t now_ns, double threshold_s) {
   std::map<std::string, std::vector<const stall::SlotView*>> groups;
@@ -71,7 +80,7 @@ std::vector<Stall> find_stalls(const std::vector<stall::SlotView>& board, std::i
 }
 
 std::string report_line(const Stall& s, std::int64_t now_ns, const std::string& node) {
-  std::string head = fmt::format("fastrun: stall{} on group '{}': {}: ", node, display_name(s.group),
+  std::string head = fmt::format("fastrun: stall{} on group '{}': {}: ", node, group_display_name(s.group),
                                  describe_numbered(s.op));
   const std::string waited = fmt::format("{} {} waited {:.1f} s", ranks_text(s.waiting),
                                          s.waiting.size() == 1 ? "has" : "have", s.waited_s);
@@ -111,7 +120,7 @@ std::string StallLog::update(const std::vector<stall::SlotView>& board, std::int
       continue;
     }
     out += fmt::format("fastrun: stall over{} on group '{}': {} went on after {:.1f} s\n", node_,
-                       display_name(it->first), it->second.op, seconds(it->second.since_ns, now_ns));
+                       group_display_name(it->first), it->second.op, seconds(it->second.since_ns, now_ns));
     it = open_.erase(it);
   }
   // 2. New stalls: reported once each.

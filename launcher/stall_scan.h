@@ -14,6 +14,7 @@
 // stall is seen, and an end line once the group has moved past it (or is gone from the board).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,21 @@ std::vector<Stall> find_stalls(const std::vector<stall::SlotView>& board, std::i
 // The report line of `s` (without the trailing newline): "fastrun: stall: group 'world' op #2 …".
 // `node`: "" on one node, else " on node K".
 std::string report_line(const Stall& s, std::int64_t now_ns, const std::string& node);
+
+// "world#1" -> "world", "world#2" -> "world#2": a group's name as messages show it (the board's
+// instance count tells a second join's 'world' from the first).
+std::string group_display_name(const std::string& key);
+
+// The collective a rank began last, on any of its groups (the failure record's last_collective,
+// docs/errors.md): from read_rank_slots of that rank; nullopt when it began none (point-to-point
+// ops are not on the board).
+struct LastCollective {
+  std::string group;  // as group_display_name shows it
+  OpDesc op;          // its kind and number (op.seq)
+  // "in_progress": begun, its end not recorded; "completed" / "failed": its end, as recorded.
+  std::string state;
+};
+std::optional<LastCollective> last_collective(const std::vector<stall::SlotView>& slots);
 
 // The lines (each ending in '\n') of one scan, given what earlier scans reported.
 class StallLog {

@@ -23,7 +23,8 @@ StallWatch::StallWatch(const JobConfig& job, int fd)
     : threshold_s_(job.stall_report_s),
       fd_(fd),
       node_(job.node.nnodes > 1 ? fmt::format(" on node {}", job.node.node_rank) : std::string()) {
-  if (threshold_s_ <= 0) return;
+  // The board serves the failure record too (last_collective), which is written with --log-dir.
+  if (threshold_s_ <= 0 && job.log_dir.empty()) return;
   const std::string name = stall::segment_name(job.run_id, job.node.node_rank);
   try {
     // One left by a launcher of the same run id that was SIGKILLed (its janitor removes it too,
@@ -32,10 +33,16 @@ StallWatch::StallWatch(const JobConfig& job, int fd)
     board_ = shm::Segment::create(name, stall::segment_bytes(job.world_size));
     stall::init_board(board_.data(), job.world_size);
   } catch (const std::exception& e) {
-    log::warn("no stall report for this job (--stall-report): {}", e.what());
+    log::warn("no stall report for this job (--stall-report), no last collective in its failure record: {}",
+              e.what());
     return;
   }
-  thread_ = std::thread([this] { run(); });
+  if (threshold_s_ > 0) thread_ = std::thread([this] { run(); });
+}
+
+std::optional<LastCollective> StallWatch::last_collective(int local_rank) const {
+  if (!board_.data()) return std::nullopt;
+  return launcher::last_collective(stall::read_rank_slots(board_.data(), board_.size(), local_rank));
 }
 
 StallWatch::~StallWatch() {

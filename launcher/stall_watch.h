@@ -9,14 +9,17 @@
 // of a late rank names it; a node whose ranks only wait says how many of the group are elsewhere.
 // Construct before the first rank starts (the ranks find the board when they make a group) and
 // destroy after the last is reaped: the destructor stops the thread (within one interval) and
-// removes the board. Off (no board, no thread) with threshold 0. Never throws: a board that
-// cannot be made is a warning, and the job runs without the report.
+// removes the board. With threshold 0 there is no thread, and no board either unless the job
+// files its logs: the board also gives the failure record its last collective (last_collective).
+// Never throws: a board that cannot be made is a warning, and the job runs without the report.
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "fastrun/launcher/job_config.h"
+#include "fastrun/launcher/stall_scan.h"
 #include "fastrun/runtime/backend/shm/segment.h"
 
 namespace fastrun::launcher {
@@ -32,6 +35,11 @@ class StallWatch {
   // How often the board is read for a threshold: a second, or half the threshold when shorter,
   // so a report comes at most one interval after the threshold.
   static std::chrono::milliseconds poll_interval(int threshold_s);
+
+  // The collective local rank `local_rank` began last (stall_scan.h), read from the board now:
+  // call it once that rank has ended, before the destructor removes the board. nullopt: it
+  // began none, or there is no board.
+  std::optional<LastCollective> last_collective(int local_rank) const;
 
  private:
   void run();

@@ -18,6 +18,7 @@ namespace fastrun::stall {
 namespace {
 
 constexpr auto relaxed = std::memory_order_relaxed;
+constexpr auto kPerRank = static_cast<std::size_t>(kSlotsPerRank);
 
 Header* header_of(std::byte* base) { return reinterpret_cast<Header*>(base); }
 const Header* header_of(const std::byte* base) { return reinterpret_cast<const Header*>(base); }
@@ -72,39 +73,67 @@ void init_board(std::byte* base, int local_ranks) {
   h->magic.store(static_cast<std::int64_t>(kMagic), std::memory_order_release);
 }
 
-std::vector<SlotView> read_board(const std::byte* base, std::size_t bytes) {
-  std::vector<SlotView> out;
+namespace {
+
+// The slot count of a board of `bytes` bytes, 0 when it is not a board (yet).
+std::size_t slot_count(const std::byte* base, std::size_t bytes) {
   const Header* h = header_of(base);
   if (bytes < slots_offset() || h->magic.load(std::memory_order_acquire) != static_cast<std::int64_t>(kMagic))
-    return out;
+    return 0;
   const std::int64_t ranks = h->local_ranks.load(relaxed);
   const std::int64_t per_rank = h->slots_per_rank.load(relaxed);
-  if (ranks < 0 || per_rank != kSlotsPerRank || segment_bytes(static_cast<int>(ranks)) > bytes) return out;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(ranks * per_rank); ++i) {
-    const Slot& s = *slot_at(base, i);
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      const std::int64_t v = s.version.load(std::memory_order_acquire);
-      if (v % 2 != 0) continue;
-      if (s.in_use.load(relaxed) != 1) break;
-      SlotView view;
-      view.local_rank = static_cast<int>(static_cast<std::int64_t>(i) / per_rank);
-      char key[kKeyWords * sizeof(std::int64_t) + 1] = {};
-      for (std::size_t k = 0; k < kKeyWords; ++k) {
-        const std::int64_t word = s.key[k].load(relaxed);
-        std::memcpy(key + k * sizeof word, &word, sizeof word);
-      }
-      view.group = key;
-      view.group_size = static_cast<int>(s.group_size.load(relaxed));
-      view.global_rank = static_cast<int>(s.global_rank.load(relaxed));
-      view.begun = read_op(s.begun, view.begun_ns);
-      view.ended = read_op(s.ended, view.ended_ns);
-      view.ended_ok = s.ended_ok.load(relaxed) != 0;
-      std::atomic_thread_fence(std::memory_order_acquire);  // the data before the second version read
-      if (s.version.load(relaxed) == v) {
-        out.push_back(std::move(view));
-        break;
-      }
+  if (ranks < 0 || per_rank != kSlotsPerRank || segment_bytes(static_cast<int>(ranks)) > bytes) return 0;
+  return static_cast<std::size_t>(ranks * per_rank);
+}
+
+// A copy of slot i into `view`, when a group holds it (or, with `freed_too`, held it since the
+// board was made); false when not, or when its owner stayed mid-write for a few tries.
+bool read_slot(const std::byte* base, std::size_t i, bool freed_too, SlotView& view) {
+  const Slot& s = *slot_at(base, i);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::int64_t v = s.version.load(std::memory_order_acquire);
+    if (v % 2 != 0) continue;
+    const std::int64_t in_use = s.in_use.load(relaxed);
+    // A slot never claimed has an empty key; a freed one keeps its group's key and ops.
+    if (in_use != 1 && !(freed_too && in_use == 0 && s.key[0].load(relaxed) != 0)) return false;
+    view.local_rank = static_cast<int>(i / kPerRank);
+    view.live = in_use == 1;
+    char key[kKeyWords * sizeof(std::int64_t) + 1] = {};
+    for (std::size_t k = 0; k < kKeyWords; ++k) {
+      const std::int64_t word = s.key[k].load(relaxed);
+      std::memcpy(key + k * sizeof word, &word, sizeof word);
     }
+    view.group = key;
+    view.group_size = static_cast<int>(s.group_size.load(relaxed));
+    view.global_rank = static_cast<int>(s.global_rank.load(relaxed));
+    view.begun = read_op(s.begun, view.begun_ns);
+    view.ended = read_op(s.ended, view.ended_ns);
+    view.ended_ok = s.ended_ok.load(relaxed) != 0;
+    std::atomic_thread_fence(std::memory_order_acquire);  // the data before the second version read
+    if (s.version.load(relaxed) == v) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<SlotView> read_board(const std::byte* base, std::size_t bytes) {
+  std::vector<SlotView> out;
+  const std::size_t n = slot_count(base, bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    SlotView view;
+    if (read_slot(base, i, false, view)) out.push_back(std::move(view));
+  }
+  return out;
+}
+
+std::vector<SlotView> read_rank_slots(const std::byte* base, std::size_t bytes, int local_rank) {
+  std::vector<SlotView> out;
+  const std::size_t n = slot_count(base, bytes);
+  const auto first = static_cast<std::size_t>(std::max(local_rank, 0)) * kPerRank;
+  for (std::size_t i = first; i < std::min(n, first + kPerRank); ++i) {
+    SlotView view;
+    if (read_slot(base, i, true, view)) out.push_back(std::move(view));
   }
   return out;
 }
@@ -162,9 +191,12 @@ std::unique_ptr<RankSlot> RankSlot::claim(const std::string& name, int group_siz
     // The key tells two groups of one name apart (a second join's 'world'): the members make
     // their groups in the same order, so the count is the same on every member.
     const std::string key = name + "#" + std::to_string(++g_instances[name]);
-    const auto first = static_cast<std::size_t>(board->local_rank) * kSlotsPerRank;
-    for (std::size_t i = first; i < first + kSlotsPerRank; ++i) {
-      Slot& s = *slot_at(board->base, i);
+    // A slot never used first: a freed one keeps its last group's ops for the failure record
+    // (read_rank_slots) as long as there is another.
+    const auto first = static_cast<std::size_t>(board->local_rank) * kPerRank;
+    for (std::size_t n = 0; n < 2 * kPerRank; ++n) {
+      Slot& s = *slot_at(board->base, first + n % kPerRank);
+      if (n < kPerRank && s.key[0].load(relaxed) != 0) continue;
       std::int64_t free = 0;
       if (!s.in_use.compare_exchange_strong(free, 2, std::memory_order_acquire)) continue;  // 2: being filled
       {

@@ -79,10 +79,16 @@ struct SlotView {
   OpDesc ended;       // seq 0: none ended yet
   std::int64_t ended_ns = 0;
   bool ended_ok = true;
+  bool live = true;   // false: the group was destroyed since (read_rank_slots only)
 };
 // Every slot in use of a board of `bytes` bytes. A slot whose owner is mid-write (or was stopped
 // mid-write) after a few tries is left out of this read.
 std::vector<SlotView> read_board(const std::byte* base, std::size_t bytes);
+// The slots of local rank `local_rank` that a group has held since the board was made, those
+// freed since included (a group destroyed, or a rank that ended, keeps its ops there until the
+// slot is claimed again, which takes a slot never used first): what the launcher reads for a
+// failed rank's record (launcher/failure_record.h).
+std::vector<SlotView> read_rank_slots(const std::byte* base, std::size_t bytes, int local_rank);
 
 // A rank's slot for one group (the flight recorder's): claimed when made, freed when destroyed.
 // The methods are not thread-safe; the recorder calls them under its lock.

@@ -19,6 +19,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "test_support/time_limits.h"
+
 extern char** environ;
 
 namespace fastrun::test {
@@ -142,9 +144,14 @@ std::vector<pid_t> read_rank_pids(const std::filesystem::path& dir, int first, i
   std::vector<pid_t> pids;
   for (int rank = first; rank < last; ++rank) {
     const auto f = dir / ("pid-" + std::to_string(rank));
-    for (int i = 0; i < 500 && read_file(f).find('\n') == std::string::npos; ++i)
+    // A harness limit (time_limits.h): at load 12 a rank of a gloo job took over 5 s to get here.
+    const auto deadline = std::chrono::steady_clock::now() + scaled(std::chrono::seconds(20));
+    while (read_file(f).find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    pids.push_back(std::stoi(read_file(f)));
+    const std::string text = read_file(f);
+    INFO("pidfile " << f.string() << " holds '" << text << "'");
+    REQUIRE(text.find('\n') != std::string::npos);
+    pids.push_back(std::stoi(text));
   }
   return pids;
 }

@@ -63,7 +63,7 @@ std::string read_file(const std::filesystem::path& p);
 // True when pid is gone or a zombie (a dead process not yet reaped by its new parent).
 bool process_gone(pid_t pid);
 // The pids ranks first..last-1 wrote to DIR/pid-<rank> (sparring partner --pidfile DIR/pid-%r),
-// each file waited for up to 5 s.
+// each file waited for up to 20 s (scaled to the build: time_limits.h); a test failure after that.
 std::vector<pid_t> read_rank_pids(const std::filesystem::path& dir, int first, int last);
 // Waits until every pid is gone (exited, or a zombie) or `timeout` has passed.
 void wait_until_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);

@@ -5,12 +5,14 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "fastrun/launcher/restarts.h"
 #include "process_runner.h"
+#include "test_support/time_limits.h"
 
 using namespace fastrun::test;
 using namespace std::chrono_literals;
@@ -129,6 +131,73 @@ TEST_CASE("a job with --max-restarts 0 keeps one attempt, the summary and the lo
   CHECK(shm_entries("fastrun-" + id).empty());
 }
 
+TEST_CASE("the failure record names the collective the failing rank completed last and is null before any",
+          "[launcher][restarts][failure_record]") {
+  TempDir dir;
+  // The stall report off: the board is there for the record all the same (--log-dir).
+  const std::string id = run_id_arg("record-op");
+  const auto r = run(cmd({"--nproc", "2", "--stall-report", "0", "--run-id", id, "--log-dir", dir.str()},
+                         {"--join", "--world-allreduce", "--world-allreduce", "--on", "1", "--crash", "segv", "--sleep",
+                          "30"}),
+                     {}, scaled(40s));
+  INFO(r.err);
+  CHECK(r.exit_code == 128 + SIGSEGV);
+  const auto rec = read_json(dir.path() / id / "rank-1/failure.json");
+  INFO(rec.dump());
+  const auto& op = rec.at("last_collective");
+  CHECK(op.at("group") == "world");
+  CHECK(op.at("op") == "all_reduce");
+  CHECK(op.at("seq") == 2);
+  CHECK(op.at("state") == "completed");
+  CHECK(op.at("description") == "op #2 all_reduce(float32 x 4, sum)");
+
+  // A rank that fails before it joins has been in no collective.
+  const std::string before = run_id_arg("record-no-op");
+  const auto early = run(cmd({"--nproc", "2", "--run-id", before, "--log-dir", dir.str()},
+                             {"--on", "1", "--exit", "3", "--join", "--world-allreduce"}),
+                         {}, scaled(40s));
+  INFO(early.err);
+  CHECK(early.exit_code == 3);
+  const auto none = read_json(dir.path() / before / "rank-1/failure.json");
+  CHECK(none.contains("last_collective"));
+  CHECK(none.at("last_collective").is_null());
+  CHECK(shm_entries("fastrun-" + id).empty());
+  CHECK(shm_entries("fastrun-" + before).empty());
+}
+
+TEST_CASE("the failure record of a rank killed while it waits in a collective says it was in that op",
+          "[launcher][restarts][failure_record]") {
+  TempDir dir;
+  const std::string id = run_id_arg("record-in-op");
+  // Rank 0 stops itself after op #1; rank 1 enters op #2 and waits there for it. The stall
+  // report's line is the event that says rank 1 is in op #2: then it is killed.
+  Process p(cmd({"--nproc", "2", "--stall-report", "1", "--run-id", id, "--log-dir", dir.str() + "/logs"},
+                {"--pidfile", dir.str() + "/pid-%r", "--join", "--world-allreduce", "--on", "0", "--stop",
+                 "--world-allreduce"}),
+            {{"FASTRUN_OP_TIMEOUT", "300"}}, dir.path());
+  const std::vector<pid_t> pids = read_rank_pids(dir.path(), 0, 2);
+  const auto deadline = std::chrono::steady_clock::now() + scaled(30s);
+  std::string err;
+  while (!contains(err = read_file(p.err_path()), "fastrun: stall on group 'world'") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  INFO(err);
+  REQUIRE(contains(err, "fastrun: stall on group 'world'"));
+  ::kill(pids[1], SIGKILL);
+  ::kill(pids[0], SIGCONT);  // so that the launcher's SIGTERM ends it
+  const auto r = p.finish(scaled(30s));
+  INFO(r.err);
+  CHECK(r.exit_code == 128 + SIGKILL);
+  const auto rec = read_json(dir.path() / "logs" / id / "rank-1/failure.json");
+  INFO(rec.dump());
+  const auto& op = rec.at("last_collective");
+  CHECK(op.at("group") == "world");
+  CHECK(op.at("seq") == 2);
+  CHECK(op.at("state") == "in_progress");
+  CHECK(op.at("description") == "op #2 all_reduce(float32 x 4, sum)");
+  CHECK(shm_entries("fastrun-" + id).empty());
+}
+
 TEST_CASE("a signal to the launcher ends a job with restarts left, as without them", "[launcher][restarts]") {
   TempDir dir;
   Process p(cmd({"--nproc", "2", "--max-restarts", "3"}, {"--pidfile", dir.str() + "/pid-%r", "--sleep", "30"}), {},
@@ -166,17 +235,12 @@ TEST_CASE("bad --max-restarts values are usage errors before anything starts", "
   CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-0"));  // no rank ever started
 }
 
-TEST_CASE("FASTRUN_MAX_RESTARTS restarts like the flag, and launch_self refuses it", "[launcher][restarts]") {
-  TempDir dir;
+TEST_CASE("FASTRUN_MAX_RESTARTS restarts like the flag", "[launcher][restarts]") {
   const auto r = run(cmd({"--nproc", "1"}, {"--on-attempt", "0", "--exit", "4", "--out", "attempt passed"}),
                      {{"FASTRUN_MAX_RESTARTS", "1"}});
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.out, "attempt passed"));
   CHECK(contains(r.err, "attempt 0 of the job failed (1 of --max-restarts 1 left)"));
-  // Rank 0 of launch_self is the caller: it cannot be started again, and says so.
-  const auto self = run({kPartner, "--self", "2", "--out", "started"}, {{"FASTRUN_MAX_RESTARTS", "1"}});
-  CHECK(self.exit_code == 2);
-  CHECK(contains(self.err, "launch_self does not restart a job"));
-  CHECK_FALSE(contains(self.out, "started"));
+  // launch_self restarts too: self_launch_restarts_test.cpp.
 }

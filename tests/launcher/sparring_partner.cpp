@@ -4,7 +4,7 @@
 // precede one action.
 //   --self N | --self-devices LIST   first flag only: fastrun::launch_self with nproc N / devices
 //   --self-log-dir DIR  --self-tag  --self-output MODE  --self-kill-timeout S  --self-run-id ID
-//   --self-bind MODE
+//   --self-bind MODE  --self-max-restarts N
 //   --exit N            exit with code N
 //   --crash segv|abort|kill  die by SIGSEGV / SIGABRT / SIGKILL
 //   --sleep S           sleep S seconds (fractions allowed)
@@ -151,6 +151,10 @@ int main(int argc, char** argv) {
     on_parse(flags::decimal(app, "--self-kill-timeout", self.kill_timeout, "launch_self's kill_timeout", 0, 86400));
     on_parse(app.add_option("--self-run-id", self.run_id, "launch_self's run_id"));
     on_parse(app.add_option("--self-bind", self.bind, "launch_self's bind"));
+    // Any whole number: launch_self itself must refuse a negative one.
+    on_parse(app.add_option_function<std::string>("--self-max-restarts", [&](const std::string& v) {
+      self.max_restarts = static_cast<int>(fastrun::text::parse_integer("--self-max-restarts", v, INT_MIN, INT_MAX));
+    }, "launch_self's max_restarts"));
   }
 
   // `--on R` and `--on-attempt N` apply to the one action after them.

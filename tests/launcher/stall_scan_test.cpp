@@ -108,3 +108,24 @@ TEST_CASE("the log reports a stall once and says when it is over", "[stall]") {
   // A group gone from the board (its members left it) ends its stall too.
   CHECK(log.update({}, 24 * kSecond, 2).find("fastrun: stall over on group 'world': op #3") == 0);
 }
+
+TEST_CASE("a failed rank's last collective is the one it began last on any group", "[stall][failure_record]") {
+  using fastrun::launcher::last_collective;
+  CHECK_FALSE(last_collective({}));
+  CHECK_FALSE(last_collective({member(1, 0, 0, 0, 0)}));  // a group, no collective on it yet
+  // On 'world' it completed op #3 (begun at 5 s); on its second 'pairs' group it began op #1 at
+  // 7 s and recorded no end: it was in that one.
+  const auto in = last_collective({member(1, 3, 5, 3, 6), member(1, 1, 7, 0, 0, 2, "pairs#2")});
+  REQUIRE(in);
+  CHECK(in->group == "pairs#2");
+  CHECK(in->op.seq == 1);
+  CHECK(in->state == "in_progress");
+  const auto done = last_collective({member(1, 3, 5, 3, 6), member(1, 1, 4, 1, 4.5, 2, "pairs#1")});
+  REQUIRE(done);
+  CHECK(done->group == "world");
+  CHECK(done->op.seq == 3);
+  CHECK(done->state == "completed");
+  SlotView failed = member(1, 2, 5, 2, 6);
+  failed.ended_ok = false;
+  CHECK(last_collective({failed})->state == "failed");
+}
