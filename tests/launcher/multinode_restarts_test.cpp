@@ -20,6 +20,14 @@ namespace {
 
 std::string run_id_arg(const std::string& tag) { return "t-mn-" + tag + "-" + std::to_string(::getpid()); }
 
+// The last attempt's four ranks (pids in DIR/pid-<rank>) are gone, and so are the job's segments.
+void expect_nothing_left(const TempDir& dir, const std::string& id) {
+  const auto pids = read_rank_pids(dir.path(), 0, 4);
+  wait_until_gone(pids, 5s);
+  for (pid_t p : pids) CHECK(process_gone(p));
+  CHECK(shm_entries("fastrun-" + id).empty());
+}
+
 Strings two_ranks(Strings more) {
   more.insert(more.begin(), {"--nproc", "2"});
   return more;
@@ -69,10 +77,7 @@ TEST_CASE("two nodes: a rank of node 1 failing in attempt 0 restarts both and at
   for (int rank = 0; rank < 4; ++rank)
     CHECK(contains(read_file(run_dir / ("attempt-1/rank-" + std::to_string(rank)) / "stdout.log"),
                    "done " + std::to_string(rank) + "\n"));
-  const auto pids = read_rank_pids(dir.path(), 0, 4);
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  CHECK(shm_entries("fastrun-" + id).empty());
+  expect_nothing_left(dir, id);
 }
 
 TEST_CASE("two nodes: a rank failing in every attempt exhausts the job's restarts and both exit with its code",
@@ -99,11 +104,7 @@ TEST_CASE("two nodes: a rank failing in every attempt exhausts the job's restart
     CHECK_FALSE(contains(err, "attempt 3"));
   }
   CHECK(read_file(dir.path() / "logs" / id / "attempt-2/rank-2/stderr.log") == "always 2\n");
-  // The sleeping ranks of the last attempt are gone, and so are the job's segments.
-  const auto pids = read_rank_pids(dir.path(), 0, 4);
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  CHECK(shm_entries("fastrun-" + id).empty());
+  expect_nothing_left(dir, id);
 }
 
 TEST_CASE("two nodes with restarts left: SIGTERM to node 1's launcher ends the job on both",
