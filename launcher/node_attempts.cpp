@@ -110,7 +110,7 @@ class NodeAttempts {
     std::optional<NodeFailure> failure;
     try {
       failure = local.exit_code == 0 ? watch.finish_success() : watch.recorded();
-    } catch (const StoreError& e) {
+    } catch (const Error& e) {
       log::warn("attempt {}: lost node 0's store: {}", n, e.what());
       return local.exit_code != 0 ? local.exit_code : 1;
     }
@@ -129,7 +129,7 @@ class NodeAttempts {
         said = wait_for_verdict(n);
       } catch (const JobStopped& s) {
         return leave(n, local.stop_signal ? local.exit_code : s.exit_code);
-      } catch (const StoreError& e) {
+      } catch (const Error& e) {
         std::fprintf(stderr, "fastrun: lost node 0 (its store) while waiting for its verdict on attempt %d: %s\n", n,
                      e.what());
         return failure ? failure->exit_code : 1;

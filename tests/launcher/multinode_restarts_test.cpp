@@ -86,8 +86,10 @@ TEST_CASE("two nodes: a rank failing in every attempt exhausts the job's restart
   const std::string d = dir.str();
   const std::string id = run_id_arg("restart-exhaust");
   const Strings flags = two_ranks({"--max-restarts", "2", "--run-id", id, "--log-dir", d + "/logs"});
-  const Strings partner = {"--pidfile", d + "/pid-%r", "--on", "2", "--err", "always %r", "--on", "2", "--exit", "6",
-                           "--sleep", "60"};
+  // The barrier (through the attempt's store) before rank 2 fails: every rank has written its
+  // pidfile in every attempt before any is stopped.
+  const Strings partner = {"--pidfile", d + "/pid-%r", "--barrier", "--on", "2", "--err", "always %r", "--on", "2",
+                           "--exit", "6", "--sleep", "60"};
   Nodes nodes(2, free_port(), {flags, flags}, {partner, partner}, quiet_env());
   const auto r = nodes.finish(60s);
   for (int k = 0; k < 2; ++k) {
@@ -139,4 +141,27 @@ TEST_CASE("two nodes with different --max-restarts: the second is a usage error 
   CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-2"));  // node 1 started no rank
   nodes.launchers[0]->signal(SIGTERM);
   nodes.launchers[0]->finish(20s);
+}
+
+TEST_CASE("two nodes with restarts left: a launcher SIGKILLed ends the job on the other node without a restart",
+          "[launcher][multinode][restarts][failure]") {
+  for (int killed : {0, 1}) {
+    TempDir dir;
+    const std::string id = run_id_arg("restart-lost-" + std::to_string(killed));
+    const Strings flags = two_ranks({"--max-restarts", "3", "--run-id", id});
+    const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--sleep", "60"};
+    Nodes nodes(2, free_port(), {flags, flags}, {partner, partner}, quiet_env());
+    const auto pids = read_rank_pids(dir.path(), 0, 4);
+    nodes.launchers[static_cast<std::size_t>(killed)]->signal(SIGKILL);
+    const auto other = nodes.launchers[static_cast<std::size_t>(1 - killed)]->finish(30s);
+    nodes.launchers[static_cast<std::size_t>(killed)]->finish(5s);
+    INFO("node " << killed << " SIGKILLed; the other's stderr: " << other.err);
+    // A lost node cannot take part in another attempt of a fixed set of nodes.
+    CHECK(other.exit_code == 1);
+    CHECK(contains(other.err, killed == 0 ? "node 0's launcher is gone" : "its launcher stopped answering"));
+    CHECK_FALSE(contains(other.err, "starting attempt"));
+    wait_until_gone(pids, 5s);
+    for (pid_t p : pids) CHECK(process_gone(p));
+    CHECK(shm_entries("fastrun-" + id).empty());
+  }
 }
