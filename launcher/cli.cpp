@@ -15,6 +15,7 @@
 
 #include "fastrun/launcher/binding/topology.h"
 #include "fastrun/launcher/job_resources.h"
+#include "fastrun/launcher/node_attempts.h"
 #include "fastrun/launcher/node_rendezvous.h"
 #include "fastrun/launcher/node_watch.h"
 #include "fastrun/launcher/spawn.h"
@@ -251,12 +252,6 @@ int cli_main(int argc, char** argv) {
     nodes = plan_nodes(args.job.node);
     if (auto gloo_host = env::raw(env::kGlooHost)) resolve_gloo_host(*gloo_host);  // every rank would fail on it
     job = prepare_job(args.job);
-    // The count of attempts must be the job's, agreed by every node, not each node's own: not
-    // built yet, so refused rather than restarting node by node (docs/launching.md, "Restarts").
-    if (nodes.multi_node() && job.max_restarts > 0)
-      throw ConfigError(fmt::format("--max-restarts {} with --nnodes {}: restarts work on one node only for now; "
-                                    "give --max-restarts 0 (or unset FASTRUN_MAX_RESTARTS) for a multi-node job",
-                                    job.max_restarts, nodes.nnodes));
     exec_path = resolve_program(args.program[0]);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "fastrun: %s\n", e.what());
@@ -276,8 +271,10 @@ int cli_main(int argc, char** argv) {
       rendezvous->agree(job, args.job);
     }
     // Watching the other nodes starts at once: node 0 counts this node's heartbeats from here.
+    // With restarts each attempt has a watch of its own (node_attempts.h).
+    const bool node_restarts = rendezvous && job.max_restarts > 0;
     std::unique_ptr<NodeWatch> watch;
-    if (rendezvous)
+    if (rendezvous && !node_restarts)
       watch = std::make_unique<NodeWatch>(rendezvous->address(), rendezvous->token(), nodes.node_rank,
                                           rendezvous->hosts());
     // 4. Log directory and store; both released (store removed) whatever happens below.
@@ -301,6 +298,11 @@ int cli_main(int argc, char** argv) {
               job.devices ? fmt::format("{}", fmt::join(job.devices->rank_devices, ",")) : std::string("not pinned"),
               job.log_dir.empty() ? std::string("not filed") : job.log_dir, job.max_restarts);
     // 5. Run; this thread (main) lives as long as the ranks, as PR_SET_PDEATHSIG requires.
+    if (node_restarts) {
+      const int code = run_node_attempts(*rendezvous, nodes, std::move(so));
+      resources.release();
+      return code;
+    }
     JobResult result = Supervisor(std::move(so)).run();
     if (watch) result.exit_code = finish_node(*watch, result.exit_code);
     resources.release();

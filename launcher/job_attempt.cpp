@@ -282,9 +282,9 @@ class JobAttempt {
     return fmt::format(" on node {} (host {})", o_.job.node.node_rank, o_.job.node.host);
   }
 
-  void publish_to_nodes(int code, const std::string& why) {
+  void publish_to_nodes(int code, const std::string& why, bool final = false) {
     if (!o_.nodes) return;
-    if (auto first = o_.nodes->publish(code, why)) remote_ = first;  // another node failed first
+    if (auto first = o_.nodes->publish(code, why, final)) remote_ = first;  // another node failed first
   }
 
   // Another node failed (or node 0 is gone): stop this node's ranks and exit with its code.
@@ -359,7 +359,7 @@ class JobAttempt {
     }
     if (!stop_.stopping()) {
       launcher_signal_ = sig;
-      publish_to_nodes(128 + sig, fmt::format("the launcher{} got {}", where(), signal_name(sig)));
+      publish_to_nodes(128 + sig, fmt::format("the launcher{} got {}", where(), signal_name(sig)), /*final=*/true);
       stop_.begin(ranks_, sig);
     } else {
       stop_.hurry(sig);
@@ -413,7 +413,7 @@ class JobAttempt {
     }
     out.stopped_leftovers = stopped_leftovers_;
     out.attempt = o_.job.attempt;
-    out.max_restarts = o_.renew_store ? o_.job.max_restarts : 0;
+    out.max_restarts = (o_.renew_store || o_.restarts_by_caller) ? o_.job.max_restarts : 0;
     return out;
   }
 

@@ -36,7 +36,9 @@ NodeEntry decode_node_entry(int node_rank, const std::string& text) {
 }
 
 std::string encode(const NodeFailure& f) {
-  return record::Json{{"exit_code", f.exit_code}, {"node", f.node}, {"why", f.why}}.dump();
+  record::Json r{{"exit_code", f.exit_code}, {"node", f.node}, {"why", f.why}};
+  if (f.final) r["final"] = true;
+  return r.dump();
 }
 
 NodeFailure decode_node_failure(const std::string& text) {
@@ -46,6 +48,11 @@ NodeFailure decode_node_failure(const std::string& text) {
   f.exit_code = int_field(r, key, "exit_code", INT_MIN);
   f.node = int_field(r, key, "node", 0);
   f.why = record::text(r, key, "why");
+  if (const auto it = r.find("final"); it != r.end()) {
+    if (!it->is_boolean())
+      throw StoreError(fmt::format("{}: field 'final' of the record is {}; accepted: true or false", key, it->dump()));
+    f.final = it->get<bool>();
+  }
   return f;
 }
 

@@ -2,7 +2,7 @@
 // The launchers' records in the job's store (runtime/store/record.h: one-line JSON objects that
 // only fastrun's launchers read), each encoded and decoded here and nowhere else:
 //   fastrun/launcher/node/<k>   NodeEntry   {"ranks":4,"host":"h","pid":123}
-//   fastrun/launcher/failure    NodeFailure {"exit_code":1,"node":2,"why":"..."}
+//   fastrun/launcher/failure    NodeFailure {"exit_code":1,"node":2,"why":"...","final":true}
 // Decoding a malformed record is a StoreError naming the key, the field and what is accepted.
 #include <string>
 
@@ -24,6 +24,9 @@ struct NodeFailure {
   int node = 0;
   std::string why;  // names node, host and rank
   bool store_lost = false;  // node 0's store is unreachable: nothing more can be recorded there (not stored)
+  // The job ends here whatever --max-restarts allows: a signal to a launcher, a lost node
+  // (node_attempts.h). Stored only when true ("final": true).
+  bool final = false;
 };
 
 std::string encode(const NodeFailure& f);

@@ -104,6 +104,7 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   if (me == 0) {
     client_->set(launcher_keys::kRunId, to_bytes(job.run_id));
     client_->set(launcher_keys::kSeed, to_bytes(job.seed));
+    client_->set(launcher_keys::kMaxRestarts, to_bytes(std::to_string(job.max_restarts)));
     client_->set(launcher_keys::kRankMaster, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
   }
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
@@ -172,6 +173,12 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     throw ConfigError(fmt::format("--run-id {}: node 0 runs this job as '{}'; give every node the same --run-id, "
                                   "or none (the nodes then share node 0's)",
                                   options.run_id, run_id));
+  // The count of restarts is the job's (node_attempts.h): every node must allow the same.
+  const std::string max_restarts = to_string(client_->get(launcher_keys::kMaxRestarts, timeout_));
+  if (max_restarts != std::to_string(job.max_restarts))
+    throw ConfigError(fmt::format("--max-restarts {} (or FASTRUN_MAX_RESTARTS): node 0 runs this job with "
+                                  "--max-restarts {}; give every node the same",
+                                  job.max_restarts, max_restarts));
   job.run_id = run_id;
   job.seed = to_string(client_->get(launcher_keys::kSeed, timeout_));
   job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;

@@ -14,6 +14,7 @@
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/store/prefix_store.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -21,20 +22,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Short timeouts: the store is already up, and a launcher that stops answering is the news.
-std::unique_ptr<Store> connect_short(const std::string& address, const std::string& token) {
+std::unique_ptr<Store> connect_short(const std::string& address, const std::string& token, const std::string& prefix) {
   StoreOptions so;
   so.timeout = std::chrono::seconds(5);
   so.token = token;
-  return connect_store(address, so);
+  auto client = connect_store(address, so);
+  if (prefix.empty()) return client;
+  return std::make_unique<PrefixStore>(prefix, std::move(client));
 }
 
 }  // namespace
 
 NodeWatch::NodeWatch(const std::string& address, const std::string& token, int node_rank,
-                     std::vector<std::string> hosts)
+                     std::vector<std::string> hosts, const std::string& prefix)
     : me_(node_rank), hosts_(std::move(hosts)), address_(address) {
-  watch_client_ = connect_short(address, token);
-  main_client_ = connect_short(address, token);
+  watch_client_ = connect_short(address, token, prefix);
+  main_client_ = connect_short(address, token, prefix);
   event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!event_) throw_errno("eventfd", errno);
   const std::size_t n = hosts_.size();
@@ -114,7 +117,8 @@ bool NodeWatch::step() {
         NodeFailure lost{1, static_cast<int>(k),
                          fmt::format("node {} (host {}): its launcher stopped answering (no heartbeat for {:.1f} s: "
                                      "killed, or the network to it is down)",
-                                     k, hosts_[k], std::chrono::duration<double>(allowed).count())};
+                                     k, hosts_[k], std::chrono::duration<double>(allowed).count()),
+                         false, /*final=*/true};  // a fixed set of nodes cannot restart without it
         const std::string got = set_if_absent(s, launcher_keys::kNodeFailure, encode(lost));
         raise(decode_node_failure(got));
         return false;
@@ -134,9 +138,14 @@ bool NodeWatch::step() {
   }
 }
 
-std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& why) noexcept {
+std::optional<NodeFailure> NodeWatch::recorded() {
+  if (!main_client_->check({launcher_keys::kNodeFailure})) return std::nullopt;
+  return decode_node_failure(to_string(main_client_->get(launcher_keys::kNodeFailure, std::chrono::seconds(5))));
+}
+
+std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& why, bool final) noexcept {
   try {
-    const NodeFailure mine{exit_code, me_, why};
+    const NodeFailure mine{exit_code, me_, why, false, final};
     const std::string got = set_if_absent(*main_client_, launcher_keys::kNodeFailure, encode(mine));
     const NodeFailure first = decode_node_failure(got);
     main_client_->set(launcher_keys::ack(me_), to_bytes("1"));  // seen: node 0 need not wait for this node
@@ -164,8 +173,8 @@ std::optional<NodeFailure> NodeWatch::finish_success() {
     if (const int sig = pending_stop_signal()) {
       // Ctrl-C while node 0 waits for the others: it stops the whole job, as it would earlier.
       const std::string why = fmt::format("the launcher on node 0 (host {}) got {}", hosts_[0], signal_name(sig));
-      if (auto first = publish(128 + sig, why)) return first;
-      return NodeFailure{128 + sig, 0, why};
+      if (auto first = publish(128 + sig, why, true)) return first;
+      return NodeFailure{128 + sig, 0, why, false, true};
     }
     bool all_done = true;
     for (std::size_t k = 1; k < hosts_.size() && all_done; ++k)

@@ -32,8 +32,11 @@ class NodeWatch {
   static constexpr std::chrono::milliseconds kFirstBeatWithin{10000};  // after the node rendezvous
 
   // `hosts`: every node's host name, in node-rank order. Opens two connections to the store at
-  // `address` (one for the thread, one for publish/finish) and starts the thread.
-  NodeWatch(const std::string& address, const std::string& token, int node_rank, std::vector<std::string> hosts);
+  // `address` (one for the thread, one for publish/finish) and starts the thread. `prefix`: where
+  // its keys go ("": as above); a job with restarts watches each attempt under its own
+  // (node_attempts.h), so that no attempt sees the last one's failure, heartbeats or acks.
+  NodeWatch(const std::string& address, const std::string& token, int node_rank, std::vector<std::string> hosts,
+            const std::string& prefix = "");
   ~NodeWatch();
   NodeWatch(const NodeWatch&) = delete;
   NodeWatch& operator=(const NodeWatch&) = delete;
@@ -44,7 +47,11 @@ class NodeWatch {
 
   // Records this node's failure unless one is recorded already; returns the recorded failure
   // when it is another node's (the job's first failure, which every launcher exits with).
-  std::optional<NodeFailure> publish(int exit_code, const std::string& why) noexcept;
+  // `final`: no restart may follow (a signal to the launcher).
+  std::optional<NodeFailure> publish(int exit_code, const std::string& why, bool final = false) noexcept;
+
+  // The failure recorded for every node, if any (reads the store; throws what it throws).
+  std::optional<NodeFailure> recorded();
 
   // After this node's ranks all succeeded: marks the node done. Node 0, which hosts the store,
   // then waits until every node is done or one fails (returned).

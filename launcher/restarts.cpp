@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "fastrun/launcher/supervisor.h"
 
 namespace fastrun::launcher {
@@ -15,6 +17,11 @@ std::chrono::milliseconds restart_backoff(int restart) {
   if (restart <= 1) return std::chrono::milliseconds(0);
   const int doublings = std::min(restart - 2, 5);  // 1 s .. 16 s, then capped
   return std::min<std::chrono::milliseconds>(std::chrono::seconds(1 << doublings), kMaxRestartBackoff);
+}
+
+std::string restart_notice(int restart, int max_restarts, std::chrono::milliseconds delay) {
+  return fmt::format("fastrun: starting attempt {} of the job (restart {} of --max-restarts {}) in {} s\n", restart,
+                     restart, max_restarts, static_cast<double>(delay.count()) / 1000);
 }
 
 std::string attempt_log_dir(const std::string& run_log_dir, int attempt) {

@@ -21,26 +21,34 @@ bool restartable(const JobResult& r) { return r.exit_code != 0 && r.stop_signal 
 
 Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {}
 
+void Supervisor::use_attempt_log_dir(const std::string& run_log_dir, int attempt) {
+  if (run_log_dir.empty()) return;
+  options_.job.log_dir = attempt_log_dir(run_log_dir, attempt);
+  make_directories(options_.job.log_dir);
+}
+
 JobResult Supervisor::run() {
-  const int max_restarts = options_.renew_store ? options_.job.max_restarts : 0;
   const std::string run_log_dir = options_.job.log_dir;
+  if (options_.restarts_by_caller) {
+    const int attempt = options_.job.attempt;
+    if (options_.job.max_restarts > 0) use_attempt_log_dir(run_log_dir, attempt);
+    JobResult result = run_job_attempt(options_);
+    result.attempt = attempt;
+    return result;
+  }
+  const int max_restarts = options_.renew_store ? options_.job.max_restarts : 0;
   const int err = options_.self ? options_.self->terminal_err : 2;
   for (int attempt = 0;; ++attempt) {
     // 1. The attempt: its number in the ranks' environment, its own log folder.
     options_.job.attempt = attempt;
-    if (max_restarts > 0 && !run_log_dir.empty()) {
-      options_.job.log_dir = attempt_log_dir(run_log_dir, attempt);
-      make_directories(options_.job.log_dir);
-    }
+    if (max_restarts > 0) use_attempt_log_dir(run_log_dir, attempt);
     JobResult result = run_job_attempt(options_);
     result.attempt = attempt;
     if (attempt >= max_restarts || !restartable(result)) return result;
     // 2. Between attempts: the back-off (a signal to the launcher ends the job here too), then
     //    an empty store; the ranks' segments go with the old one.
     const auto delay = restart_backoff(attempt + 1);
-    const std::string next =
-        fmt::format("fastrun: starting attempt {} of the job (restart {} of --max-restarts {}) in {} s\n",
-                    attempt + 1, attempt + 1, max_restarts, static_cast<double>(delay.count()) / 1000);
+    const std::string next = restart_notice(attempt + 1, max_restarts, delay);
     os::write_all(err, next.data(), next.size());
     if (const int sig = wait_before_restart(delay, options_.handle_signals)) {
       const std::string stopped =

@@ -73,6 +73,10 @@ struct SupervisorOptions {
   // every rank of the failed one is reaped, to give the next attempt an empty store; returns the
   // new failure_store. Null: the job has one attempt, whatever job.max_restarts says.
   std::function<Store*()> renew_store;
+  // Multi-node restarts (node_attempts.h): run() runs the one attempt job.attempt, filed under
+  // its attempt's log folder when job.max_restarts > 0, and returns; the caller decides with the
+  // other nodes whether another follows. The summary counts job.max_restarts.
+  bool restarts_by_caller = false;
 
   int first_rank() const { return self ? 1 : 0; }
 };
@@ -99,6 +103,9 @@ class Supervisor {
   static sigset_t handled_signals();
 
  private:
+  // Points the attempt's ranks at DIR/<run-id>/attempt-<n> (restarts.h), made; "" stays "".
+  void use_attempt_log_dir(const std::string& run_log_dir, int attempt);
+
   SupervisorOptions options_;
 };
 

@@ -23,6 +23,7 @@ std::string set_if_absent(Store& store, const std::string& key, const std::strin
 std::string record_failure(Store& store, const std::string& why) { return set_if_absent(store, kFailureKey, why); }
 
 namespace launcher_keys {
+std::string attempt(int n) { return fmt::format("fastrun/launcher/attempt/{}", n); }
 std::string node(int node_rank) { return fmt::format("fastrun/launcher/node/{}", node_rank); }
 std::string heartbeat(int node_rank) { return fmt::format("fastrun/launcher/heartbeat/{}", node_rank); }
 std::string done(int node_rank) { return fmt::format("fastrun/launcher/done/{}", node_rank); }

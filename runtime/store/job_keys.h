@@ -42,6 +42,12 @@ inline constexpr const char* kSeed = "fastrun/launcher/seed";
 inline constexpr const char* kNodesRound = "fastrun/launcher/nodes";
 // A node's failure as the node watch records it (first writer wins, like kFailureKey).
 inline constexpr const char* kNodeFailure = "fastrun/launcher/failure";
+// node 0's --max-restarts: every node must run the job with the same.
+inline constexpr const char* kMaxRestarts = "fastrun/launcher/max-restarts";
+// A job with restarts (launcher/node_attempts.h): attempt n's keys go under attempt(n); a signal
+// to a launcher between two attempts is recorded under kJobStopped and ends the job.
+inline constexpr const char* kJobStopped = "fastrun/launcher/stopped";
+std::string attempt(int n);
 std::string node(int node_rank);
 std::string heartbeat(int node_rank);
 std::string done(int node_rank);

@@ -33,6 +33,13 @@ TEST_CASE("a node's failure round-trips", "[launcher][node_records]") {
   CHECK(back.node == 2);
   CHECK(back.why == f.why);
   CHECK_FALSE(back.store_lost);  // this node's own view, not part of the record
+  CHECK_FALSE(back.final);
+  // A failure that ends the job whatever restarts are left says so; "final" is only written when true.
+  const NodeFailure stop{143, 1, "the launcher on node 1 got SIGTERM", false, true};
+  CHECK(encode(stop) == R"({"exit_code":143,"node":1,"why":"the launcher on node 1 got SIGTERM","final":true})");
+  CHECK(decode_node_failure(encode(stop)).final);
+  CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":0,"why":"","final":1})"),
+                    Contains("field 'final' of the record is 1; accepted: true or false"));
   CHECK(decode_node_failure(encode(NodeFailure{INT_MIN, 0, "", false})).exit_code == INT_MIN);
   CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":0})"),
                     Contains("fastrun/launcher/failure") && Contains("no field 'why'"));

@@ -121,6 +121,36 @@ case_shm_refused_across_hosts() {
   nothing_left
 }
 
+case_restart_node1() {
+  # --max-restarts across hosts (docs/launching.md, "Restarts"): rank 3 (on n1) fails in attempt
+  # 0 only; both nodes run attempt 1 together, whose ranks join on a fresh store and all-reduce
+  # over gloo across the hosts; then the job's count runs out for a rank that always fails.
+  local t0 k
+  t0=$(now)
+  start_node 1 --nproc 2 --max-restarts 1 "$partner" --pidfile "$work/pid-%r" --on 3 --on-attempt 0 --exit 5 \
+    --on-attempt 0 --sleep 60 --allreduce
+  start_node 0 --nproc 2 --max-restarts 1 "$partner" --pidfile "$work/pid-%r" --on-attempt 0 --sleep 60 --allreduce
+  finish_node 0 40 "$t0"
+  finish_node 1 40 "$t0"
+  for k in 0 1; do
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+    expect_contains "$work/err-$k" "attempt 0 of the job failed (1 of --max-restarts 1 left)" "node $k's summary"
+    expect_contains "$work/err-$k" "starting attempt 1 of the job" "node $k restarts"
+  done
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 10 gloo')" 4 "attempt 1's ranks all-reduce across the hosts"
+  echo "restart across hosts: both launchers done in ${took[0]} s / ${took[1]} s"
+  t0=$(now)
+  start_node 1 --nproc 2 --max-restarts 1 "$partner" --pidfile "$work/pid-%r" --on 2 --exit 6 --sleep 60
+  start_node 0 --nproc 2 --max-restarts 1 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  finish_node 0 40 "$t0"
+  finish_node 1 40 "$t0"
+  for k in 0 1; do
+    expect_eq "${code[k]}" 6 "node $k's exit code after the last attempt (stderr: $(cat "$work/err-$k"))"
+    expect_contains "$work/err-$k" "attempt 1 of the job failed, the last one --max-restarts 1 allows" "node $k's summary"
+  done
+  nothing_left
+}
+
 case_rank_fails_on_node1() {
   local t0 k
   t0=$(now)
