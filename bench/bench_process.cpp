@@ -43,7 +43,8 @@ double read_stamp(const std::string& path) {
   return t;
 }
 
-pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, bool quiet_stderr) {
+pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, bool quiet_stderr,
+            const std::string& err_to) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
@@ -58,6 +59,10 @@ pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 1);
     if (quiet_stderr) ::dup2(null, 2);
+    if (!err_to.empty()) {
+      const int err = ::open(err_to.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (err >= 0) ::dup2(err, 2);
+    }
     ::execvpe(a[0], a.data(), e.data());  // PATH lookup for an --on-node prefix (nsenter, ssh)
     ::_exit(127);
   }

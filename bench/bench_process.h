@@ -16,9 +16,9 @@ void write_stamp(const std::string& path);
 double read_stamp(const std::string& path);
 
 // Starts argv (PATH lookup, for prefixes such as nsenter) with this environment plus
-// `extra_env`, stdout on /dev/null (and stderr with quiet_stderr).
+// `extra_env`, stdout on /dev/null (and stderr with quiet_stderr, or into the file err_to).
 pid_t start(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-            bool quiet_stderr = false);
+            bool quiet_stderr = false, const std::string& err_to = "");
 // Waits for pid; its exit code, or 128 + the signal that ended it.
 int reap(pid_t pid);
 

@@ -10,9 +10,11 @@
 // running (the launcher's detection, stop and restart; for Python, with the interpreter's
 // start); start -> joined = from there to the last rank of attempt 1 through the barrier (the
 // program's start-up and rendezvous: `import torch` is most of torchrun's); death -> joined =
-// both, the "back through join()" (goal: < 1 s on one node).
+// both, the "back through join()" (goal: < 1 s on one node). failed = torchrun runs whose
+// job did not end with 0 (a note names the first failure of each row); their times are left out.
 // Options: --ranks 2,4  --reps 5  --fastrun PATH  --python PATH|none (torch 2.x's python;
-// default: FASTRUN_TORCH2_PYTHON, else tools/install-torch2.sh's venv). Nothing is asserted.
+// default: FASTRUN_TORCH2_PYTHON, else tools/install-torch2.sh's venv)  --torch-timeout 120.
+// Nothing is asserted.
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <variant>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -76,11 +79,36 @@ Times read_times(const std::string& dir, int n, const std::string& who) {
   return {first_start - death, last_joined - death};
 }
 
-Times run_once(const std::vector<std::string>& argv, int n, const std::string& dir, const std::string& who) {
+// A run whose job did not end with 0: why, in one line (the last error line of its stderr).
+struct Failed {
+  std::string why;
+};
+
+// The job's stderr goes to a file beside the stamps: its error line tells why a run failed.
+std::variant<Times, Failed> run_once(const std::vector<std::string>& argv, int n, const std::string& dir,
+                                     const std::string& who) {
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const int code = reap(start(argv, {}, /*quiet_stderr=*/true));
-  if (code != 0) throw Error(fmt::format("{} job of {} ranks with one restart exited {} (expected 0)", who, n, code));
+  const std::string log = dir + ".stderr";
+  const int code = reap(start(argv, {}, /*quiet_stderr=*/false, log));
+  // The root cause, where Python names one (a RuntimeError), else the last line with "rror".
+  std::string error_line, root_cause;
+  if (std::FILE* f = std::fopen(log.c_str(), "r")) {
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, f)) {
+      if (std::strstr(buf, "rror") != nullptr) error_line = buf;
+      if (std::strstr(buf, "RuntimeError") != nullptr) root_cause = buf;
+    }
+    std::fclose(f);
+  }
+  if (!root_cause.empty()) error_line = root_cause.substr(0, 400);
+  fs::remove(log);
+  if (code != 0) {
+    while (!error_line.empty() && (error_line.back() == '\n' || error_line.back() == ' ')) error_line.pop_back();
+    if (code == 124 || code == 128 + 9) error_line = "timed out (--torch-timeout); " + error_line;
+    return Failed{fmt::format("{} job of {} ranks with one restart exited {}: {}", who, n, code,
+                              error_line.empty() ? "(no error line)" : error_line)};
+  }
   return read_times(dir, n, who);
 }
 
@@ -129,7 +157,7 @@ std::string row(const std::vector<Times>& t) {
 int run_restart(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--as-rank") == 0) return as_rank(argv[2]);
   std::vector<int> ranks = {2, 4};
-  int reps = 5;
+  int reps = 5, torch_timeout = 120;
   std::string fastrun, python;
   CLI::App app("from a rank's death to the next attempt through join(), beside torchrun 2.x", "fastrun-bench restart");
   app.add_option_function<std::string>(
@@ -144,6 +172,8 @@ int run_restart(int argc, char** argv) {
       ->type_name("LIST")
       ->default_str("2,4");
   flags::integer(app, "--reps", reps, "repetitions per rank count; the median is shown", 1, 1000);
+  flags::integer(app, "--torch-timeout", torch_timeout, "seconds a torchrun run may take before it is stopped and counted "
+                 "failed", 5, 3600);
   app.add_option("--fastrun", fastrun, "the launcher to time (default: the fastrun next to this binary)")
       ->type_name("PATH");
   app.add_option("--python", python,
@@ -156,30 +186,45 @@ int run_restart(int argc, char** argv) {
   std::string why;
   const std::string py = torch2_python(python, why);
   const std::string dir = fmt::format("/tmp/fastrun-bench-restart-{}", ::getpid());
+  std::vector<std::string> torch_failures;  // the first failure of each row's torchrun runs
 
   std::printf("fastrun-bench restart: medians of %d runs (ms) from rank 1's death in attempt 0; start = the first "
               "rank of attempt 1 running, joined = the last one through join() and a barrier\n",
               reps);
   if (py.empty()) std::printf("note: torchrun comparison skipped: %s\n", why.c_str());
-  std::printf("%5s | %-32s | %-32s\n", "", "fastrun --max-restarts 1", "torchrun 2.x --max-restarts 1");
-  std::printf("%5s | %10s %10s %10s | %10s %10s %10s\n", "ranks", "->start", "start->jnd", "->joined", "->start",
-              "start->jnd", "->joined");
+  std::printf("%5s | %-32s | %-40s\n", "", "fastrun --max-restarts 1", "torchrun 2.x --max-restarts 1");
+  std::printf("%5s | %10s %10s %10s | %10s %10s %10s %7s\n", "ranks", "->start", "start->jnd", "->joined", "->start",
+              "start->jnd", "->joined", "failed");
   std::fflush(stdout);
   for (int n : ranks) {
     std::vector<Times> f, t;
+    int torch_failed = 0;
     for (int r = 0; r < reps; ++r) {  // the runs of one row alternate
-      f.push_back(run_once({fastrun, "--nproc", std::to_string(n), "--max-restarts", "1", "--output", "ignore", exe,
+      auto mine = run_once({fastrun, "--nproc", std::to_string(n), "--max-restarts", "1", "--output", "ignore", exe,
                             "restart", "--as-rank", dir},
-                           n, dir, "fastrun"));
-      if (!py.empty())
-        t.push_back(run_once({py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", std::to_string(n),
-                              "--max-restarts", "1", find_script(), dir},
-                             n, dir, "torchrun"));
+                           n, dir, "fastrun");
+      if (auto* failed = std::get_if<Failed>(&mine)) throw Error(failed->why);
+      f.push_back(std::get<Times>(mine));
+      if (py.empty()) continue;
+      // Under coreutils' timeout, which stops the agent's whole process group: a rank of a
+      // restarted torchrun job can wait in gloo's connect for stale peers until its own timeout.
+      auto theirs = run_once({"timeout", "-k", "5", std::to_string(torch_timeout), py, "-m", "torch.distributed.run",
+                              "--standalone", "--nproc-per-node", std::to_string(n), "--max-restarts", "1",
+                              find_script(), dir},
+                             n, dir, "torchrun");
+      if (auto* failed = std::get_if<Failed>(&theirs)) {
+        // Counted, not fatal: what a user of torchrun's restarts meets is part of the comparison.
+        if (torch_failed++ == 0) torch_failures.push_back(failed->why);
+      } else {
+        t.push_back(std::get<Times>(theirs));
+      }
     }
-    std::printf("%5d | %s | %s\n", n, row(f).c_str(),
-                t.empty() ? fmt::format("{:>10} {:>10} {:>10}", "-", "-", "-").c_str() : row(t).c_str());
+    std::printf("%5d | %s | %s %7s\n", n, row(f).c_str(),
+                t.empty() ? fmt::format("{:>10} {:>10} {:>10}", "-", "-", "-").c_str() : row(t).c_str(),
+                py.empty() ? "-" : fmt::format("{}/{}", torch_failed, reps).c_str());
     std::fflush(stdout);
   }
+  for (const std::string& why : torch_failures) std::printf("note: a failed torchrun run: %s\n", why.c_str());
   fs::remove_all(dir);
   return 0;
 }
