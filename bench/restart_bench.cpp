@@ -186,6 +186,14 @@ int run_restart(int argc, char** argv) {
   std::string why;
   const std::string py = torch2_python(python, why);
   const std::string dir = fmt::format("/tmp/fastrun-bench-restart-{}", ::getpid());
+  struct RemoveAtEnd {  // also when a run throws
+    std::string dir;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      fs::remove(dir + ".stderr", ec);
+    }
+  } remove_at_end{dir};
   std::vector<std::string> torch_failures;  // the first failure of each row's torchrun runs
 
   std::printf("fastrun-bench restart: medians of %d runs (ms) from rank 1's death in attempt 0; start = the first "
@@ -225,7 +233,6 @@ int run_restart(int argc, char** argv) {
     std::fflush(stdout);
   }
   for (const std::string& why : torch_failures) std::printf("note: a failed torchrun run: %s\n", why.c_str());
-  fs::remove_all(dir);
   return 0;
 }
 
