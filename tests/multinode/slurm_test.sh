@@ -7,7 +7,8 @@
 # runtime's Slurm support: ranks, hosts, a gloo all-reduce across the hosts); then srun starting
 # one bare fastrun per node (no --nnodes/--node-rank/--master-* flags, no MASTER_* variables):
 # the global ranks and hosts, the example trainer (its weights against a one-host run), a
-# failing rank's exit code and name, and scancel of a running job.
+# failing rank's exit code and name, a restart within the allocation (--max-restarts: a rank of
+# node 1 fails in attempt 0, attempt 1 joins and ends with 0), and scancel of a running job.
 # Skips (test_support/skip.sh; CTest: Skipped) when not root or Slurm/munge is not installed.
 #
 # Why it is built this way:
@@ -173,6 +174,16 @@ case_failing_rank() {
   expect_contains "$work/failing.err" "the job failed on node 1" "node 0's launcher says where the job failed"
 }
 
+case_restart() {
+  # srun ... fastrun --max-restarts 1: rank 3 (node 1) fails in attempt 0; both launchers start
+  # attempt 1 within the allocation (no requeue, no new srun), whose 4 ranks join afresh.
+  run_srun restarted "${srun_fastrun[@]}" --nproc 2 --max-restarts 1 "$partner" --on 3 --on-attempt 0 --exit 3 --join
+  expect_eq "$srun_code" 0 "srun's exit code after one restart (stderr: $(cat "$work/restarted.err"))"
+  expect_contains "$work/restarted.err" "attempt 0 of the job failed (1 of --max-restarts 1 left)" \
+    "the launchers name the failed attempt"
+  expect_eq "$(grep -c '^joined rank [0-3] of 4' "$work/restarted.out")" 4 "ranks of attempt 1 through join()"
+}
+
 case_scancel() {
   # The job cancelled from the login node while its ranks run: every rank on both hosts stops.
   local pids job t0
@@ -193,7 +204,7 @@ case_scancel() {
 t0=$(now)
 if start_slurm; then
   echo "slurm: daemons up, both nodes idle after $(elapsed "$t0") s"
-  for c in srun_layout srun_hello fastrun_per_node trainer failing_rank scancel; do
+  for c in srun_layout srun_hello fastrun_per_node trainer failing_rank restart scancel; do
     t1=$(now)
     "case_$c"
     echo "slurm: $c done in $(elapsed "$t1") s"
