@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -31,20 +30,6 @@
 namespace fastrun::launcher {
 namespace {
 
-// The flags' own words for a value that is no number (tests/launcher pins them); the range
-// checks follow in each flag's declaration.
-int parse_int_value(const std::string& option, const std::string& v) {
-  const auto n = text::to_integer(v, INT_MIN, INT_MAX);
-  if (!n) throw ConfigError(fmt::format("{} '{}': expected a whole number", option, v));
-  return static_cast<int>(*n);
-}
-
-double parse_seconds_value(const std::string& option, const std::string& v) {
-  const auto s = text::to_decimal(v);
-  if (!s) throw ConfigError(fmt::format("{} '{}': expected seconds, e.g. 5 or 0.5", option, v));
-  return *s;
-}
-
 // An action flag (--help, --cleanup, ...) ends the parse where it stands, as if it were alone.
 struct ActionChosen {
   CliArgs::Action action;
@@ -59,7 +44,7 @@ class Flags {
     value("--devices", "LIST|all", "one rank per GPU; LIST = indices into the visible GPUs, e.g. 0,2,3",
           [this](const std::string& v) { out_.job.devices = v; });
     value("--nproc", "N", "N ranks without GPUs", [this](const std::string& v) {
-      out_.job.nproc = parse_int_value("--nproc", v);
+      out_.job.nproc = text::parse_flag_int("--nproc", v);
       if (out_.job.nproc < 1) throw ConfigError(fmt::format("--nproc {}: give a number of ranks of 1 or more", v));
     });
     value("--log-dir", "DIR", "file rank r's output in DIR/<run-id>/rank-<r>/{stdout,stderr}.log",
@@ -88,31 +73,31 @@ class Flags {
          [this] { out_.job.report_bindings = true; });
     value("--kill-timeout", "SECS", "grace between SIGTERM and SIGKILL when stopping ranks (default 5)",
           [this](const std::string& v) {
-            out_.job.kill_timeout = parse_seconds_value("--kill-timeout", v);
+            out_.job.kill_timeout = text::parse_flag_seconds("--kill-timeout", v);
             if (!(out_.job.kill_timeout >= 0 && out_.job.kill_timeout <= 86400))
               throw ConfigError(fmt::format("--kill-timeout {}: give seconds from 0 to 86400", out_.job.kill_timeout));
           });
     value("--stall-report", "SECS",
           "name the ranks a collective has waited for SECS seconds (default\n"
           "30, or FASTRUN_STALL_REPORT); 0: off. Stops nothing",
-          [this](const std::string& v) { out_.job.stall_report = parse_int_value("--stall-report", v); });
+          [this](const std::string& v) { out_.job.stall_report = text::parse_flag_int("--stall-report", v); });
     // The node flags' ranges depend on each other and on the engine's variables: plan_nodes checks them.
     value("--nnodes", "N", "the job spans N nodes, one fastrun per node (docs/multinode.md)",
-          [this](const std::string& v) { out_.job.node.nnodes = parse_int_value("--nnodes", v); });
+          [this](const std::string& v) { out_.job.node.nnodes = text::parse_flag_int("--nnodes", v); });
     value("--node-rank", "K", "this node's index, 0..N-1; node 0 hosts the job's store",
-          [this](const std::string& v) { out_.job.node.node_rank = parse_int_value("--node-rank", v); });
+          [this](const std::string& v) { out_.job.node.node_rank = text::parse_flag_int("--node-rank", v); });
     value("--master-addr", "HOST", "node 0's address, reachable from every node",
           [this](const std::string& v) { out_.job.node.master_addr = v; });
     value("--master-port", "PORT",
           "the port node 0 hosts the job's store on\n"
           "(under srun or mpirun all four come from the engine; docs/multinode.md)",
-          [this](const std::string& v) { out_.job.node.master_port = parse_int_value("--master-port", v); });
+          [this](const std::string& v) { out_.job.node.master_port = text::parse_flag_int("--master-port", v); });
     value("--max-restarts", "N",
           "after a failed attempt, stop its ranks and start the job again,\n"
           "up to N times (default 0: the first failure ends the job;\n"
           "docs/launching.md, \"Restarts\")",
           [this](const std::string& v) {
-            const int n = parse_int_value("--max-restarts", v);
+            const int n = text::parse_flag_int("--max-restarts", v);
             if (n < 0) throw ConfigError(fmt::format("--max-restarts {}: give a number of restarts of 0 or more", v));
             out_.job.max_restarts = n;
           });

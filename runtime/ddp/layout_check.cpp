@@ -9,6 +9,7 @@
 
 #include "fastrun/runtime/ddp/buffer_ops.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/hash/fnv1a.h"
 
 namespace fastrun::ddp {
 namespace {
@@ -18,16 +19,10 @@ std::int64_t encode_kind(const ParamLayout& p) {
 }
 
 std::int64_t layout_hash(const std::vector<ParamLayout>& params) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit fields
-  auto mix = [&](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xffu;
-      h *= 1099511628211ull;
-    }
-  };
+  std::uint64_t h = hash::kFormatBasis;  // FNV-1a over the 64-bit fields
   for (auto& p : params) {
-    mix(p.count);
-    mix(static_cast<std::uint64_t>(encode_kind(p)));
+    h = hash::fnv1a_le64(p.count, h);
+    h = hash::fnv1a_le64(static_cast<std::uint64_t>(encode_kind(p)), h);
   }
   return static_cast<std::int64_t>(h);
 }

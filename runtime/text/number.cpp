@@ -1,6 +1,7 @@
 #include "fastrun/runtime/text/number.h"
 
 #include <charconv>
+#include <climits>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -35,6 +36,16 @@ std::optional<double> to_decimal(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(d)) return std::nullopt;
   return d;
+}
+
+int parse_flag_int(std::string_view flag, std::string_view text) {
+  if (auto n = to_integer(text, INT_MIN, INT_MAX)) return static_cast<int>(*n);
+  throw ConfigError(fmt::format("{} '{}': expected a whole number", flag, text));
+}
+
+double parse_flag_seconds(std::string_view flag, std::string_view text) {
+  if (auto s = to_decimal(text)) return *s;
+  throw ConfigError(fmt::format("{} '{}': expected seconds, e.g. 5 or 0.5", flag, text));
 }
 
 }  // namespace fastrun::text

@@ -19,6 +19,13 @@ std::optional<std::int64_t> to_integer(std::string_view text, std::int64_t min =
 std::int64_t parse_integer(std::string_view name, std::string_view text, std::int64_t min = INT64_MIN,
                            std::int64_t max = INT64_MAX);
 
+// A command-line flag's value as an int, or a ConfigError in the flag's words, which fastrun's
+// users and tests know: "--nproc 'two': expected a whole number" (out of int's range too). The
+// flag's own range check, in its own words, follows at the caller.
+int parse_flag_int(std::string_view flag, std::string_view text);
+// A flag's value as seconds (5, 0.5, 1e3), or "--kill-timeout 'soon': expected seconds, e.g. 5 or 0.5".
+double parse_flag_seconds(std::string_view flag, std::string_view text);
+
 // "an integer from 0 to 7", "an integer >= 1", "an integer": the accepted range in words.
 std::string integer_range(std::int64_t min, std::int64_t max);
 

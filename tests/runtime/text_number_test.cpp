@@ -6,6 +6,8 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/text/number.h"
 
+using fastrun::text::parse_flag_int;
+using fastrun::text::parse_flag_seconds;
 using fastrun::text::parse_integer;
 using fastrun::text::to_decimal;
 using fastrun::text::to_integer;
@@ -43,4 +45,16 @@ TEST_CASE("to_decimal takes a finite number written whole", "[text]") {
     CAPTURE(bad);
     CHECK_FALSE(to_decimal(bad).has_value());
   }
+}
+
+TEST_CASE("parse_flag_int and parse_flag_seconds answer in the flag's words", "[text]") {
+  CHECK(parse_flag_int("--nproc", "4") == 4);
+  CHECK(parse_flag_int("--node-rank", "-1") == -1);  // the range is the caller's to check
+  CHECK(parse_flag_int("--n", "2147483647") == INT32_MAX);
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "two"), "--nproc 'two': expected a whole number");
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "2147483648"), "--nproc '2147483648': expected a whole number");
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "+3"), "--nproc '+3': expected a whole number");
+  CHECK(parse_flag_seconds("--kill-timeout", "0.5") == 0.5);
+  CHECK_THROWS_WITH(parse_flag_seconds("--kill-timeout", "nan"), "--kill-timeout 'nan': expected seconds, e.g. 5 or 0.5");
+  CHECK_THROWS_AS(parse_flag_seconds("--kill-timeout", ""), fastrun::ConfigError);
 }

@@ -33,6 +33,8 @@
 //
 // Threading: every call may come from any thread; one mutex guards the engine's state (the
 // copies run under it, which serialises them within a process; they are memory-bound anyway).
+//
+// The implementation is a file per protocol; p2p_engine_state.h lists them.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -101,33 +103,46 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   struct CoopIn;
   class BatchWork;
 
+  // Posting and matching (p2p_engine.cpp).
   std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what);
+  // Waiting (p2p_wait.cpp): wait() takes mutex_ itself; so do its helpers.
   void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
   bool test(const std::shared_ptr<Batch>& batch);
+  bool spin(Batch& batch, int& awaited);
+  bool poll_batch(Batch& batch, int& awaited);
+  std::chrono::steady_clock::duration ack_time(Batch& batch);
+  std::exception_ptr timeout_error(Batch& batch, Duration timeout);
+  [[noreturn]] void give_up(const std::exception_ptr& error);
 
   // Everything below runs under mutex_.
+  void post_recv(const std::shared_ptr<Op>& op);
+  void fail_all(const std::exception_ptr& error);
+  // The rings (p2p_ring.cpp).
   void progress();
   void progress_out(int peer);
   void progress_in(int peer);
   void match(int peer, const Header& h);
-  void post_recv(const std::shared_ptr<Op>& op);
+  void ring_doorbell(int rank);
+  void copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes);
+  void copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes);
+  // Rendezvous (p2p_rendezvous.cpp) and its cooperative copy (p2p_cooperative.cpp).
   void read_rendezvous(const Header& h, const std::shared_ptr<Op>& op);
+  std::exception_ptr cma_error(const Op& op, int err) const;
+  bool coop_suits(const Op& op) const;
   void start_coop(const Header& h, const std::shared_ptr<Op>& op);
   void copy_front(int peer);
   void poll_coop(int peer);
   void help_coop(int peer, const Header& cts, Op& send);
+  // The segment's parts and finishing an op (inline, p2p_engine_state.h); a size mismatch
+  // finishes a recv with its error (p2p_engine.cpp).
   PairControl& pair(int src, int dst) const;
-  std::exception_ptr cma_error(const Op& op, int err) const;
-  bool size_matches(const Header& h, const std::shared_ptr<Op>& op);
-  void finish(const std::shared_ptr<Op>& op, std::exception_ptr error = nullptr);
-  void fail_all(const std::exception_ptr& error);
-  void ring_doorbell(int rank);
   std::uint64_t& head(int src, int dst) const;
   std::uint64_t& tail(int src, int dst) const;
   std::byte* ring(int src, int dst) const;
   MailboxRank& rank_block(int rank) const;
-  void copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes);
-  void copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes);
+  void finish(const std::shared_ptr<Op>& op, std::exception_ptr error = nullptr);
+  bool size_matches(const Header& h, const std::shared_ptr<Op>& op);
+  // Naming and the group's hooks (p2p_engine.cpp).
   std::string describe(const Op& op) const;
   std::string where(const char* what) const;
   std::string who(int rank) const;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/hash/fnv1a.h"
 #include "fastrun/runtime/os/full_io.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/os/unique_fd.h"
@@ -24,7 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A record: magic, u64 key length, u64 value length (kDeleted set: a deletion, no value), key,
-// value, u64 FNV-1a of all before (host byte order).
+// value, u64 FNV-1a of all before (hash/fnv1a.h, from kFormatBasis; host byte order).
 constexpr char kRecordMagic[8] = {'F', 'R', 'S', 'T', 'L', 'G', '0', '2'};
 constexpr std::size_t kHead = sizeof kRecordMagic + 16;
 constexpr std::uint64_t kDeleted = std::uint64_t{1} << 63;
@@ -35,11 +36,7 @@ constexpr std::uint64_t kMaxValueBytes = std::uint64_t{1} << 40;
 // without end: a node's heartbeat adds a record every 100 ms).
 constexpr std::uint64_t kCompactFloor = 256u << 10;
 
-std::uint64_t fnv(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
+std::uint64_t checksum(const void* data, std::size_t n) { return hash::fnv1a_bytes(data, n, hash::kFormatBasis); }
 
 Bytes encode_record(const std::string& key, const Bytes* value) {
   const std::uint64_t key_len = key.size(), value_size = value ? value->size() : 0;
@@ -51,7 +48,7 @@ Bytes encode_record(const std::string& key, const Bytes* value) {
   std::memcpy(p + 16, &value_len, 8);
   std::memcpy(p + kHead, key.data(), key.size());
   if (value_size > 0) std::memcpy(p + kHead + key.size(), value->data(), value_size);
-  const std::uint64_t sum = fnv(p, rec.size() - 8);
+  const std::uint64_t sum = checksum(p, rec.size() - 8);
   std::memcpy(p + rec.size() - 8, &sum, 8);
   return rec;
 }
@@ -167,7 +164,7 @@ std::uint64_t FileStore::catch_up() {
     const std::uint64_t size = kHead + key_len + value_size + 8;
     if (data.size() - at < size) break;  // not all there yet
     std::memcpy(&sum, p + size - 8, 8);
-    if (fnv(p, size - 8) != sum) break;  // being written (or torn by a killed writer)
+    if (checksum(p, size - 8) != sum) break;  // being written (or torn by a killed writer)
     std::string key(reinterpret_cast<const char*>(p + kHead), key_len);
     if (deleted) values_.erase(key);
     else values_[std::move(key)] = Bytes(p + kHead + key_len, p + kHead + key_len + value_size);

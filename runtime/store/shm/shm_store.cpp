@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/hash/fnv1a.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/os/futex.h"
 #include "fastrun/runtime/store/memory_store.h"
@@ -30,9 +31,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::uint64_t hash_key(const std::string& key) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  return h | 2;  // never 0 / 1
+  return hash::fnv1a(key, hash::kFormatBasis) | 2;  // never 0 / 1
 }
 
 int bucket_of(std::uint64_t hash) { return static_cast<int>((hash >> 32) % kWaitBuckets); }

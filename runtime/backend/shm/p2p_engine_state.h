@@ -1,0 +1,149 @@
+#pragma once
+// The P2PEngine's wire header and private state, shared by the files that implement it, one
+// protocol each (p2p_engine.h describes them):
+//   p2p_engine.cpp       construction, posting (which protocol a send takes), matching a recv
+//                        to a message that came first, naming ops in errors
+//   p2p_ring.cpp         the pair rings: every header, and the eager payloads, go through them
+//   p2p_rendezvous.cpp   single copy out of the sender's memory (CMA), then an ack
+//   p2p_cooperative.cpp  large rendezvous messages copied by both sides, chunk by chunk
+//   p2p_wait.cpp         waiting on a batch (spin, sleep, health, deadline), failing everything
+// Internal: included by those files only.
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <list>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <boost/container/small_vector.hpp>
+
+#include "fastrun/runtime/backend/shm/p2p_engine.h"
+
+namespace fastrun::shm {
+namespace p2p {
+
+enum Kind : std::uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kNack = 4, kCts = 5 };
+
+template <typename T> std::atomic_ref<T> atomic(T& x) { return std::atomic_ref<T>(x); }
+
+// What copy_counts() reports: one atomic per field (a process may have several engines).
+struct Counters {
+  std::atomic<std::uint64_t> single_copy{0}, cooperative{0}, chunks_received{0}, chunks_sent{0},
+      chunks_handed_back{0};
+};
+extern Counters g_counts;  // p2p_rendezvous.cpp
+inline void count(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+
+// Copies `bytes` between this process's `local` and `remote` in process `pid` (CMA; a write when
+// `write`); 0 or an errno. p2p_rendezvous.cpp.
+int cma_copy(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write);
+
+}  // namespace p2p
+
+// What goes through a ring before every payload (and alone for rendezvous, ack, nack).
+struct P2PEngine::Header {
+  std::int32_t tag;
+  std::uint32_t kind;
+  std::uint64_t bytes;
+  std::uint64_t addr;  // rendezvous: the payload's address in the sender
+  std::uint64_t id;    // rendezvous, ack, nack, clear-to-send: the sender's message id
+};
+// A clear-to-send (kCts) carries the receiver's buffer in `addr`, the message's size in `bytes`
+// and the claim word's generation in `tag`.
+
+struct P2PEngine::Batch {
+  const char* what;
+  std::size_t remaining = 0;
+  std::exception_ptr error;
+  // For messages and health checks; inline for the usual one or two ops (no allocation per send).
+  boost::container::small_vector<std::weak_ptr<Op>, 2> ops;
+};
+
+struct P2PEngine::Op {
+  P2POp::Kind kind;
+  int peer;
+  int tag;
+  std::byte* data;
+  std::size_t bytes;
+  std::shared_ptr<Batch> batch;
+  bool done = false;
+  std::uint64_t header_end = 0;  // rendezvous send: the ring position after its header (0: not written)
+};
+
+// An item of a pair's outgoing queue: a message (with its send) or an ack/nack (with the recv
+// that completes once the ack is in the ring, so the sender is never left waiting for it).
+struct P2PEngine::Out {
+  Header h;
+  std::shared_ptr<Op> send;
+  std::shared_ptr<Op> completes;
+  std::exception_ptr completes_error;
+  bool header_done = false;
+  std::size_t sent = 0;
+};
+
+// A message that arrived before its recv: eager payload on the heap, or a rendezvous to read.
+struct P2PEngine::Unexpected {
+  Header h;
+  std::vector<std::byte> data;
+  bool complete = false;
+  std::shared_ptr<Op> claimed;  // a recv posted while the payload was still arriving
+};
+
+// The cooperative copy of a large message this rank receives from a peer (one at a time per peer).
+struct P2PEngine::CoopIn {
+  std::shared_ptr<Op> op;  // the recv; null: none in progress
+  std::uint64_t id = 0;    // the sender's message id (for the ack)
+  std::uint64_t addr = 0;  // the payload's address in the sender
+  std::uint64_t gen = 0;
+  std::size_t chunk = 0, chunks = 0;
+  std::size_t mine = 0;      // chunks this rank claimed
+  std::exception_ptr error;  // a read failed: the rest is claimed, not copied, and the answer is a nack
+};
+
+struct P2PEngine::Peer {
+  std::deque<Out> out;
+  std::map<std::uint64_t, std::shared_ptr<Op>> awaiting_ack;
+  std::deque<std::shared_ptr<Op>> recvs;  // posted, unmatched, in posting order
+  std::list<Unexpected> unexpected;       // arrived, unmatched, in arrival order
+  // The eager payload being read from the ring.
+  bool reading = false;
+  Header cur{};
+  std::shared_ptr<Op> target;
+  Unexpected* spill = nullptr;
+  bool discard = false;
+  std::size_t got = 0;
+  std::uint64_t tail_seen = 0;  // the peer's tail of our ring to it, as last read (progress_out)
+  bool i_read_it = false;  // CMA: this rank can read the peer's memory
+  bool it_reads_me = false;
+  bool i_write_it = false;  // CMA writes (cooperative copies): as i_read_it, until one fails
+  CoopIn coop;              // receiving
+  std::uint64_t coop_gen = 0;
+};
+
+// The segment's parts, and completing an op: here, inline, since every protocol's hot path uses them.
+inline PairControl& P2PEngine::pair(int src, int dst) const {
+  return *reinterpret_cast<PairControl*>(
+      base_ + layout_.pair_offset(static_cast<std::size_t>(src), static_cast<std::size_t>(dst)));
+}
+inline std::uint64_t& P2PEngine::head(int src, int dst) const { return pair(src, dst).sender.head; }
+inline std::uint64_t& P2PEngine::tail(int src, int dst) const { return pair(src, dst).receiver.tail; }
+inline std::byte* P2PEngine::ring(int src, int dst) const {
+  return base_ + layout_.ring_offset(static_cast<std::size_t>(src), static_cast<std::size_t>(dst));
+}
+inline MailboxRank& P2PEngine::rank_block(int rank) const {
+  return *reinterpret_cast<MailboxRank*>(base_ + layout_.rank_offset(static_cast<std::size_t>(rank)));
+}
+
+inline void P2PEngine::finish(const std::shared_ptr<Op>& op, std::exception_ptr error) {
+  if (op->done) return;
+  op->done = true;
+  Batch& b = *op->batch;
+  if (error && !b.error) b.error = std::move(error);
+  --b.remaining;
+}
+
+}  // namespace fastrun::shm
