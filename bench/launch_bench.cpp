@@ -208,17 +208,7 @@ int run_launch(int argc, char** argv) {
   // A rank of the timed jobs: at once, so that the floor measures exec and not flag parsing.
   if (argc == 3 && std::strcmp(argv[1], "--as-rank") == 0) return as_rank(argv[2]);
   CLI::App app("job start-up vs fork/exec floor, and failure-to-exit time", "fastrun-bench launch");
-  app.add_option_function<std::string>(
-         "--ranks",
-         [&ranks](const std::string& v) {
-           ranks.clear();
-           std::istringstream list(v);
-           for (std::string n; std::getline(list, n, ',');)
-             ranks.push_back(static_cast<int>(text::parse_integer("--ranks", n, 1, 4096)));
-         },
-         "rank counts to time, comma-separated")
-      ->type_name("LIST")
-      ->default_str("2,4,8,16,32");
+  flags::integer_list(app, "--ranks", ranks, "rank counts to time, comma-separated", 1, 4096);
   flags::integer(app, "--reps", reps, "repetitions per rank count; the median is shown", 1, 10000);
   app.add_option("--fastrun", fastrun, "the launcher to time (default: the fastrun next to this binary)")
       ->type_name("PATH");

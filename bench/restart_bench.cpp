@@ -24,7 +24,6 @@
 #include <filesystem>
 #include <optional>
 #include <variant>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -160,17 +159,8 @@ int run_restart(int argc, char** argv) {
   int reps = 5, torch_timeout = 120;
   std::string fastrun, python;
   CLI::App app("from a rank's death to the next attempt through join(), beside torchrun 2.x", "fastrun-bench restart");
-  app.add_option_function<std::string>(
-         "--ranks",
-         [&ranks](const std::string& v) {
-           ranks.clear();
-           std::istringstream list(v);
-           for (std::string n; std::getline(list, n, ',');)
-             ranks.push_back(static_cast<int>(text::parse_integer("--ranks", n, 2, 256)));
-         },
-         "rank counts to time, comma-separated (2 to 256)")
-      ->type_name("LIST")
-      ->default_str("2,4");
+  flags::integer_list(app, "--ranks", ranks, "rank counts to time, comma-separated (rank 1 is the one that dies)", 2,
+                      256);
   flags::integer(app, "--reps", reps, "repetitions per rank count; the median is shown", 1, 1000);
   flags::integer(app, "--torch-timeout", torch_timeout, "seconds a torchrun run may take before it is stopped and counted "
                  "failed", 5, 3600);

@@ -7,6 +7,7 @@
 //   fastrun::flags::decimal(app, "--seconds", a.seconds, "per row", 0.01, 3600);
 //   fastrun::flags::parse(app, argc, argv);   // --help: prints the flags and exits 0
 // Built in the tree only (target fastrun_number_flags); nothing installed includes it.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,29 @@ CLI::Option* integer(CLI::App& app, const std::string& name, Int& into, const st
           help)
       ->type_name("INT")
       ->default_str(std::to_string(into));
+}
+
+// --name 2,4,8: comma-separated integers, each from min to max as integer() reads one; the help
+// shows the default list.
+inline CLI::Option* integer_list(CLI::App& app, const std::string& name, std::vector<int>& into, const std::string& help,
+                                 std::int64_t min, std::int64_t max) {
+  std::string shown;
+  for (int v : into) shown += (shown.empty() ? "" : ",") + std::to_string(v);
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&into, name, min, max](const std::string& v) {
+            into.clear();
+            std::size_t begin = 0;
+            while (begin <= v.size()) {
+              const std::size_t end = std::min(v.find(',', begin), v.size());
+              into.push_back(static_cast<int>(text::parse_integer(name, v.substr(begin, end - begin), min, max)));
+              begin = end + 1;
+            }
+          },
+          help)
+      ->type_name("LIST")
+      ->default_str(shown);
 }
 
 // --name X: the whole text a number from min to max (5, 0.5, 1e3), else a ConfigError naming it.
