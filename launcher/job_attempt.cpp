@@ -378,7 +378,7 @@ class JobAttempt {
     r.status = f.status;
     r.recorded = f.recorded;
     r.stderr_tail = f.stderr_tail;
-    r.last_collective = failed_last_collective_;
+    r.last_collective = f.last_collective;
     return r;
   }
 
@@ -403,6 +403,7 @@ class JobAttempt {
         f.recorded = failure_key_.recorded();
         f.log_dir = relay_.rank_log_dir(rk.rank);
         f.stderr_tail = relay_.stderr_tail(rk.rank);
+        f.last_collective = failed_last_collective_;
       }
     }
     out.spawn_error = spawn_error_;

@@ -7,6 +7,7 @@
 
 #include "fastrun/launcher/exit_status.h"
 #include "fastrun/launcher/spawn.h"
+#include "fastrun/runtime/process_group/op_record.h"
 
 namespace fastrun::launcher {
 
@@ -37,6 +38,13 @@ JobSummary summarize(const AttemptOutcome& o) {
     text += f.log_dir.empty() ? std::string("fastrun: its output was not filed (use --log-dir DIR to keep it)\n")
                               : fmt::format("fastrun: logs: {}/stdout.log, {}/stderr.log\n", f.log_dir, f.log_dir);
     if (!f.record.empty()) text += fmt::format("fastrun: its failure record: {}\n", f.record);
+    if (const auto& c = f.last_collective) {
+      // Where the rank was is the first question about a crash or a hang in the middle of training.
+      const std::string op = fmt::format("{} on group '{}'", describe_numbered(c->op), c->group);
+      text += c->state == "in_progress"
+                  ? fmt::format("fastrun: rank {} was in {}\n", global(f.rank), op)
+                  : fmt::format("fastrun: rank {}'s last collective: {} ({})\n", global(f.rank), op, c->state);
+    }
     if (!f.stderr_tail.empty()) {
       text += fmt::format("fastrun: last lines of rank {}'s stderr:\n", global(f.rank));
       for (const std::string& line : f.stderr_tail) text += "  | " + line + "\n";

@@ -150,6 +150,19 @@ TEST_CASE("the failure record names the collective the failing rank completed la
   CHECK(op.at("seq") == 2);
   CHECK(op.at("state") == "completed");
   CHECK(op.at("description") == "op #2 all_reduce(float32 x 4, sum)");
+  CHECK(contains(r.err, "fastrun: rank 1's last collective: op #2 all_reduce(float32 x 4, sum) on group 'world' "
+                        "(completed)\n"));
+
+  // Without --log-dir there is no record, and the summary still names the op (the board is
+  // there for the stall report, on by default).
+  const std::string unfiled = run_id_arg("record-op-unfiled");
+  const auto plain = run(cmd({"--nproc", "2", "--run-id", unfiled},
+                             {"--join", "--world-allreduce", "--on", "1", "--crash", "segv", "--sleep", "30"}),
+                         {}, scaled(40s));
+  INFO(plain.err);
+  CHECK(plain.exit_code == 128 + SIGSEGV);
+  CHECK(contains(plain.err, "fastrun: rank 1's last collective: op #1 all_reduce(float32 x 4, sum) on group 'world' "
+                            "(completed)\n"));
 
   // A rank that fails before it joins has been in no collective.
   const std::string before = run_id_arg("record-no-op");
@@ -161,6 +174,8 @@ TEST_CASE("the failure record names the collective the failing rank completed la
   const auto none = read_json(dir.path() / before / "rank-1/failure.json");
   CHECK(none.contains("last_collective"));
   CHECK(none.at("last_collective").is_null());
+  CHECK_FALSE(contains(early.err, "last collective"));
+  CHECK_FALSE(contains(early.err, " was in op"));
   CHECK(shm_entries("fastrun-" + id).empty());
   CHECK(shm_entries("fastrun-" + before).empty());
 }
@@ -195,6 +210,7 @@ TEST_CASE("the failure record of a rank killed while it waits in a collective sa
   CHECK(op.at("seq") == 2);
   CHECK(op.at("state") == "in_progress");
   CHECK(op.at("description") == "op #2 all_reduce(float32 x 4, sum)");
+  CHECK(contains(r.err, "fastrun: rank 1 was in op #2 all_reduce(float32 x 4, sum) on group 'world'\n"));
   CHECK(shm_entries("fastrun-" + id).empty());
 }
 
