@@ -14,15 +14,10 @@
 //          ranks, against a one-node job of the same total: from the first launcher's start to
 //          the last rank through a barrier on the job's (global) store, and to the last exit.
 //          --on-node PREFIX (once per node, e.g. `nsenter -t PID -n -u -m --`) starts a node's
-//          launcher on its host (bench/multinode_launch.sh makes the hosts); without it every
+//          launcher on its host (bench/on_hosts.sh makes the hosts); without it every
 //          launcher runs here and the master is 127.0.0.1.
 // Options: --ranks 2,4,8,16,32  --reps 7  --fastrun PATH (default: next to this binary, or
 // ../tools/fastrun in a build tree). Medians are printed; nothing is asserted.
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,13 +26,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "bench_nodes.h"
 #include "bench_process.h"
 #include "bench_registry.h"
 #include "fastrun/runtime/env/registry.h"
@@ -102,31 +97,6 @@ double fail_ms(const std::string& fastrun, const std::string& exe, int n, const 
   return end - t;
 }
 
-// A port nothing listens on now (the kernel's pick on 127.0.0.1; a fresh namespace has every
-// port free), so that each run's store binds anew.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw_errno("socket", errno);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw_errno("bind 127.0.0.1:0", e);
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-struct Nodes {
-  int count = 0;                                  // 0: the one-node modes only
-  std::vector<std::vector<std::string>> prefix;  // per node, the words that start a command on its host
-  std::string master = "127.0.0.1";
-};
-
 struct Rendezvous {
   double through = 0;  // first launcher start -> last rank through the barrier
   double exit = 0;     // first launcher start -> last launcher exit
@@ -154,38 +124,29 @@ Rendezvous time_job(const std::vector<std::vector<std::string>>& argvs, int worl
   return r;
 }
 
-std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 void nodes_table(const Nodes& nodes, const std::string& fastrun, const std::string& exe, const std::vector<int>& ranks,
                  int reps) {
   const std::string dir = fmt::format("/tmp/fastrun-bench-stamps-{}", ::getpid());
   std::printf("fastrun-bench launch --nodes %d: medians of %d runs (ms) from the first launcher's start; "
               "rdv = the last rank through a barrier on the job's store, exit = the last launcher's exit\n",
               nodes.count, reps);
-  if (nodes.prefix.empty())
-    std::printf("note: no --on-node: every launcher runs on this host, master 127.0.0.1 (no separate hosts)\n");
-  else
-    std::printf("note: each node on its own host, master %s\n", nodes.master.c_str());
+  std::printf("%s\n", nodes.where().c_str());
   std::printf("%-13s %6s | %-10s %10s | %-10s %10s\n", "nodes x ranks", "total", "1 node rdv", "exit",
               fmt::format("{} nodes rdv", nodes.count).c_str(), "exit");
-  std::fflush(stdout);  // the header now: bench/multinode_launch.sh's test waits for it
-  const auto prefix = [&](int k) { return nodes.prefix.empty() ? std::vector<std::string>{} : nodes.prefix[k]; };
+  std::fflush(stdout);  // the header now: bench/on_hosts.sh's test waits for it
   const std::vector<std::string> rank_cmd = {exe, "launch", "--as-rank", "barrier"};
   for (int n : ranks) {
     const int total = n * nodes.count;
     std::vector<double> one_rdv, one_exit, many_rdv, many_exit;
     for (int r = 0; r < reps; ++r) {
       const auto one =
-          time_job({joined(joined(prefix(0), {fastrun, "--nproc", std::to_string(total)}), rank_cmd)}, total, dir);
+          time_job({joined(joined(nodes.on(0), {fastrun, "--nproc", std::to_string(total)}), rank_cmd)}, total, dir);
       one_rdv.push_back(one.through);
       one_exit.push_back(one.exit);
       const std::string port = std::to_string(free_port());
       std::vector<std::vector<std::string>> argvs;
       for (int k = 0; k < nodes.count; ++k)
-        argvs.push_back(joined(joined(prefix(k), {fastrun, "--nnodes", std::to_string(nodes.count), "--node-rank",
+        argvs.push_back(joined(joined(nodes.on(k), {fastrun, "--nnodes", std::to_string(nodes.count), "--node-rank",
                                                   std::to_string(k), "--master-addr", nodes.master, "--master-port",
                                                   port, "--nproc", std::to_string(n)}),
                                rank_cmd));
@@ -212,26 +173,12 @@ int run_launch(int argc, char** argv) {
   flags::integer(app, "--reps", reps, "repetitions per rank count; the median is shown", 1, 10000);
   app.add_option("--fastrun", fastrun, "the launcher to time (default: the fastrun next to this binary)")
       ->type_name("PATH");
-  flags::integer(app, "--nodes", nodes.count, "instead: K launchers (--nnodes K) of --ranks ranks each, against one node",
-                 2, 64);
-  app.add_option_function<std::string>(
-         "--on-node",
-         [&nodes](const std::string& v) {
-           std::istringstream words(v);
-           nodes.prefix.emplace_back();
-           for (std::string w; words >> w;) nodes.prefix.back().push_back(w);
-         },
-         "the words that start a command on node k's host, once per node in order (bench/multinode_launch.sh); "
-         "default: every launcher on this host")
-      ->type_name("PREFIX")
-      ->trigger_on_parse();  // once per --on-node
-  app.add_option("--master-addr", nodes.master, "node 0's address as the other nodes reach it")->capture_default_str();
+  add_node_flags(app, nodes, 2,
+                 "instead: K launchers (--nnodes K) of --ranks ranks each, against one node (bench/on_hosts.sh)");
   flags::parse(app, argc, argv);
   const std::string exe = self_exe();
   fastrun = find_fastrun(fastrun, "launch");
-  if (!nodes.prefix.empty() && static_cast<int>(nodes.prefix.size()) != nodes.count)
-    throw ConfigError(fmt::format("launch: {} --on-node prefixes for --nodes {}; accepted: none, or one per node",
-                                  nodes.prefix.size(), nodes.count));
+  check_nodes(nodes, "launch");
   if (nodes.count > 0) {
     nodes_table(nodes, fastrun, exe, ranks, reps);
     return 0;

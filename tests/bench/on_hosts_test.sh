@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# bench/multinode_launch.sh on tiny sizes, on real separate hosts (network namespaces):
-#   multinode_launch_test.sh table BUILD_DIR     prints its table row, and leaves no namespace
-#   multinode_launch_test.sh sigterm BUILD_DIR   SIGTERM mid-run stops it and removes the hosts
+# bench/on_hosts.sh on tiny sizes, on real separate hosts (network namespaces):
+#   on_hosts_test.sh table BUILD_DIR     `launch` prints its table row, and leaves no namespace
+#   on_hosts_test.sh restart BUILD_DIR   `restart` prints its row: a rank of host n1 died and the
+#                                        job came back through join() on both hosts
+#   on_hosts_test.sh sigterm BUILD_DIR   SIGTERM mid-run stops it and removes the hosts
 # Root only (hosts.sh): elsewhere it skips (test_support/skip.sh) and CTest reports Skipped.
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
@@ -11,7 +13,7 @@ source "$here/../multinode/hosts.sh"
 source "$here/../multinode/checks.sh"
 case_name=$1 build=$2
 hosts_skip_unless_able
-script=$here/../../bench/multinode_launch.sh
+script=$here/../../bench/on_hosts.sh
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -19,7 +21,7 @@ namespaces_of() { ip netns list | awk '{print $1}' | grep -E "^$HOSTS_PREFIX-$1-
 
 case $case_name in
 table)
-  timeout 60 "$script" "$build" --ranks 2 --reps 1 >"$out" 2>&1 &
+  timeout 60 "$script" launch "$build" --ranks 2 --reps 1 >"$out" 2>&1 &
   pid=$!
   wait "$pid"
   code=$?
@@ -29,8 +31,20 @@ table)
   grep -Eq '^2 x 2 +4 \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+$' "$out" ||
     fail "no table row for 2 nodes x 2 ranks"
   ;;
+restart)
+  # fastrun only (--python none): torchrun's column is measured by hand (docs/benchmarks.md).
+  timeout 120 "$script" restart "$build" --ranks 2 --reps 1 --python none >"$out" 2>&1 &
+  pid=$!
+  wait "$pid"
+  code=$?
+  cat "$out"
+  expect_eq "$code" 0 "the script's exit status"
+  grep -q "^note: each node on its own host, master $HOSTS_NET.11$" "$out" || fail "no note of separate hosts"
+  grep -Eq '^  2 x 2 \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ \| +- +- +- +- *$' "$out" ||
+    fail "no table row for 2 nodes x 2 ranks"
+  ;;
 sigterm)
-  "$script" "$build" --ranks 16 --reps 100 >"$out" 2>&1 &
+  "$script" launch "$build" --ranks 16 --reps 100 >"$out" 2>&1 &
   pid=$!
   for ((i = 0; i < 100; i++)); do
     [[ -n $(namespaces_of "$pid") ]] && grep -q '^nodes x ranks' "$out" && break
@@ -45,7 +59,7 @@ sigterm)
   expect_eq "$code" 143 "the script's exit status after SIGTERM"
   ;;
 *)
-  echo "multinode_launch_test.sh: unknown case '$case_name'; accepted: table, sigterm" >&2
+  echo "on_hosts_test.sh: unknown case '$case_name'; accepted: table, restart, sigterm" >&2
   exit 2
   ;;
 esac
