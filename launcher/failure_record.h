@@ -8,7 +8,7 @@
 #include <sys/types.h>
 #include <vector>
 
-#include "fastrun/launcher/stall_scan.h"
+#include "fastrun/runtime/process_group/stall_scan.h"
 
 namespace fastrun::launcher {
 
@@ -23,7 +23,7 @@ struct FailureRecord {
   int status = 0;     // its wait status
   std::string recorded;                  // the job's first recorded failure (may be another rank's)
   std::vector<std::string> stderr_tail;  // its last stderr lines
-  std::optional<LastCollective> last_collective;  // from the stall board (stall_watch.h); nullopt: none
+  std::optional<stall::LastCollective> last_collective;  // from the stall board (stall_watch.h); nullopt: none
 };
 
 // The record as JSON text (one object, fields documented in docs/errors.md).

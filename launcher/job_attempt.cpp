@@ -430,7 +430,7 @@ class JobAttempt {
   int live_ = 0;
   bool self_open_ = false;  // rank 0's own pipes are still being relayed
   std::optional<int> first_failure_;
-  std::optional<LastCollective> failed_last_collective_;  // first_failure_'s, from the stall board
+  std::optional<stall::LastCollective> failed_last_collective_;  // first_failure_'s, from the stall board
   std::optional<NodeFailure> remote_;
   std::vector<int> left_unjoined_;  // ranks that exited 0 without having joined
   int launcher_signal_ = 0;

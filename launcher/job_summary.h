@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fastrun/launcher/node_watch.h"
-#include "fastrun/launcher/stall_scan.h"
+#include "fastrun/runtime/process_group/stall_scan.h"
 #include "fastrun/launcher/supervisor.h"
 
 namespace fastrun::launcher {
@@ -29,7 +29,7 @@ struct AttemptOutcome {
     std::string log_dir;                   // its --log-dir folder, "" when not filed
     std::vector<std::string> stderr_tail;  // its last stderr lines
     std::string record;                    // its failure.json (failure_record.h), "" when none
-    std::optional<LastCollective> last_collective;  // from the stall board; nullopt: none or no board
+    std::optional<stall::LastCollective> last_collective;  // from the stall board; nullopt: none or no board
   };
   // The first rank of this node to fail; recorded, log_dir and stderr_tail are read only when no
   // launcher_signal stopped the job (they are printed only then).

@@ -73,6 +73,7 @@ class Context : public std::enable_shared_from_this<Context> {
   std::vector<std::string> places_;  // "host#node" of each global rank: shm only within one
   int generation_ = 0;              // joins so far in this process: keeps store keys fresh
   int groups_made_ = 0;
+  std::shared_ptr<void> stall_report_;   // without a fastrun launcher: this node's board (join/stall_host.h)
   std::unique_ptr<HostedStore> hosted_;  // torchrun-style rank 0 owns the store
   std::shared_ptr<Store> store_;
   std::shared_ptr<Group> world_;

@@ -16,6 +16,7 @@
 #include "fastrun/runtime/join/env_sources.h"
 #include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/join/rendezvous.h"
+#include "fastrun/runtime/join/stall_host.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/memory_store.h"
@@ -178,6 +179,12 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   c.local_rank_ = local.local_rank;
   c.local_world_size_ = local.local_world_size;
   c.node_rank_ = local.node_rank;
+
+  // ... and, without a fastrun launcher, the node's stall board, before the world group claims
+  // its slot there.
+  c.stall_report_ = join_detail::host_stall_report(
+      *c.store_, {layout.source, c.world_size_, c.local_rank_, c.local_world_size_, c.node_rank_, c.generation_,
+                  c.timeout_});
 
   // 4. The default process group.
   std::vector<int> all(static_cast<std::size_t>(c.world_size_));

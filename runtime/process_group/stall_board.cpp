@@ -9,7 +9,13 @@
 #include <map>
 #include <mutex>
 
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 #include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
 #include "fastrun/runtime/log.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
@@ -155,6 +161,31 @@ std::mutex g_mutex;
 std::weak_ptr<RankSlot::Mapping> g_board;       // this process's mapping while a slot uses it
 std::map<std::string, int> g_instances;          // groups made per name: equal on every member
 
+// Maps the board open as `fd` for local rank `local_rank`; nullptr (and why, in `why`) when it is
+// not a board with a place for that rank.
+std::shared_ptr<RankSlot::Mapping> map_fd(int fd, int local_rank, std::string& why) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < slots_offset()) {
+    why = "too small for a board";
+    return nullptr;
+  }
+  const auto bytes = static_cast<std::size_t>(st.st_size);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    why = std::string("mmap: ") + std::strerror(errno);
+    return nullptr;
+  }
+  auto m = std::make_shared<RankSlot::Mapping>(static_cast<std::byte*>(p), bytes, local_rank);
+  const Header* h = header_of(m->base);
+  if (h->magic.load(std::memory_order_acquire) != static_cast<std::int64_t>(kMagic) ||
+      h->slots_per_rank.load(relaxed) != kSlotsPerRank || local_rank >= h->local_ranks.load(relaxed) ||
+      segment_bytes(static_cast<int>(h->local_ranks.load(relaxed))) > bytes) {
+    why = fmt::format("not a board for local rank {}", local_rank);
+    return nullptr;
+  }
+  return m;
+}
+
 // Maps the board named by this rank's environment; nullptr when there is none.
 std::shared_ptr<RankSlot::Mapping> map_board() {
   const auto run_id = env::find_string(env::kRunId);
@@ -163,23 +194,61 @@ std::shared_ptr<RankSlot::Mapping> map_board() {
   const std::string name = segment_name(*run_id, static_cast<int>(env::get_int(env::kNodeRank)));
   const os::UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
   if (!fd) return nullptr;  // no launcher board: the stall report is off or not fastrun's job
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || static_cast<std::size_t>(st.st_size) < slots_offset()) return nullptr;
-  const auto bytes = static_cast<std::size_t>(st.st_size);
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (p == MAP_FAILED) return nullptr;
-  auto m = std::make_shared<RankSlot::Mapping>(static_cast<std::byte*>(p), bytes, static_cast<int>(*local_rank));
-  const Header* h = header_of(m->base);
-  if (h->magic.load(std::memory_order_acquire) != static_cast<std::int64_t>(kMagic) ||
-      h->slots_per_rank.load(relaxed) != kSlotsPerRank || *local_rank >= h->local_ranks.load(relaxed) ||
-      segment_bytes(static_cast<int>(h->local_ranks.load(relaxed))) > bytes) {
-    log::debug("stall board {}: not a board for local rank {}; the stall report leaves this rank out", name,
-               *local_rank);
-    return nullptr;
-  }
+  std::string why;
+  auto m = map_fd(fd.get(), static_cast<int>(*local_rank), why);
+  if (!m) log::debug("stall board {}: {}; the stall report leaves this rank out", name, why);
   return m;
 }
 }  // namespace
+
+// ---------------------------------------------------------------- a board hosted by a rank
+
+struct HostedBoard::State {
+  os::UniqueFd fd;  // the creator's: what /proc/<pid>/fd/<fd> names for the others
+  std::shared_ptr<RankSlot::Mapping> mapping;
+};
+
+HostedBoard::HostedBoard(std::unique_ptr<State> state, std::string address)
+    : state_(std::move(state)), address_(std::move(address)) {
+  // From now on this process's groups claim their slots here.
+  std::lock_guard lock(g_mutex);
+  g_board = state_->mapping;
+}
+
+HostedBoard::~HostedBoard() = default;  // slots still claimed keep the mapping (they share it)
+
+const std::byte* HostedBoard::data() const { return state_->mapping->base; }
+std::size_t HostedBoard::size() const { return state_->mapping->bytes; }
+
+std::shared_ptr<HostedBoard> HostedBoard::create(int local_ranks) {
+  auto state = std::make_unique<State>();
+  // Anonymous: no name that a SIGKILLed host could leave in /dev/shm.
+  state->fd.reset(::memfd_create("fastrun-stall-board", MFD_CLOEXEC));
+  if (!state->fd) throw_errno("memfd_create for the stall board", errno);
+  const std::size_t bytes = segment_bytes(local_ranks);
+  if (::ftruncate(state->fd.get(), static_cast<off_t>(bytes)) != 0) throw_errno("ftruncate of the stall board", errno);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, state->fd.get(), 0);
+  if (p == MAP_FAILED) throw_errno("mmap of the stall board", errno);
+  state->mapping = std::make_shared<RankSlot::Mapping>(static_cast<std::byte*>(p), bytes, 0);
+  init_board(state->mapping->base, local_ranks);
+  std::string address = fmt::format("{} {}", ::getpid(), state->fd.get());
+  return std::shared_ptr<HostedBoard>(new HostedBoard(std::move(state), std::move(address)));
+}
+
+std::shared_ptr<HostedBoard> HostedBoard::open(const std::string& address, int local_rank) {
+  const auto space = address.find(' ');
+  if (space == std::string::npos) throw ConfigError(fmt::format("stall board address '{}': accepted: '<pid> <fd>'", address));
+  const auto pid = text::parse_integer("the stall board's pid", address.substr(0, space), 1, INT32_MAX);
+  const auto fd_number = text::parse_integer("the stall board's fd", address.substr(space + 1), 0, INT32_MAX);
+  const std::string path = fmt::format("/proc/{}/fd/{}", pid, fd_number);
+  auto state = std::make_unique<State>();
+  const os::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd) throw_errno("open " + path, errno);
+  std::string why;
+  state->mapping = map_fd(fd.get(), local_rank, why);
+  if (!state->mapping) throw ConfigError(fmt::format("stall board {}: {}", path, why));
+  return std::shared_ptr<HostedBoard>(new HostedBoard(std::move(state), address));
+}
 
 std::unique_ptr<RankSlot> RankSlot::claim(const std::string& name, int group_size, int global_rank) {
   try {

@@ -6,8 +6,11 @@
 //
 // One shared-memory segment per node and attempt, "/fastrun-<run-id>@stall-<node>" (a job
 // segment in segment_names.h's sense: the janitor and `fastrun --cleanup` remove it with the
-// others), created by the launcher before any rank starts and removed when the attempt ends. A
-// rank without one (no fastrun launcher, or the report switched off) publishes nothing.
+// others), created by the launcher before any rank starts and removed when the attempt ends.
+// Without a fastrun launcher (torchrun, srun, mpirun) local rank 0 of each node hosts one
+// instead, as an anonymous memfd the node's other ranks open through /proc (HostedBoard below):
+// no name in /dev/shm, so nothing to leave behind. A rank without a board (the report switched
+// off, or a board that could not be made or opened) publishes nothing.
 // Local rank r owns slots [r * kSlotsPerRank, (r + 1) * kSlotsPerRank): one per live group, for
 // the first kSlotsPerRank groups alive at once (later ones are not shown). Only the owner writes
 // its slots; the launcher reads them.
@@ -90,13 +93,40 @@ std::vector<SlotView> read_board(const std::byte* base, std::size_t bytes);
 // failed rank's record (launcher/failure_record.h).
 std::vector<SlotView> read_rank_slots(const std::byte* base, std::size_t bytes, int local_rank);
 
+// A board hosted by a rank of a job without a fastrun launcher (runtime/join/stall_host.h). While
+// a HostedBoard lives, this process's groups claim their slots on it (not on a launcher's).
+class HostedBoard {
+ public:
+  // Local rank 0: a new board for `local_ranks` ranks. Throws SystemError when it cannot be made.
+  static std::shared_ptr<HostedBoard> create(int local_ranks);
+  // Another local rank: local rank 0's board, from its address(). Throws ConfigError or
+  // SystemError when it cannot be opened (another user's process, /proc not mounted).
+  static std::shared_ptr<HostedBoard> open(const std::string& address, int local_rank);
+  ~HostedBoard();
+  HostedBoard(const HostedBoard&) = delete;
+  HostedBoard& operator=(const HostedBoard&) = delete;
+
+  // "<pid> <fd>": where the node's other ranks find it (only the creator's is usable).
+  const std::string& address() const { return address_; }
+  const std::byte* data() const;
+  std::size_t size() const;
+
+  struct State;
+
+ private:
+  explicit HostedBoard(std::unique_ptr<State> state, std::string address);
+  std::unique_ptr<State> state_;
+  std::string address_;
+};
+
 // A rank's slot for one group (the flight recorder's): claimed when made, freed when destroyed.
 // The methods are not thread-safe; the recorder calls them under its lock.
 class RankSlot {
  public:
-  // The slot of group `name` (of `group_size` members) for this process, on the board named by
-  // FASTRUN_RUN_ID and FASTRUN_NODE_RANK, at FASTRUN_LOCAL_RANK; nullptr when there is no board,
-  // the variables are unset, or this rank's slots are all taken. Never throws.
+  // The slot of group `name` (of `group_size` members) for this process, on the live HostedBoard
+  // of this process, else on the board named by FASTRUN_RUN_ID and FASTRUN_NODE_RANK, at
+  // FASTRUN_LOCAL_RANK; nullptr when there is no board, the variables are unset, or this rank's
+  // slots are all taken. Never throws.
   static std::unique_ptr<RankSlot> claim(const std::string& name, int group_size, int global_rank);
   ~RankSlot();
   RankSlot(const RankSlot&) = delete;

@@ -5,11 +5,13 @@
 #include <signal.h>
 
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "process_runner.h"
+#include "test_support/free_port.h"
 #include "test_support/time_limits.h"
 
 using namespace fastrun::test;
@@ -136,5 +138,54 @@ TEST_CASE("a bad stall threshold is refused before any rank starts", "[launcher]
     CHECK(r.exit_code == 2);
     CHECK(contains(r.err, expected[i]));
     CHECK_FALSE(std::filesystem::exists(dir.path() / "ran-0"));
+  }
+}
+
+// Without a fastrun launcher (torchrun's variables set by hand here; the same path serves srun
+// and mpirun) local rank 0 hosts the node's board and prints the report on its own stderr.
+TEST_CASE("without the fastrun launcher local rank 0 names a stopped rank and the job goes on", "[launcher][stall]") {
+  const std::string port = std::to_string(free_port());
+  std::vector<std::unique_ptr<TempDir>> dirs;
+  std::vector<std::unique_ptr<Process>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    const std::string rs = std::to_string(r);
+    dirs.push_back(std::make_unique<TempDir>());
+    ranks.push_back(std::make_unique<Process>(
+        std::vector<std::string>{kPartner, "--join", "--world-allreduce", "--on", "1", "--stop", "--world-allreduce"},
+        std::map<std::string, std::optional<std::string>>{
+            {"FASTRUN_RANK", std::nullopt}, {"FASTRUN_WORLD_SIZE", std::nullopt}, {"FASTRUN_STORE", std::nullopt},
+            {"FASTRUN_RUN_ID", std::nullopt}, {"RANK", rs}, {"WORLD_SIZE", "3"}, {"LOCAL_RANK", rs},
+            {"LOCAL_WORLD_SIZE", "3"}, {"GROUP_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+            {"FASTRUN_STALL_REPORT", "2"}, {"FASTRUN_OP_TIMEOUT", "300"}},
+        dirs.back()->path()));
+  }
+  const pid_t late = ranks[1]->pid();
+  REQUIRE(poll_until(Clock::now() + scaled(30s), [&] { return process_state(late) == 'T'; }));
+  const auto stopped = Clock::now();
+  std::string err;
+  const bool reported = poll_until(stopped + 4s + scaled(4s), [&] {
+    err = read_file(ranks[0]->err_path());
+    return contains(err, "fastrun: stall on group 'world'");
+  });
+  ::kill(late, SIGCONT);
+  INFO(err);
+  REQUIRE(reported);
+  CHECK(contains(err, "fastrun: stall on group 'world': op #2 all_reduce(float32 x 4, sum): rank 1 has not "
+                      "arrived, ranks 0,2 have waited "));
+  CHECK(contains(err, "; rank 1: last op #1 all_reduce(float32 x 4, sum) completed "));
+  const double waited = waited_seconds(err);
+  CHECK(waited >= 2.0);
+  CHECK(waited < 4.0 + (kTimeScale - 1));
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const auto done = ranks[r]->finish(scaled(30s));
+    CAPTURE(r);
+    INFO(done.err);
+    CHECK(done.exit_code == 0);
+    if (r == 0) {
+      CHECK(count(done.err, "fastrun: stall on group") == 1);
+      CHECK(contains(done.err, "fastrun: stall over on group 'world': op #2 all_reduce(float32 x 4, sum) went on after "));
+    } else {
+      CHECK_FALSE(contains(done.err, "stall"));  // one report per node, from local rank 0
+    }
   }
 }

@@ -2,11 +2,11 @@
 // a stall is reported, that it is reported once, and when it is over.
 #include <catch2/catch.hpp>
 
-#include "fastrun/launcher/stall_scan.h"
+#include "fastrun/runtime/process_group/stall_scan.h"
 
 using fastrun::OpDesc;
-using fastrun::launcher::find_stalls;
-using fastrun::launcher::StallLog;
+using fastrun::stall::find_stalls;
+using fastrun::stall::StallLog;
 using fastrun::stall::SlotView;
 
 namespace {
@@ -51,7 +51,7 @@ TEST_CASE("a member below the op the others wait in is named late", "[stall]") {
     REQUIRE(stalls[0].late.size() == 1);
     CHECK(stalls[0].late[0].global_rank == 1);
     CHECK(stalls[0].waited_s == Approx(3.0));
-    const std::string line = fastrun::launcher::report_line(stalls[0], 13 * kSecond, "");
+    const std::string line = fastrun::stall::report_line(stalls[0], 13 * kSecond, "");
     CHECK(line ==
           "fastrun: stall on group 'world': op #2 all_reduce(float32 x 4, sum): rank 1 has not arrived, ranks 0,2 "
           "have waited 3.0 s; rank 1: last op #1 all_reduce(float32 x 4, sum) completed 4.0 s ago (nothing is "
@@ -74,7 +74,7 @@ TEST_CASE("members on other nodes: the waiting ones say how many are elsewhere",
   const auto stalls = find_stalls({member(0, 5, 10, 4, 9, 4), member(1, 5, 10, 4, 9, 4)}, 50 * kSecond, 30);
   REQUIRE(stalls.size() == 1);
   CHECK(stalls[0].late.empty());
-  const std::string line = fastrun::launcher::report_line(stalls[0], 50 * kSecond, " on node 0");
+  const std::string line = fastrun::stall::report_line(stalls[0], 50 * kSecond, " on node 0");
   CHECK(line.find("fastrun: stall on node 0 on group 'world': op #5") == 0);
   CHECK(line.find("ranks 0,1 have waited 40.0 s; the group's other 2 ranks are on other nodes") != std::string::npos);
 }
@@ -84,9 +84,9 @@ TEST_CASE("groups are reported apart, a second instance by its key", "[stall]") 
                                    member(0, 7, 0, 6, 0, 2, "group-1#1"), member(1, 6, 0, 6, 0, 2, "group-1#1")},
                                   10 * kSecond, 5);
   REQUIRE(stalls.size() == 2);
-  CHECK(fastrun::launcher::report_line(stalls[1], 10 * kSecond, "").find("on group 'world#2': op #3") !=
+  CHECK(fastrun::stall::report_line(stalls[1], 10 * kSecond, "").find("on group 'world#2': op #3") !=
         std::string::npos);
-  CHECK(fastrun::launcher::report_line(stalls[0], 10 * kSecond, "").find("on group 'group-1': op #7") !=
+  CHECK(fastrun::stall::report_line(stalls[0], 10 * kSecond, "").find("on group 'group-1': op #7") !=
         std::string::npos);
 }
 
@@ -110,7 +110,7 @@ TEST_CASE("the log reports a stall once and says when it is over", "[stall]") {
 }
 
 TEST_CASE("a failed rank's last collective is the one it began last on any group", "[stall][failure_record]") {
-  using fastrun::launcher::last_collective;
+  using fastrun::stall::last_collective;
   CHECK_FALSE(last_collective({}));
   CHECK_FALSE(last_collective({member(1, 0, 0, 0, 0)}));  // a group, no collective on it yet
   // On 'world' it completed op #3 (begun at 5 s); on its second 'pairs' group it began op #1 at

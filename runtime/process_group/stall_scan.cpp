@@ -1,11 +1,11 @@
-#include "fastrun/launcher/stall_scan.h"
+#include "fastrun/runtime/process_group/stall_scan.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-namespace fastrun::launcher {
+namespace fastrun::stall {
 namespace {
 
 double seconds(std::int64_t from_ns, std::int64_t to_ns) { return static_cast<double>(to_ns - from_ns) / 1e9; }
@@ -15,7 +15,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }
 
 // What a late member last did on the group, from its flight record's board entries.
-std::string last_op_text(const stall::SlotView& m, std::int64_t now_ns) {
+std::string last_op_text(const SlotView& m, std::int64_t now_ns) {
   if (m.begun.seq == 0) return "no collective on this group yet";
   std::string text;
   if (m.ended.seq > 0)
@@ -34,8 +34,8 @@ std::string group_display_name(const std::string& key) {
   return hash == std::string::npos || key.substr(hash) == "#1" ? key.substr(0, hash) : key;
 }
 
-std::optional<LastCollective> last_collective(const std::vector<stall::SlotView>& slots) {
-  const stall::SlotView* last = nullptr;
+std::optional<LastCollective> last_collective(const std::vector<SlotView>& slots) {
+  const SlotView* last = nullptr;
   for (const auto& s : slots) {
     if (s.begun.seq > 0 && (!last || s.begun_ns > last->begun_ns)) last = &s;
   }
@@ -45,8 +45,8 @@ std::optional<LastCollective> last_collective(const std::vector<stall::SlotView>
   return out;
 }
 
-std::vector<Stall> find_stalls(const std::vector<stall::SlotView>& board, std::int64_t now_ns, double threshold_s) {
-  std::map<std::string, std::vector<const stall::SlotView*>> groups;
+std::vector<Stall> find_stalls(const std::vector<SlotView>& board, std::int64_t now_ns, double threshold_s) {
+  std::map<std::string, std::vector<const SlotView*>> groups;
   for (const auto& s : board) groups[s.group].push_back(&s);
   std::vector<Stall> out;
   for (auto& [key, members] : groups) {
@@ -103,7 +103,7 @@ std::string report_line(const Stall& s, std::int64_t now_ns, const std::string& 
   return head + " (nothing is stopped: the op fails at FASTRUN_OP_TIMEOUT)";
 }
 
-std::string StallLog::update(const std::vector<stall::SlotView>& board, std::int64_t now_ns, double threshold_s) {
+std::string StallLog::update(const std::vector<SlotView>& board, std::int64_t now_ns, double threshold_s) {
   std::string out;
   // 1. Stalls reported before that are over: the late members have arrived (or, when they were
   //    on other nodes, the waiting ones are through the op), or the group is gone from the board.
@@ -134,4 +134,4 @@ std::string StallLog::update(const std::vector<stall::SlotView>& board, std::int
   return out;
 }
 
-}  // namespace fastrun::launcher
+}  // namespace fastrun::stall

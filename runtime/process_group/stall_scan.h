@@ -1,6 +1,7 @@
 #pragma once
-// What the launcher makes of one read of its node's stall board (runtime/process_group/
-// stall_board.h): a pure function, so that its rules have table tests.
+// What a stall report makes of one read of a node's stall board (stall_board.h; the launcher's,
+// or, without a fastrun launcher, the one local rank 0 hosts):
+// pure functions, so that the rules have table tests.
 //
 // Rules, per group (the slots with one key):
 //   1. n = the highest collective number any member on this node has begun;
@@ -20,19 +21,19 @@
 
 #include "fastrun/runtime/process_group/stall_board.h"
 
-namespace fastrun::launcher {
+namespace fastrun::stall {
 
 struct Stall {
   std::string group;        // the board's key: "world#1"
   OpDesc op;                // op #n, as the first waiting member describes it
   double waited_s = 0;      // since the first waiting member began op #n
   std::vector<int> waiting;  // global ranks, ascending
-  std::vector<stall::SlotView> late;  // ascending global rank
+  std::vector<SlotView> late;  // ascending global rank
   int group_size = 0;
   int on_board = 0;         // members of the group on this node's board
 };
 
-std::vector<Stall> find_stalls(const std::vector<stall::SlotView>& board, std::int64_t now_ns, double threshold_s);
+std::vector<Stall> find_stalls(const std::vector<SlotView>& board, std::int64_t now_ns, double threshold_s);
 
 // The report line of `s` (without the trailing newline): "fastrun: stall: group 'world' op #2 …".
 // `node`: "" on one node, else " on node K".
@@ -51,13 +52,13 @@ struct LastCollective {
   // "in_progress": begun, its end not recorded; "completed" / "failed": its end, as recorded.
   std::string state;
 };
-std::optional<LastCollective> last_collective(const std::vector<stall::SlotView>& slots);
+std::optional<LastCollective> last_collective(const std::vector<SlotView>& slots);
 
 // The lines (each ending in '\n') of one scan, given what earlier scans reported.
 class StallLog {
  public:
   explicit StallLog(std::string node) : node_(std::move(node)) {}
-  std::string update(const std::vector<stall::SlotView>& board, std::int64_t now_ns, double threshold_s);
+  std::string update(const std::vector<SlotView>& board, std::int64_t now_ns, double threshold_s);
 
  private:
   struct Reported {
@@ -70,4 +71,4 @@ class StallLog {
   std::map<std::string, Reported> open_;  // by group key
 };
 
-}  // namespace fastrun::launcher
+}  // namespace fastrun::stall

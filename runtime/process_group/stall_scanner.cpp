@@ -1,0 +1,47 @@
+#include "fastrun/runtime/process_group/stall_scanner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "fastrun/runtime/os/full_io.h"
+#include "fastrun/runtime/process_group/stall_board.h"
+#include "fastrun/runtime/process_group/stall_scan.h"
+
+namespace fastrun::stall {
+
+std::chrono::milliseconds StallScanner::poll_interval(int threshold_s) {
+  return std::min(std::chrono::milliseconds(1000), std::chrono::milliseconds(threshold_s * 500));
+}
+
+StallScanner::StallScanner(const std::byte* board, std::size_t bytes, int threshold_s, int fd, std::string node)
+    : board_(board), bytes_(bytes), threshold_s_(threshold_s), fd_(fd), node_(std::move(node)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+StallScanner::~StallScanner() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StallScanner::run() {
+  StallLog log(node_);
+  const auto interval = poll_interval(threshold_s_);
+  const auto scan = [&](double threshold_s) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    const std::string text = log.update(read_board(board_, bytes_),
+                                        std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), threshold_s);
+    // One write per scan: whole lines, never spliced with others' (which write whole lines too).
+    if (!text.empty()) os::write_all(fd_, text.data(), text.size());
+  };
+  std::unique_lock lock(mutex_);
+  while (!cv_.wait_for(lock, interval, [&] { return stop_; })) scan(threshold_s_);
+  // The ranks are gone or done: a stall whose late ranks arrived and whose groups were left since
+  // the last poll (a job that ends right after it) is over; no new stall is reported now.
+  scan(std::numeric_limits<double>::infinity());
+}
+
+}  // namespace fastrun::stall

@@ -1,0 +1,45 @@
+#pragma once
+// The thread of a stall report (docs/errors.md, "Stall report"): reads one node's stall board
+// (stall_board.h) every poll interval and prints, once per stall, a line per group naming the
+// ranks that have not arrived at a collective the others have waited in for `threshold` seconds,
+// and a line when the stall is over (stall_scan.h). It stops nothing: the op timeout stays what
+// fails a job. Run by the fastrun launcher of each node (launcher/stall_watch.h) or, without one,
+// by local rank 0 of each node (runtime/join/stall_host.h).
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace fastrun::stall {
+
+class StallScanner {
+ public:
+  // Reads `bytes` bytes of board at `board` (which must outlive this object) and writes whole
+  // lines to `fd`; `node` is "" on one node, else " on node K". threshold_s > 0.
+  StallScanner(const std::byte* board, std::size_t bytes, int threshold_s, int fd, std::string node);
+  // Stops the thread within one interval, after a last scan that reports the ends of stalls
+  // (the ranks are gone or done), never a new one.
+  ~StallScanner();
+  StallScanner(const StallScanner&) = delete;
+  StallScanner& operator=(const StallScanner&) = delete;
+
+  // How often the board is read for a threshold: a second, or half the threshold when shorter,
+  // so a report comes at most one interval after the threshold.
+  static std::chrono::milliseconds poll_interval(int threshold_s);
+
+ private:
+  void run();
+  const std::byte* const board_;
+  const std::size_t bytes_;
+  const int threshold_s_;
+  const int fd_;
+  const std::string node_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started when everything above is ready
+};
+
+}  // namespace fastrun::stall
