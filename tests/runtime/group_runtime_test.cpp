@@ -252,11 +252,12 @@ TEST_CASE("group runtime: a group keeps its first failure, not a later one", "[r
   CHECK_THROWS_AS(w->wait(), PeerFailure);
   // Later failures of the same group (a waiter giving up, the transport breaking) do not replace
   // the root cause that every later refusal quotes.
-  rt.health().fail("a later timeout");
-  rt.health().fail(std::make_exception_ptr(BackendError("a later transport error")));
+  CHECK_FALSE(rt.health().fail("a later timeout"));  // false: not the first, nothing to follow up
+  CHECK_FALSE(rt.health().fail(std::make_exception_ptr(BackendError("a later transport error"))));
   CHECK(rt.health().failure() == "all_reduce #1: rank 4 died");
   CHECK_THROWS_WITH(rt.run("barrier", 0, [](const OpContext&) {}),
                     Catch::Contains("unusable after an earlier failure: all_reduce #1: rank 4 died") &&
+  CHECK_THROWS_AS(std::rethrow_exception(rt.health().first_error()), PeerFailure);  // the error itself (nccl's waits)
                         !Catch::Contains("later"));
 }
 

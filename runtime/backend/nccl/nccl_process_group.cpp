@@ -117,11 +117,11 @@ NcclProcessGroup::~NcclProcessGroup() {
       }
       const bool pending = std::any_of(works.begin(), works.end(),
                                        [&](const auto& w) { return state_->poll(*w) == WorkRecord::pending; });
-      if (!pending || state_->failed.load()) break;
+      if (!pending || state_->failed()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     watchdog_.reset();
-    if (!state_->failed.load()) {
+    if (!state_->failed()) {
       std::lock_guard lock(state_->comm_mutex);
       if (!state_->comm.close(Clock::now() + close_limit_)) {
         log::warn("{}: ncclCommFinalize did not finish within {:.3g} s; the communicator was aborted", label_,
