@@ -10,6 +10,7 @@
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/flight_recorder.h"
 #include "fastrun/runtime/process_group/no_sync.h"
+#include "fastrun/runtime/process_group/op_number.h"
 #include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/sequence_check.h"
 #include "fastrun/runtime/process_group/shape_check.h"
@@ -71,6 +72,7 @@ WorkHandle Group::forward(OpDesc op, Issue issue) {
   const std::uint64_t slot = flight_->begin(op);
   WorkHandle work;
   try {
+    const OpNumberScope numbered(static_cast<std::uint64_t>(op.seq));  // the backend numbers it so too
     if (check_sequence_ && !op.point_to_point) check_same_op(sequence_group(), op, name_, global_ranks_);
     work = issue(*pg_);
   } catch (const TimeoutError& e) {

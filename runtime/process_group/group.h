@@ -7,7 +7,8 @@
 //   - a CPU companion group for object collectives: the group itself when its backend works on
 //     host memory (gloo, shm), else a gloo group over the same ranks, made on first use (every
 //     member reaches that first use in the same collective order, so creation is collective);
-//   - op numbering and a flight record of the last ops (flight_recorder.h): an op that times out
+//   - op numbering, the one authority (op_number.h: the backend below shows the same number),
+//     and a flight record of the last ops (flight_recorder.h): an op that times out
 //     fails with an explanation of which ranks did not reach it and what each was doing, which is
 //     also recorded as the job's failure (docs/errors.md, "How to read a hang");
 //   - FASTRUN_DEBUG=sequence (read when the group is made): the members compare each op before
@@ -107,7 +108,8 @@ class Group : public ProcessGroup {
     const void* fn_;
     WorkHandle (*call_)(const void*, ProcessGroup&);
   };
-  // Numbers `op`, checks it across ranks in debug mode, records it, issues it on the backend and
+  // Numbers `op` (and gives the number to the backend: op_number.h), checks it across ranks in
+  // debug mode, records it, issues it on the backend and
   // wraps its handle so that a timeout is explained (flight_recorder.h).
   WorkHandle forward(OpDesc op, Issue issue);
   ProcessGroup& sequence_group();  // where fingerprints are exchanged: host memory

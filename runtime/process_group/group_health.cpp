@@ -31,29 +31,36 @@ GroupHealth::GroupHealth(const GroupSpec& spec, const std::string& backend, bool
   }
 }
 
-void GroupHealth::fail(const std::string& why) {
+bool GroupHealth::fail(const std::exception_ptr& error, const std::string& why) {
   std::lock_guard lock(mutex_);
-  if (failure_.empty()) failure_ = why.empty() ? "unknown error" : why;
+  if (failed_.load(std::memory_order_relaxed)) return false;
+  failure_ = why.empty() ? "unknown error" : why;
+  error_ = error;
+  failed_.store(true, std::memory_order_release);
+  return true;
 }
 
-void GroupHealth::fail(const std::exception_ptr& error) {
+bool GroupHealth::fail(const std::string& why) { return fail(nullptr, why); }
+
+bool GroupHealth::fail(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    fail(std::string(e.what()));
+    return fail(error, e.what());
   } catch (...) {
-    fail(std::string());
+    return fail(error, std::string());
   }
-}
-
-bool GroupHealth::failed() const {
-  std::lock_guard lock(mutex_);
-  return !failure_.empty();
 }
 
 std::string GroupHealth::failure() const {
   std::lock_guard lock(mutex_);
   return failure_;
+}
+
+std::exception_ptr GroupHealth::first_error() const {
+  std::lock_guard lock(mutex_);
+  if (error_ || failure_.empty()) return error_;
+  return std::make_exception_ptr(BackendError(failure_));
 }
 
 BackendError GroupHealth::unusable(const std::string& op) const {

@@ -3,12 +3,16 @@
 // the group runtime, group_runtime.h). One per group, on every backend:
 //   - the label every message starts with: "rank R in group 'G' (backend)" (R: global rank);
 //   - the first failure of the group (first one wins), after which the group is unusable and
-//     every later op is refused with the same BackendError on every backend;
+//     every later op is refused with the same BackendError on every backend. It is the group's
+//     one failure record: collectives, point-to-point (shm's P2PEngine) and nccl's GroupState
+//     all write and read it here, so a failure of either kind refuses the next op of both kinds
+//     with the same first message;
 //   - the job's failure record (kFailureKey, first writer wins, shared with the launcher and
 //     join through store/job_keys.h), read through one FailureWatch at one poll interval;
 //   - the peers' liveness (the PeerInfo each rank published at join, checked by pid), to name
 //     the rank behind a closed connection.
 // Thread-safe. Held by shared_ptr: a comm thread left blocked on a dead peer keeps it alive.
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -35,13 +39,19 @@ class GroupHealth {
   // Null in a world of one without a store.
   const std::shared_ptr<FailureWatch>& watch() const { return watch_; }
 
-  // Marks the group failed with `why` (the first call wins; later ones are ignored).
-  void fail(const std::string& why);
+  // Marks the group failed with `why` (the first call wins; later ones are ignored). True for
+  // the first call: its caller then does what follows a failure (publish it, abort the transport).
+  bool fail(const std::string& why);
   // The same with an op's error, as the op's Work reports it (its what(): a translated error
-  // names the op and the rank).
-  void fail(const std::exception_ptr& error);
-  bool failed() const;
+  // names the op and the rank); the error itself is kept for first_error().
+  bool fail(const std::exception_ptr& error);
+  // The same with the text given apart (nccl: `why` is the error's text with its context).
+  bool fail(const std::exception_ptr& error, const std::string& why);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }  // lock-free: on every op's path
   std::string failure() const;  // "" while healthy
+  // The first failure as the error that caused it, for a backend that fails waits on ops in
+  // flight with it (nccl); a BackendError with its text when it came as text; null while healthy.
+  std::exception_ptr first_error() const;
   // The error of an op issued after a failure (the same wording on every backend).
   BackendError unusable(const std::string& op) const;
   // Throws unusable(op) once the group failed.
@@ -65,7 +75,9 @@ class GroupHealth {
   std::shared_ptr<FailureWatch> watch_;
   std::vector<PeerInfo> peers_;
   mutable std::mutex mutex_;
-  std::string failure_;
+  std::string failure_;         // under mutex_
+  std::exception_ptr error_;    // under mutex_; null when the failure came as text
+  std::atomic<bool> failed_{false};  // set after failure_, under mutex_
 };
 
 // "rank R in group 'G' (backend)", R the global rank of spec.rank.

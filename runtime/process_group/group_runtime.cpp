@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/op_number.h"
 
 namespace fastrun {
 
@@ -52,6 +53,12 @@ GroupRuntime::~GroupRuntime() {
   if (thread_ && shared_->config.detach_on_failure && health_->failed()) thread_->abandon();
 }
 
+std::uint64_t GroupRuntime::op_number() {
+  const std::uint64_t given = given_op_number();
+  seq_ = given != 0 ? given : seq_ + 1;
+  return seq_;
+}
+
 void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
   try {
     body(ctx);
@@ -78,7 +85,7 @@ WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBu
   Shared& s = *shared_;
   health_->check_usable(op);
   OpContext ctx;
-  ctx.seq = next_seq();
+  ctx.seq = op_number();
   ctx.what = fmt::format("{} #{}", op, ctx.seq);
   ctx.timeout = health_->op_timeout();
   // Inline only while the comm thread holds no op: otherwise this one would overtake them.

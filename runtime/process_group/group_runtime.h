@@ -8,7 +8,9 @@
 //     and the one "unusable after a failure" rule (a BackendError with the same wording on every
 //     backend, thrown when the op is issued), the job's failure record (first writer wins) read
 //     through one FailureWatch, and the peers' liveness;
-//   - op numbers: op #k per group, in issue order, used in every message ("all_reduce #7");
+//   - op numbers: the number the op's Group gave it (op_number.h: one authority, where the user
+//     calls), used in every message ("all_reduce #7") and by the backend (gloo's tags, shm's op
+//     check); a backend used bare counts its own ops here instead;
 //   - one way to run an op (run()): inline on the caller's thread for small ops, on the group's
 //     CommThread for large ones (config.async_from_bytes), never reordering ops: an op issued
 //     while earlier ones are still queued goes to the thread too; it returns a Work
@@ -104,9 +106,11 @@ class GroupRuntime {
   const std::shared_ptr<GroupHealth>& shared_health() const { return health_; }
   const std::string& label() const { return health_->label(); }
 
-  // The next op number (backends that run ops their own way: nccl).
-  std::uint64_t next_seq() { return ++seq_; }
-  // The number of the op run() issued last (issuing thread).
+  // The number of the op being issued (run() takes it; backends that run ops their own way call
+  // it once per op: nccl): the one its Group gave it (op_number.h), else, for a backend used
+  // bare, one more than the last. Issuing thread.
+  std::uint64_t op_number();
+  // The number of the op issued last (issuing thread).
   std::uint64_t last_seq() const { return seq_; }
 
   // Fails every op still queued or running on the comm thread with `error`, for a transport that
@@ -128,7 +132,7 @@ class GroupRuntime {
 
   std::shared_ptr<GroupHealth> health_;
   std::shared_ptr<Shared> shared_;
-  std::uint64_t seq_ = 0;  // issuing thread only
+  std::uint64_t seq_ = 0;  // the last op's number; issuing thread only
   std::string thread_name_;
   std::unique_ptr<CommThread> thread_;  // started on the first op that needs it
 };

@@ -10,11 +10,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/process_group/op_number.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/store/job_keys.h"
@@ -252,9 +254,10 @@ TEST_CASE("group runtime: a group keeps its first failure, not a later one", "[r
   CHECK_THROWS_AS(w->wait(), PeerFailure);
   // Later failures of the same group (a waiter giving up, the transport breaking) do not replace
   // the root cause that every later refusal quotes.
-  rt.health().fail("a later timeout");
-  rt.health().fail(std::make_exception_ptr(BackendError("a later transport error")));
+  CHECK_FALSE(rt.health().fail("a later timeout"));  // false: not the first, nothing to follow up
+  CHECK_FALSE(rt.health().fail(std::make_exception_ptr(BackendError("a later transport error"))));
   CHECK(rt.health().failure() == "all_reduce #1: rank 4 died");
+  CHECK_THROWS_AS(std::rethrow_exception(rt.health().first_error()), PeerFailure);  // the error itself (nccl's waits)
   CHECK_THROWS_WITH(rt.run("barrier", 0, [](const OpContext&) {}),
                     Catch::Contains("unusable after an earlier failure: all_reduce #1: rank 4 died") &&
                         !Catch::Contains("later"));
@@ -298,4 +301,24 @@ TEST_CASE("group runtime: ranks are named one way, with the global rank where it
   CHECK(rank_name(1, {0, 1}) == "rank 1");
   CHECK(rank_name(2, {}) == "rank 2");  // no global ranks known: the rank is global
   CHECK(group_label(5, "", "gloo") == "rank 5 in group 'world' (gloo)");
+}
+
+TEST_CASE("group runtime: an op takes the number its Group gave it", "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
+  std::vector<std::string> seen;
+  const auto body = [&](const OpContext& op) { seen.push_back(op.what); };
+  rt.run("all_reduce", 8, body);  // bare (no Group): the runtime counts
+  {
+    const OpNumberScope numbered(5);  // what Group::forward holds while it issues its op #5
+    rt.run("broadcast", 8, body);
+    CHECK(rt.op_number() == 5);  // nccl's way: the same number, however often it asks
+    {
+      const OpNumberScope inner(9);
+      rt.run("all_gather", 8, body);
+    }
+    rt.run("barrier", 0, body);  // the outer number again once the inner scope is gone
+  }
+  rt.run("all_reduce", 8, body);  // bare again: one more than the last
+  CHECK(seen == std::vector<std::string>{"all_reduce #1", "broadcast #5", "all_gather #9", "barrier #5", "all_reduce #6"});
+  CHECK(given_op_number() == 0);
 }

@@ -351,8 +351,8 @@ void run_allreduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, Re
 }
 
 // Each op's body runs on the comm thread on op-owned copies of the caller's buffers
-// (ctx.buffer(i), in the order given to run(); group_runtime.h), numbered by the runtime: the
-// op number is gloo's tag.
+// (ctx.buffer(i), in the order given to run(); group_runtime.h), numbered by their Group
+// (op_number.h; equal on every rank): the op number is gloo's tag.
 std::uint32_t tag_of(const OpContext& op) { return static_cast<std::uint32_t>(op.seq); }
 
 WorkHandle GlooGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {

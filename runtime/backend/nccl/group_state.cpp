@@ -38,22 +38,22 @@ bool WorkRecord::finish(Status to, std::exception_ptr e) {
 
 void GroupState::fail(std::exception_ptr error, const std::string& reason, Origin origin) noexcept {
   try {
+    bool first = false;
     {
+      // Under `mutex`, so that the watchdog (which reads failed() holding it) never sees the
+      // failure without its time.
       std::lock_guard lock(mutex);
-      if (failure) {
-        log::debug("{}: also failed after the first failure: {}", label, reason);
-        return;
-      }
-      failure = error;
-      failure_reason = reason;
-      failed_at = Clock::now();
-      failed.store(true);
+      first = health->fail(error, reason);
+      if (first) failed_at = Clock::now();
     }
-    if (health) health->fail(reason);
+    if (!first) {
+      log::debug("{}: also failed after the first failure: {}", label, reason);
+      return;
+    }
     log::error("{}", reason);
 
     // The first rank to fail keeps the key (the runtime's record, first writer wins).
-    if (origin == Origin::self && health) health->publish(reason);
+    if (origin == Origin::self) health->publish(reason);
 
     std::vector<std::shared_ptr<WorkRecord>> pending_works;
     {
@@ -73,19 +73,11 @@ void GroupState::fail(std::exception_ptr error, const std::string& reason, Origi
 }
 
 void GroupState::throw_if_failed() {
-  if (!failed.load()) return;
-  std::exception_ptr e;
-  {
-    std::lock_guard lock(mutex);
-    e = failure;
-  }
-  if (e) std::rethrow_exception(e);
+  if (!health->failed()) return;
+  if (auto e = health->first_error()) std::rethrow_exception(e);
 }
 
-void GroupState::check_usable(const std::string& op) {
-  if (failed.load() && health) throw health->unusable(op);
-  throw_if_failed();
-}
+void GroupState::check_usable(const std::string& op) { health->check_usable(op); }
 
 int GroupState::poll(WorkRecord& record) {
   const int status = record.status.load();

@@ -6,9 +6,10 @@
 //   comm_mutex: every NCCL call on the communicator (the issuing thread's enqueue, the
 //               watchdog's ncclCommGetAsyncError, abort). One thread issues; abort may come
 //               from another thread, so the mutex makes abort and enqueue exclusive.
-//   mutex:      in_flight and the failure fields.
-// The job's failure record and the first failure's text go through the group runtime's
-// GroupHealth (process_group/group_health.h), which has its own lock.
+//   mutex:      in_flight, failed_at and `stopping`.
+// The group's failure (the first one, as text and as the error itself) is kept in one place, the
+// group runtime's GroupHealth (process_group/group_health.h, its own lock), as on every backend;
+// so is the job's failure record.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -67,16 +68,15 @@ struct GroupState {
 
   std::mutex mutex;
   std::vector<std::shared_ptr<WorkRecord>> in_flight;
-  std::exception_ptr failure;
-  std::string failure_reason;
-  Clock::time_point failed_at{};
-  std::atomic<bool> failed{false};
+  Clock::time_point failed_at{};  // when fail() recorded the group's failure (the exit policy's clock)
+  // (fail() records the failure in `health` and sets failed_at under `mutex` together.)
   std::condition_variable wake;  // with `mutex`: wakes the watchdog (failure, stop)
   bool stopping = false;
 
-  // The group runtime's failure state: the job's failure record (one FailureWatch, polled at
-  // the runtime's one interval), the first failure's text, the "unusable" error.
+  // The group's failure record (never null): the first failure (text and error), the "unusable"
+  // error, the job's failure record (one FailureWatch, polled at the runtime's one interval).
   std::shared_ptr<GroupHealth> health;
+  bool failed() const { return health->failed(); }
 
   // The failure path, whoever detects it (watchdog, a waiter, the issuing thread):
   //  1. the first failure wins (later ones only log);

@@ -39,21 +39,21 @@ WorkHandle NcclProcessGroup::enqueue_p2p(std::string op, std::vector<P2POp> ops)
 WorkHandle NcclProcessGroup::send(BufferView buffer, int peer, const SendOptions& options) {
   require_device(buffer, "send", "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
-  return enqueue_p2p(fmt::format("send #{} ({} to rank {})", runtime_.next_seq(), describe_view(buffer), peer),
+  return enqueue_p2p(fmt::format("send #{} ({} to rank {})", runtime_.op_number(), describe_view(buffer), peer),
                      {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
 WorkHandle NcclProcessGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
   require_device(buffer, "recv", "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
-  return enqueue_p2p(fmt::format("recv #{} ({} from rank {})", runtime_.next_seq(), describe_view(buffer), peer),
+  return enqueue_p2p(fmt::format("recv #{} ({} from rank {})", runtime_.op_number(), describe_view(buffer), peer),
                      {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
 WorkHandle NcclProcessGroup::batch_send_recv(const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) require_device(op.buffer, "batch_send_recv", op.kind == P2POp::Kind::send ? "send" : "recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
-  return enqueue_p2p(fmt::format("batch_send_recv #{} ({} ops)", runtime_.next_seq(), ops.size()), ops);
+  return enqueue_p2p(fmt::format("batch_send_recv #{} ({} ops)", runtime_.op_number(), ops.size()), ops);
 }
 
 WorkHandle NcclProcessGroup::reduce(BufferView buffer, const ReduceOptions& options) {
@@ -62,7 +62,7 @@ WorkHandle NcclProcessGroup::reduce(BufferView buffer, const ReduceOptions& opti
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
   const int root = options.root;
-  return enqueue(fmt::format("reduce #{} ({}, {}, root {})", runtime_.next_seq(), describe_view(buffer),
+  return enqueue(fmt::format("reduce #{} ({}, {}, root {})", runtime_.op_number(), describe_view(buffer),
                              reduce_op_name(options.op), root),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclReduce(buffer.data, buffer.data, buffer.count, type, op, root, comm, s);
@@ -88,7 +88,7 @@ WorkHandle NcclProcessGroup::gather(BufferView input, BufferView output, const G
   } else {
     ops.push_back(send_op(input, root));
   }
-  return enqueue_p2p(fmt::format("gather #{} ({} per rank, root {})", runtime_.next_seq(), describe_view(input), root),
+  return enqueue_p2p(fmt::format("gather #{} ({} per rank, root {})", runtime_.op_number(), describe_view(input), root),
                      std::move(ops));
 }
 
@@ -106,7 +106,7 @@ WorkHandle NcclProcessGroup::scatter(BufferView input, BufferView output, const 
   } else {
     ops.push_back(recv_op(output, root));
   }
-  return enqueue_p2p(fmt::format("scatter #{} ({} per rank, root {})", runtime_.next_seq(), describe_view(output), root),
+  return enqueue_p2p(fmt::format("scatter #{} ({} per rank, root {})", runtime_.op_number(), describe_view(output), root),
                      std::move(ops));
 }
 
@@ -120,7 +120,7 @@ WorkHandle NcclProcessGroup::all_to_all(BufferView input, BufferView output, con
     ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
   }
-  return enqueue_p2p(fmt::format("all_to_all #{} ({})", runtime_.next_seq(), describe_view(input)), std::move(ops));
+  return enqueue_p2p(fmt::format("all_to_all #{} ({})", runtime_.op_number(), describe_view(input)), std::move(ops));
 }
 
 WorkHandle NcclProcessGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts,
@@ -139,7 +139,7 @@ WorkHandle NcclProcessGroup::all_to_allv(BufferView input, const std::vector<std
     in_at += send_counts[q];
     out_at += recv_counts[q];
   }
-  return enqueue_p2p(fmt::format("all_to_allv #{} ({} in, {} out)", runtime_.next_seq(), describe_view(input),
+  return enqueue_p2p(fmt::format("all_to_allv #{} ({} in, {} out)", runtime_.op_number(), describe_view(input),
                                  describe_view(output)),
                      std::move(ops));
 }

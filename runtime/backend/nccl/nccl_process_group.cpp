@@ -117,11 +117,11 @@ NcclProcessGroup::~NcclProcessGroup() {
       }
       const bool pending = std::any_of(works.begin(), works.end(),
                                        [&](const auto& w) { return state_->poll(*w) == WorkRecord::pending; });
-      if (!pending || state_->failed.load()) break;
+      if (!pending || state_->failed()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     watchdog_.reset();
-    if (!state_->failed.load()) {
+    if (!state_->failed()) {
       std::lock_guard lock(state_->comm_mutex);
       if (!state_->comm.close(Clock::now() + close_limit_)) {
         log::warn("{}: ncclCommFinalize did not finish within {:.3g} s; the communicator was aborted", label_,
@@ -199,7 +199,7 @@ WorkHandle NcclProcessGroup::all_reduce(BufferView buffer, const AllReduceOption
   check_prescale(fmt::format("{}: all_reduce", label_), buffer, options.prescale);  // host buffers only
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("all_reduce #{} ({}, {})", runtime_.next_seq(), describe_view(buffer), reduce_op_name(options.op)),
+  return enqueue(fmt::format("all_reduce #{} ({}, {})", runtime_.op_number(), describe_view(buffer), reduce_op_name(options.op)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclAllReduce(buffer.data, buffer.data, buffer.count, type, op, comm, s);
                  });
@@ -212,7 +212,7 @@ WorkHandle NcclProcessGroup::broadcast(BufferView buffer, const BroadcastOptions
                                    options.root, size_ - 1));
   }
   const ncclDataType_t type = to_nccl(buffer.dtype);
-  return enqueue(fmt::format("broadcast #{} ({}, root {})", runtime_.next_seq(), describe_view(buffer), options.root),
+  return enqueue(fmt::format("broadcast #{} ({}, root {})", runtime_.op_number(), describe_view(buffer), options.root),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclBroadcast(buffer.data, buffer.data, buffer.count, type, options.root, comm, s);
                  });
@@ -223,7 +223,7 @@ WorkHandle NcclProcessGroup::all_gather(BufferView input, BufferView output, con
   require_device(output, "all_gather", "output");
   check_all_gather_shapes(fmt::format("{}: all_gather", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
-  return enqueue(fmt::format("all_gather #{} ({} per rank)", runtime_.next_seq(), describe_view(input)),
+  return enqueue(fmt::format("all_gather #{} ({} per rank)", runtime_.op_number(), describe_view(input)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclAllGather(input.data, output.data, input.count, type, comm, s);
                  });
@@ -235,7 +235,7 @@ WorkHandle NcclProcessGroup::reduce_scatter(BufferView input, BufferView output,
   check_reduce_scatter_shapes(fmt::format("{}: reduce_scatter", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", runtime_.next_seq(), describe_view(output),
+  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", runtime_.op_number(), describe_view(output),
                              reduce_op_name(options.op)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclReduceScatter(input.data, output.data, output.count, type, op, comm, s);
@@ -244,7 +244,7 @@ WorkHandle NcclProcessGroup::reduce_scatter(BufferView input, BufferView output,
 
 WorkHandle NcclProcessGroup::barrier(const BarrierOptions&) {
   void* scratch = barrier_scratch_.data();
-  return enqueue(fmt::format("barrier #{}", runtime_.next_seq()), [=](ncclComm_t comm, cudaStream_t s) {
+  return enqueue(fmt::format("barrier #{}", runtime_.op_number()), [=](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
   });
 }

@@ -61,7 +61,6 @@ void check_operations(GroupState& state) {
 // The job's failure record, through the group runtime's one FailureWatch (rate-limited to its
 // poll interval, like every backend's; a store that cannot be read reads as "no failure yet").
 void check_failure_key(GroupState& state) {
-  if (!state.health) return;
   const auto value = state.health->recorded_failure();
   if (!value) return;
   const std::string reason =
@@ -89,7 +88,7 @@ Watchdog::~Watchdog() {
   bool detach = false;
   {
     std::lock_guard lock(state_->mutex);
-    detach = state_->failed.load() && state_->policy == ErrorPolicy::exit;
+    detach = state_->failed() && state_->policy == ErrorPolicy::exit;
     if (!detach) state_->stopping = true;
     state_->wake.notify_all();
   }
@@ -107,7 +106,7 @@ void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
     (void)cudaSetDevice(state->device);
     std::unique_lock lock(state->mutex);
     while (!state->stopping) {
-      if (state->failed.load()) {
+      if (state->failed()) {
         if (state->policy == ErrorPolicy::raise) {
           state->wake.wait(lock, [&] { return state->stopping; });
           break;
@@ -115,16 +114,16 @@ void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
         const std::string message = fmt::format(
             "[fastrun] {}: ending the rank (exit {}) {:.0f} s after the failure above "
             "(FASTRUN_NCCL_ON_ERROR=exit; set it to raise to only fail the waits): {}\n",
-            state->label, kWatchdogExitCode, seconds(kExitGrace), state->failure_reason);
+            state->label, kWatchdogExitCode, seconds(kExitGrace), state->health->failure());
         if (state->wake.wait_until(lock, state->failed_at + kExitGrace, [&] { return state->stopping; })) break;
         end_process(message);
       }
-      state->wake.wait_for(lock, kRound, [&] { return state->stopping || state->failed.load(); });
-      if (state->stopping || state->failed.load()) continue;
+      state->wake.wait_for(lock, kRound, [&] { return state->stopping || state->failed(); });
+      if (state->stopping || state->failed()) continue;
       lock.unlock();
       check_async_error(*state);
-      if (!state->failed.load()) check_operations(*state);
-      if (!state->failed.load()) check_failure_key(*state);
+      if (!state->failed()) check_operations(*state);
+      if (!state->failed()) check_failure_key(*state);
       lock.lock();
     }
   } catch (const std::exception& e) {

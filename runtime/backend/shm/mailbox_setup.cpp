@@ -49,7 +49,7 @@ template <typename T> T& at(const Segment& seg, std::size_t offset) {
 void set_single_copy_allowed(bool allowed) { g_single_copy_allowed.store(allowed, std::memory_order_relaxed); }
 
 std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, int cpus,
-                                           P2PEngine::Hooks hooks) {
+                                           std::shared_ptr<GroupHealth> health, P2PEngine::Hooks hooks) {
   const MailboxLayout layout = MailboxLayout::for_ranks(static_cast<std::size_t>(spec.size));
   const auto me = static_cast<std::size_t>(spec.rank);
 
@@ -106,7 +106,7 @@ std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::str
   log::debug("shm group '{}': rank {} mailboxes of {} KiB, single-copy reads from {} of {} peers", spec.name,
              spec.rank, layout.ring_bytes / 1024, readable, spec.size - 1);
   return std::make_shared<P2PEngine>(std::move(seg), layout, spec.rank, spec.global_ranks, spec.name, spec.op_timeout,
-                                     cpus, std::move(hooks));
+                                     cpus, std::move(health), std::move(hooks));
 }
 
 }  // namespace fastrun::shm

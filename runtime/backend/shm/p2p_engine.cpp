@@ -31,7 +31,8 @@ class P2PEngine::BatchWork final : public Work {
 };
 
 P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks,
-                     std::string group, Duration default_timeout, int cpus, Hooks hooks)
+                     std::string group, Duration default_timeout, int cpus, std::shared_ptr<GroupHealth> health,
+                     Hooks hooks)
     : segment_(std::move(segment)),
       base_(segment_.data()),
       layout_(layout),
@@ -42,6 +43,7 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
       global_ranks_(std::move(global_ranks)),
       hooks_(std::move(hooks)),
       cpus_(cpus),
+      health_(std::move(health)),
       rendezvous_bytes_(size_ <= cpus ? std::max(kRendezvousBytes, layout.ring_bytes / 4 + 1) : kRendezvousBytes),
       peers_(static_cast<std::size_t>(size_)),
       waiter_(size_, cpus) {
@@ -72,9 +74,9 @@ void P2PEngine::check_peer(int peer) {
   if (hooks_.check_peer) hooks_.check_peer(peer);
 }
 
-void P2PEngine::report_failure(const std::string& reason) {
+void P2PEngine::report_failure() {
   std::lock_guard lock(hooks_mutex_);
-  if (hooks_.on_failure) hooks_.on_failure(reason);
+  if (hooks_.on_failure) hooks_.on_failure();
 }
 
 std::string P2PEngine::describe(const Op& op) const {
@@ -117,8 +119,8 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
   auto batch = std::make_shared<Batch>();
   batch->what = what;
   std::lock_guard lock(mutex_);
-  if (failed_) {
-    batch->error = failed_;
+  if (health_->failed()) {  // a failed p2p op or collective: the group's one record says why
+    batch->error = std::make_exception_ptr(health_->unusable(what));
     return batch;
   }
   batch->remaining = ops.size();

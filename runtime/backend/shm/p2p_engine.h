@@ -29,7 +29,10 @@
 // poll) its point-to-point Works for them to advance. A waiter spins or yields as the collective
 // channel does (wait_policy.h), then sleeps on its doorbell in short slices, checking between slices that the peers it waits for are alive
 // (the group's collective channel watches their pidfds and the job's failure key), and the
-// deadline. Any failure marks the group unusable (on_failure) and fails every pending op.
+// deadline. Any failure is recorded in the group's GroupHealth (its one failure record, shared
+// with the collectives: the first failure of either kind wins), fails every pending op and tells
+// the group (on_failure); once the group failed, every later op fails with the group's
+// "unusable after an earlier failure" error, whichever kind of op failed first.
 //
 // Threading: every call may come from any thread; one mutex guards the engine's state (the
 // copies run under it, which serialises them within a process; they are memory-bound anyway).
@@ -51,6 +54,7 @@
 #include "fastrun/runtime/backend/shm/mailbox_layout.h"
 #include "fastrun/runtime/backend/shm/segment.h"
 #include "fastrun/runtime/backend/shm/wait_policy.h"
+#include "fastrun/runtime/process_group/group_health.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun::shm {
@@ -68,14 +72,14 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   struct Hooks {
     // Throws PeerFailure when `peer` died, aborted or the job recorded a failure.
     std::function<void(int peer)> check_peer;
-    // Called once with the first failure (the group becomes unusable).
-    std::function<void(const std::string& reason)> on_failure;
+    // Called after a failure was recorded in the group's health (shm: tell the peers at once).
+    std::function<void()> on_failure;
   };
 
   // `segment` is mapped and set up (make_p2p_engine); ring (s, d) is at layout.ring_offset.
-  // `global_ranks` name the members in messages.
+  // `global_ranks` name the members in messages. `health`: the group's failure record.
   P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks, std::string group,
-            Duration default_timeout, int cpus, Hooks hooks);
+            Duration default_timeout, int cpus, std::shared_ptr<GroupHealth> health, Hooks hooks);
   ~P2PEngine();
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
@@ -90,7 +94,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // group (Channel::set_idle_hook). Never throws: a failure reaches the Works it concerns.
   void poll() noexcept;
   // The group goes away: hooks are dropped (Works still waited on afterwards only time out or
-  // see their peers' messages; they no longer reach the group).
+  // see their peers' messages; they no longer reach the group's channel, only its health).
   void detach();
 
  private:
@@ -147,7 +151,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::string where(const char* what) const;
   std::string who(int rank) const;
   void check_peer(int peer);
-  void report_failure(const std::string& reason);
+  void report_failure();
 
   Segment segment_;
   std::byte* base_;
@@ -160,11 +164,11 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::mutex hooks_mutex_;  // guards hooks_ (detach() clears them)
   Hooks hooks_;
   int cpus_;                      // the CPUs this rank may run on
+  std::shared_ptr<GroupHealth> health_;  // the group's failure record: once failed, every later op fails
   std::size_t rendezvous_bytes_;  // kRendezvousBytes or more (the ring's size decides)
   std::mutex mutex_;
   std::vector<Peer> peers_;
   std::uint64_t next_id_ = 1;
-  std::exception_ptr failed_;  // set once: every later op fails with it
   SpinThenYield waiter_;  // `cpus`: the CPUs this rank may run on
 };
 
@@ -192,6 +196,6 @@ CopyCounts copy_counts();
 // creates it and publishes the name under "shm/mailboxes"), the CMA probe, two store barriers.
 // `cpus`: the CPUs this rank may run on (the wait policy spins only with a core per rank).
 std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, int cpus,
-                                           P2PEngine::Hooks hooks);
+                                           std::shared_ptr<GroupHealth> health, P2PEngine::Hooks hooks);
 
 }  // namespace fastrun::shm

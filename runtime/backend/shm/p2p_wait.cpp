@@ -131,24 +131,19 @@ std::exception_ptr P2PEngine::timeout_error(Batch& batch, Duration timeout) {
                           std::move(pending), "the peer has not posted the matching send/recv"})));
 }
 
-// Fails every pending op with `error` and tells the group; throws it.
+// Records the failure in the group's health (first one wins: ops posted from here on are refused
+// with it), fails every pending op with `error` and tells the group; throws it.
 void P2PEngine::give_up(const std::exception_ptr& error) {
-  std::string reason;
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    reason = e.what();
-  }
+  health_->fail(error);
   {
     std::lock_guard lock(mutex_);
     fail_all(error);
   }
-  report_failure(reason);
+  report_failure();
   std::rethrow_exception(error);
 }
 
 void P2PEngine::fail_all(const std::exception_ptr& error) {
-  if (!failed_) failed_ = error;
   for (Peer& peer : peers_) {
     for (Out& o : peer.out) {
       if (o.send) finish(o.send, error);

@@ -37,12 +37,10 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
   hooks.check_peer = [this](int peer) {
     chan_->check_peer(peer, fmt::format("shm point-to-point on group '{}' rank {}", name_, rank_));
   };
-  // The health by shared_ptr: the hook may run while the runtime is being torn down (~ShmGroup).
-  hooks.on_failure = [this, health = runtime_->shared_health()](const std::string& reason) {
-    health->fail(reason);
-    chan_->abort();  // peers in a collective with us fail now too
-  };
-  p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), std::move(hooks));
+  // The engine records its failures in the group's health itself (by shared_ptr: it may fail
+  // while the runtime is being torn down, ~ShmGroup); the hook tells the peers.
+  hooks.on_failure = [this] { chan_->abort(); };  // peers in a collective with us fail now too
+  p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), runtime_->shared_health(), std::move(hooks));
   // No progress thread: a rank blocked in a collective moves pending messages (p2p_progress.h).
   if (p2p_) register_for_progress(p2p_);
   chan_->set_idle_hook(&progress_all_p2p);
