@@ -83,15 +83,15 @@ std::vector<std::uint8_t> scatter_bytes(Group& group, const std::vector<std::vec
       sizes[r] = static_cast<std::int64_t>(per_rank[r].size());
       slot = std::max(slot, static_cast<std::int64_t>(words_for(per_rank[r].size())));
     }
-  wait(g.process_group().broadcast(view_of(&slot, 1), {root}));
+  wait(g.broadcast(view_of(&slot, 1), {root}));
   std::int64_t size = 0;
-  wait(g.process_group().scatter(view_of(sizes.data(), sizes.size()), view_of(&size, 1), {root}));
+  wait(g.scatter(view_of(sizes.data(), sizes.size()), view_of(&size, 1), {root}));
   const auto words = static_cast<std::size_t>(slot);
   std::vector<std::int64_t> all(is_root ? words * n : 0), mine(words);
   if (is_root)
     for (std::size_t r = 0; r < n; ++r)
       if (!per_rank[r].empty()) std::memcpy(all.data() + r * words, per_rank[r].data(), per_rank[r].size());
-  wait(g.process_group().scatter(view_of(all.data(), all.size()), view_of(mine.data(), words), {root}));
+  wait(g.scatter(view_of(all.data(), all.size()), view_of(mine.data(), words), {root}));
   const auto* p = reinterpret_cast<const std::uint8_t*>(mine.data());
   return std::vector<std::uint8_t>(p, p + size);
 }
@@ -101,8 +101,8 @@ void send_bytes(Group& group, const std::vector<std::uint8_t>& bytes, int peer, 
   std::int64_t size = static_cast<std::int64_t>(bytes.size());
   std::vector<std::int64_t> words(words_for(bytes.size()));
   if (!bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
-  auto a = g.process_group().send(view_of(&size, 1), peer, {tag});
-  auto b = g.process_group().send(view_of(words.data(), words.size()), peer, {tag});
+  auto a = g.send(view_of(&size, 1), peer, {tag});
+  auto b = g.send(view_of(words.data(), words.size()), peer, {tag});
   wait(a);
   wait(b);
 }
@@ -110,9 +110,9 @@ void send_bytes(Group& group, const std::vector<std::uint8_t>& bytes, int peer, 
 std::vector<std::uint8_t> recv_bytes(Group& group, int peer, int tag) {
   Group& g = group.cpu_group();
   std::int64_t size = 0;
-  wait(g.process_group().recv(view_of(&size, 1), peer, {tag}));
+  wait(g.recv(view_of(&size, 1), peer, {tag}));
   std::vector<std::int64_t> words(words_for(static_cast<std::size_t>(size)));
-  wait(g.process_group().recv(view_of(words.data(), words.size()), peer, {tag}));
+  wait(g.recv(view_of(words.data(), words.size()), peer, {tag}));
   const auto* p = reinterpret_cast<const std::uint8_t*>(words.data());
   return std::vector<std::uint8_t>(p, p + size);
 }
