@@ -18,18 +18,15 @@
 //          launcher runs here and the master is 127.0.0.1.
 // Options: --ranks 2,4,8,16,32  --reps 7  --fastrun PATH (default: next to this binary, or
 // ../tools/fastrun in a build tree). Medians are printed; nothing is asserted.
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -41,11 +38,10 @@
 #include "bench_process.h"
 #include "bench_registry.h"
 #include "fastrun/runtime/env/registry.h"
-#include "fastrun/runtime/text/number.h"
-#include "fastrun/tools/flags/number_flags.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/join.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/tools/flags/number_flags.h"
 
 namespace fastrun::bench {
 namespace {
