@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/launcher/stall_scan.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/full_io.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "fastrun/runtime/env/registry.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
 

@@ -18,27 +18,8 @@ TOPS = ("runtime", "launcher", "samplers", "torch")
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]fastrun/([^">]+)[">]')
 
 # Back edges that exist today, each with why; breaking one means moving the piece that makes it.
-KNOWN_BACK_EDGES = {
-    # runtime/ itself holds both the base every folder uses (error.h, log.h, duration.h) and the
-    # top (context.h, no_sync_guard.h): its upward edges close a cycle with every folder below.
-    # Fix: the Context and the guard in a folder of their own above process_group and join.
-    ("runtime", "runtime/process_group"): "context.h: a Context holds the world Group",
-    ("runtime", "runtime/store"): "context.h: a Context holds the job's store",
-    ("runtime", "runtime/join"): "context.h includes join/join.h, so that it alone is enough to join",
-    ("runtime", "runtime/backend"): "context.cpp: new_group() makes groups through the backend registry",
-    ("runtime", "runtime/ddp"): "no_sync_guard.cpp switches a DDP's sync off and on",
-    ("runtime", "runtime/env"): "log.cpp reads FASTRUN_LOG_LEVEL from the env registry",
-    ("runtime", "runtime/os"): "log.cpp tags lines with the host name (os/host.h)",
-    # A factory names its implementations, which use the folder's interface.
-    ("runtime/backend", "runtime/backend/gloo"): "registry.cpp makes gloo groups (static builds); gloo_group.cpp "
-    "uses gloo_host.h of runtime/backend",
-    ("runtime/store", "runtime/store/file"): "cleanup.cpp sweeps stale file stores",
-    ("runtime/store", "runtime/store/shm"): "cleanup.cpp sweeps stale shm stores",
-    # Joining makes the world group; a group's failure record names ranks by their PeerInfo.
-    ("runtime/process_group", "runtime/join"): "group_health.h names a failed rank by its join PeerInfo",
-    # The CUDA component registers the nccl backend, which uses the CUDA device helpers.
-    ("runtime/cuda", "runtime/backend/nccl"): "component.cpp registers the nccl backend when the component loads",
-}
+# None left: each piece moved to the layer it belongs to (docs/runtime.md, Layers).
+KNOWN_BACK_EDGES = {}
 
 
 def folder_of(include):
