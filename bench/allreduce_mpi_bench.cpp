@@ -33,7 +33,7 @@
 #include "fastrun/tools/flags/number_flags.h"
 #include "memory_rate.h"
 #include "forked_group.h"
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"

@@ -20,11 +20,11 @@
 #include <fmt/format.h>
 
 #include "bench_registry.h"
-#include "fastrun/tools/flags/number_flags.h"
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/tools/flags/number_flags.h"
 
 namespace fastrun::bench {
 namespace {

@@ -26,9 +26,9 @@
 
 #include "bench_registry.h"
 #include "ddp_bench.h"
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/text/number.h"
 #include "fastrun/tools/flags/number_flags.h"
 

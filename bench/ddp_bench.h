@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/ddp/ddp.h"
+#include "fastrun/runtime/join/context.h"
 
 namespace fastrun::bench::ddp {
 

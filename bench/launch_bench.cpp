@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -36,11 +36,10 @@
 #include "bench_process.h"
 #include "bench_registry.h"
 #include "fastrun/runtime/env/registry.h"
-#include "fastrun/runtime/text/number.h"
-#include "fastrun/tools/flags/number_flags.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/join.h"
 #include "fastrun/runtime/store/factory.h"
+#include "fastrun/tools/flags/number_flags.h"
 
 namespace fastrun::bench {
 namespace {

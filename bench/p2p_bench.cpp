@@ -21,7 +21,7 @@
 #include "bench_registry.h"
 #include "fastrun/tools/flags/number_flags.h"
 #include "forked_group.h"
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "p2p_sizes.h"

@@ -1,7 +1,7 @@
 # fastrun_library(NAME <target> ALIAS <alias> SOURCES ... PUBLIC_HEADERS ...): one place for how
 # a fastrun library is declared (include layout, C++20 usage requirement, warnings, alias,
 # shared or static, RUNPATH, which headers are installed), so the layers stay alike.
-# PUBLIC_HEADERS are paths relative to the source root ("runtime/context.h"): the headers a
+# PUBLIC_HEADERS are paths relative to the source root ("runtime/join/context.h"): the headers a
 # user's program includes. Only they are installed; tests/install checks that none of them
 # includes a header outside the list.
 if(FASTRUN_SHARED_LIBS)

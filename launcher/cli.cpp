@@ -23,7 +23,7 @@
 #include "fastrun/runtime/backend/gloo_host.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/text/number.h"
 #include "fastrun/runtime/version.h"
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <exception>
 
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::launcher {

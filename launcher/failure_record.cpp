@@ -10,7 +10,7 @@
 
 #include "fastrun/launcher/exit_status.h"
 #include "fastrun/launcher/spawn.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 
 namespace fastrun::launcher {
 namespace {

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
 

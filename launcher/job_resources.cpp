@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
 
 namespace fastrun::launcher {

@@ -17,7 +17,7 @@
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/gather.h"

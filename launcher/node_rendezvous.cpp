@@ -13,13 +13,13 @@
 
 #include "fastrun/launcher/free_port.h"
 #include "fastrun/launcher/node_records.h"
-#include "fastrun/runtime/cluster/local_address.h"
 #include "fastrun/launcher/spawn.h"
+#include "fastrun/runtime/cluster/local_address.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
-#include "fastrun/runtime/join/peer_info.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
+#include "fastrun/runtime/process_group/peer_info.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
 

@@ -10,7 +10,7 @@
 #include "fastrun/launcher/node_rendezvous.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"

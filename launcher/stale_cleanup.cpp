@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fastrun/launcher/job_resources.h"
-#include "fastrun/runtime/store/cleanup.h"
+#include "fastrun/runtime/store/cleanup/cleanup.h"
 
 namespace fastrun::launcher {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 
 namespace fastrun::launcher {

@@ -1,6 +1,6 @@
 #pragma once
 // How the runtime learns a rank's device without linking CUDA: the CUDA/NCCL component
-// (fastrun::nccl, runtime/cuda/component.cpp) installs a probe when it is loaded; without it
+// (fastrun::nccl, runtime/backend/nccl/component.cpp) installs a probe when it is loaded; without it
 // every rank is a CPU rank. Internal header.
 //
 // Threading: install at load time (static initialisation); probe from any thread afterwards.

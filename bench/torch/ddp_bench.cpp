@@ -26,8 +26,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/tools/flags/number_flags.h"
 #include "fastrun/torch/ddp.h"
 

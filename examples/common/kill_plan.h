@@ -4,17 +4,18 @@
 // fastrun --max-restarts), or in every attempt without it. SIGKILL, not an exit: a rank lost to
 // the OOM killer or a dead node gets no clean-up either. Several entries kill in several
 // attempts, so that one run can be restarted more than once at steps a test picks.
-#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/text/number.h"
+#include "fastrun/runtime/text/split.h"
 
 namespace fastrun_examples {
 
@@ -28,17 +29,8 @@ struct KillAt {
 inline std::vector<KillAt> parse_kill_plan(const std::string& text) {
   std::vector<KillAt> plan;
   if (text.empty()) return plan;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string entry = text.substr(begin, end - begin);
-    std::vector<std::string> parts;
-    for (std::size_t b = 0;;) {
-      const std::size_t e = entry.find(':', b);
-      parts.push_back(entry.substr(b, e == std::string::npos ? std::string::npos : e - b));
-      if (e == std::string::npos) break;
-      b = e + 1;
-    }
+  for (const std::string_view entry : fastrun::text::split(text, ',')) {
+    const auto parts = fastrun::text::split(entry, ':');
     if (parts.size() < 2 || parts.size() > 3)
       throw fastrun::ConfigError(fmt::format("--kill-at '{}': expected STEP:RANK or STEP:RANK:ATTEMPT, "
                                              "comma-separated (e.g. 40:1:0)",
@@ -48,7 +40,6 @@ inline std::vector<KillAt> parse_kill_plan(const std::string& text) {
     k.rank = fastrun::text::parse_integer("--kill-at RANK", parts[1], 0, 1 << 20);
     if (parts.size() == 3) k.attempt = fastrun::text::parse_integer("--kill-at ATTEMPT", parts[2], 0, 1 << 20);
     plan.push_back(k);
-    begin = end + 1;
   }
   return plan;
 }

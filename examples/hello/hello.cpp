@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/join/context.h"
 
 namespace {
 const char* env_or(const char* name, const char* fallback) {

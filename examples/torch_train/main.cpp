@@ -15,9 +15,9 @@
 #include <torch/torch.h>
 
 #include "fastrun/launcher/self_launch.h"
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/samplers/random_sampler.h"
 #include "fastrun/torch/checkpoint.h"
 #include "fastrun/torch/ddp.h"

@@ -12,9 +12,9 @@
 #include "../common/resume_path.h"
 #include "checkpoint.h"
 #include "fastrun/launcher/self_launch.h"
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/objects/object_collectives.h"
 #include "fastrun/samplers/random_sampler.h"
 

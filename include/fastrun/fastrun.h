@@ -7,13 +7,13 @@
 // included here is installed and includes only installed headers; nothing else is public.
 // docs/index.md maps the topics; docs/installing.md shows the ways to depend on fastrun.
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/ddp/ddp.h"
-#include "fastrun/runtime/fastnlp_compat/driver.h"
-#include "fastrun/runtime/join/join.h"
+#include "fastrun/runtime/ddp/no_sync_guard.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/no_sync_guard.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
+#include "fastrun/runtime/join/context.h"
+#include "fastrun/runtime/join/join.h"
 #include "fastrun/runtime/objects/object_collectives.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"

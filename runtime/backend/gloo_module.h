@@ -5,7 +5,7 @@
 // (Static builds compile it into the runtime instead.) Internal header.
 //
 // Threading: safe from any thread; the module is loaded once.
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/factory.h"
 
 namespace fastrun::backend {
 

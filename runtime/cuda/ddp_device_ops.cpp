@@ -1,14 +1,16 @@
 // Device-memory hooks for DDP (runtime/ddp/buffer_ops.h): bucket allocation, device-to-device
-// gradient copies, and the host copies of the set-up's layout check. Installed by the component (component.cpp) without touching CUDA (function
-// pointers only), so CUDA_VISIBLE_DEVICES is still read at the rank's first real CUDA call.
+// gradient copies, and the host copies of the set-up's layout check. Installed by the component
+// (runtime/backend/nccl/component.cpp) without touching CUDA (function pointers only), so
+// CUDA_VISIBLE_DEVICES is still read at the rank's first real CUDA call.
 // Copies are synchronous cudaMemcpy on the legacy default stream (the contract of
 // docs/backend-nccl.md): a bucket is filled before its all-reduce is enqueued, and read back
 // only after that all-reduce's Work::wait returned.
+#include "fastrun/runtime/cuda/ddp_device_ops.h"
+
 #include <cuda_runtime_api.h>
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/cuda/component.h"
 #include "fastrun/runtime/cuda/cuda_check.h"
 #include "fastrun/runtime/ddp/buffer_ops.h"
 

@@ -9,7 +9,7 @@
 
 #include "fastrun/runtime/ddp/layout_check.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 
 namespace fastrun {
 

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "fastrun/runtime/ddp/bucket_plan.h"
-#include "fastrun/runtime/no_sync_guard.h"
+#include "fastrun/runtime/ddp/no_sync_guard.h"
 #include "fastrun/runtime/process_group/group.h"
 #include "fastrun/runtime/process_group/process_group.h"
 

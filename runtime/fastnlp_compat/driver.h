@@ -1,14 +1,14 @@
 #pragma once
 // The fastNLP driver surface (docs/runtime.md, "Driver surface"): what fastNLP users call
 // around their training loop. These act on the current context (the last fastrun::join() still
-// alive, context.h); without one they behave as a world of one (rank from the environment).
+// alive, join/context.h); without one they behave as a world of one (rank from the environment).
 //
 //   if (fastrun::is_global_zero()) save(...);
 //   fastrun::barrier();                                   // no-op at NO_SYNC >= 1
 //   auto metrics = fastrun::all_gather(local_metrics);    // {local} at NO_SYNC 2
 //   auto cfg = fastrun::broadcast_object(cfg_on_0, 0);    // object_collectives.h; own value at NO_SYNC 2
 //   fastrun::rank_zero_call([&] { write_report(); });     // rank 0 only, NO_SYNC 2 inside
-//   { fastrun::NoSyncGuard g(2); ... }                    // no_sync_guard.h; restored on every exit path
+//   { fastrun::NoSyncGuard g(2); ... }                    // ddp/no_sync_guard.h; restored on every exit path
 //   { fastrun::AllRanksGuard g; ... }                     // every rank counts as rank 0 inside
 //   std::mt19937_64 rng(fastrun::per_rank_seed());        // seed from FASTRUN_GLOBAL_SEED + rank
 #include <cstdint>
@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/ddp/no_sync_guard.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/objects/object_collectives.h"
-#include "fastrun/runtime/no_sync_guard.h"
 #include "fastrun/runtime/process_group/no_sync.h"
 
 namespace fastrun {

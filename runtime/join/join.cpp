@@ -9,15 +9,15 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/device_probe.h"
 #include "fastrun/runtime/cluster/local_address.h"
+#include "fastrun/runtime/device_probe.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
-#include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/join/rendezvous.h"
 #include "fastrun/runtime/join/stall_host.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
+#include "fastrun/runtime/process_group/peer_info.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/prefix_store.h"

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/duration.h"
+#include "fastrun/runtime/join/context.h"
 
 namespace fastrun {
 

@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "fastrun/runtime/join/peer_info.h"
+#include "fastrun/runtime/process_group/peer_info.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::join_detail {

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/env/registry.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 #include "fastrun/runtime/process_group/stall_scanner.h"
 

@@ -2,7 +2,7 @@
 // Object collectives over fastrun::serializer<T> (serializer.h). Blocking calls, collective
 // over `group` (every member calls, same order). Every call takes its group last, as a pointer,
 // in torch's order (broadcast_object_list(objects, src, group)): without one it acts on the
-// current context's world (context.h), and without a context on a world of one. They run on
+// current context's world (join/context.h), and without a context on a world of one. They run on
 // the group's CPU companion
 // (Group::cpu_group(): the group itself on gloo/shm, a gloo group over the same ranks in NCCL
 // jobs), so objects never touch a device.
@@ -27,8 +27,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/objects/serializer.h"
 #include "fastrun/runtime/process_group/group.h"
 #include "fastrun/runtime/process_group/no_sync.h"

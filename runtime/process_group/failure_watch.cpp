@@ -1,6 +1,6 @@
 #include "fastrun/runtime/process_group/failure_watch.h"
 
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/job_keys.h"
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/flight_recorder.h"
 #include "fastrun/runtime/store/job_keys.h"
 

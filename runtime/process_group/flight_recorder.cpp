@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/process_group/flight_monitor.h"
 #include "fastrun/runtime/process_group/stall_board.h"

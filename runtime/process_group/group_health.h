@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
+#include "fastrun/runtime/process_group/peer_info.h"
 #include "fastrun/runtime/process_group/process_group.h"
 
 namespace fastrun {

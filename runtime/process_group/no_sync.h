@@ -6,7 +6,7 @@
 //      fills only this rank's slot, reduce_scatter copies this rank's own block; object
 //      collectives return only this rank's object (see objects/object_collectives.h).
 // The level is FASTRUN_NO_SYNC (parsed once per process, on first use) unless a scoped guard
-// (no_sync_guard.h) or set_no_sync_level overrides it.
+// (ddp/no_sync_guard.h) or set_no_sync_level overrides it.
 // Thread-safety: an atomic; a guard in one thread is seen by all threads of the process, as
 // fastNLP's environment-variable switch is.
 namespace fastrun {

@@ -104,7 +104,7 @@ class ProcessGroup {
                                  const AllToAllOptions& options = {}) = 0;
 };
 
-struct PeerInfo;  // runtime/join/peer_info.h
+struct PeerInfo;  // runtime/process_group/peer_info.h
 
 // What a backend needs to build a group. The store is already prefixed for this group and
 // generation, so backend keys never collide with another group's.

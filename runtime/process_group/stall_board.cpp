@@ -15,8 +15,8 @@
 
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/text/number.h"
-#include "fastrun/runtime/log.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
 

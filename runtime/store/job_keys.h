@@ -13,7 +13,7 @@ namespace fastrun {
 // Marks a failed rank. Value: "rank N: reason". The first failure recorded wins.
 inline constexpr const char* kFailureKey = "fastrun/failure";
 
-// What a rank publishes about itself when it joins (runtime/join/peer_info.h).
+// What a rank publishes about itself when it joins (runtime/process_group/peer_info.h).
 std::string peer_key(int global_rank);
 // The join of round `generation` is one all-gather round under this prefix (runtime/store/gather.h);
 // a rank's arrival key in it (its PeerInfo) is join_arrival_key.

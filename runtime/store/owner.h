@@ -1,6 +1,6 @@
 #pragma once
 // Who created a store, recorded where the store lives (the shm segment header, the file store's
-// "owner" marker), so that `fastrun --cleanup` (cleanup.h) can tell a stale store — whose
+// "owner" marker), so that `fastrun --cleanup` (store/cleanup/cleanup.h) can tell a stale store — whose
 // creator died, e.g. by SIGKILL — from a live job's. A pid alone is not enough (pids are
 // reused): the creator is identified by pid + process start time (clock ticks since boot, field
 // 22 of /proc/PID/stat) + boot id + host name.

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/process_group/half_float.h"
 #include "test_support/rank_runner.h"
 

@@ -12,7 +12,7 @@
 
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
 #include "fastrun/runtime/backend/nccl/nccl_types.h"
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/error.h"
 #include "gpu/nccl_failure_checks.h"

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/flight_recorder.h"
 #include "test_support/rank_runner.h"

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "test_support/rank_runner.h"
 
 using namespace fastrun;

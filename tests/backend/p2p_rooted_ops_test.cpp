@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/backend/shm/p2p_engine.h"
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "shm_values.h"
 #include "test_support/rank_runner.h"
 

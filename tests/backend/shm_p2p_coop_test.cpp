@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/backend/shm/p2p_engine.h"
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "test_support/children.h"
 #include "test_support/rank_runner.h"
 #include "test_support/skip.h"

@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/cuda/device_buffer.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/ddp/buffer_ops.h"

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <fstream>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/ddp/buffer_ops.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "test_support/rank_runner.h"
 
 using namespace fastrun;

@@ -12,6 +12,9 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -138,6 +141,22 @@ TEST_CASE("train_mlp: a rank SIGKILLed mid-epoch, resumed on the same or another
 }
 
 #ifdef FASTRUN_BIN
+TEST_CASE("train_mlp: a malformed --kill-at entry is refused by name before anything starts", "[ddp][train]") {
+  // Fields come from text::split: an empty entry or part reaches the checks, which name it.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"5:1,7", "--kill-at '7': expected STEP:RANK or STEP:RANK:ATTEMPT, comma-separated"},
+      {"5:1,", "--kill-at '': expected STEP:RANK or STEP:RANK:ATTEMPT"},
+      {"5:1:0:2", "--kill-at '5:1:0:2': expected STEP:RANK or STEP:RANK:ATTEMPT"},
+      {"5:", "--kill-at RANK='' is not valid: expected an integer from 0 to"},
+      {"5:1:x", "--kill-at ATTEMPT='x' is not valid"}};
+  for (const auto& [plan, message] : cases) {
+    INFO("--kill-at " << plan);
+    const auto r = run({TRAIN_MLP_BIN, "--kill-at", plan});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(message));
+  }
+}
+
 TEST_CASE("train_mlp under the fastrun CLI: 4 ranks with --log-dir", "[ddp][train][cli]") {
   TempDir dir;
   auto r = run({FASTRUN_BIN, "--nproc", "4", "--log-dir", dir / "logs", "--run-id", "mlp-logs", TRAIN_MLP_BIN,

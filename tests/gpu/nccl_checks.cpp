@@ -19,9 +19,9 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/env/registry.h"
+#include "fastrun/runtime/join/context.h"
 #include "gpu/nccl_failure_checks.h"
 #include "gpu/nccl_p2p_suite.h"
 #include "gpu/nccl_suite.h"

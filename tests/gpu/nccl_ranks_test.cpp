@@ -22,11 +22,11 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/registry.h"
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/join/join.h"
 #include "gpu/nccl_p2p_suite.h"
 #include "gpu/nccl_suite.h"

@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/cuda/device_buffer.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/half_float.h"

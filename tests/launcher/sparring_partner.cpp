@@ -63,11 +63,11 @@
 #include <CLI/CLI.hpp>
 
 #include "fastrun/launcher/self_launch.h"
-#include "fastrun/runtime/context.h"
-#include "fastrun/runtime/fastnlp_compat/driver.h"
-#include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/fastnlp_compat/driver.h"
+#include "fastrun/runtime/join/context.h"
+#include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/text/number.h"

@@ -1,60 +1,54 @@
 #!/usr/bin/env python3
-"""No folder depends on a folder that depends on it (issue 26).
+"""No folder depends on a folder that depends on it (issue 26; the rule is in docs/runtime.md, "Layers").
 
-Folders are the directories under runtime/, launcher/, samplers/ and torch/; folder A depends on
-folder B when a file in A includes "fastrun/<B>/...". The graph, less the known back edges
-listed in KNOWN_BACK_EDGES (each with the reason it is there), must have no cycle: a new include
-that closes one fails here, naming the folders and the include lines. A known edge that is gone
-must leave the list too, and so must one that no longer closes a cycle: the list only shrinks.
+A folder is a directory of the trees in TOPS (runtime/process_group, runtime/backend/shm,
+launcher, bench, ...); the files directly in a directory are that folder (runtime/error.h is
+folder "runtime"). Folder A depends on folder B when a file in A includes a header in B, as
+"fastrun/<B>/x.h" or relative to itself ("../common/kill_plan.h").
 
-Usage: check_folder_cycles.py SOURCE_DIR
+A parent and its sub-folders are separate folders, and an include between them is an ordinary
+edge. So a parent is either the base its sub-folders build on (runtime/: error.h, duration.h;
+runtime/backend/: the Factory type; runtime/store/: the Store interface) or a layer above them,
+never both: what names the sub-folders (the backend registry, the stale-store sweep) lives in a
+sub-folder of its own (runtime/backend/registry, runtime/store/cleanup).
+
+Any cycle fails, naming its folders and one include line per edge. Usage:
+  check_folder_cycles.py SOURCE_DIR
+tests/runtime/layering_fixture/ is a tree with a cycle: the test that this script fails on it
+keeps the check from passing by finding nothing.
 """
 import collections
 import os
 import re
 import sys
 
-TOPS = ("runtime", "launcher", "samplers", "torch")
-INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]fastrun/([^">]+)[">]')
-
-# Back edges that exist today, each with why; breaking one means moving the piece that makes it.
-KNOWN_BACK_EDGES = {
-    # runtime/ itself holds both the base every folder uses (error.h, log.h, duration.h) and the
-    # top (context.h, no_sync_guard.h): its upward edges close a cycle with every folder below.
-    # Fix: the Context and the guard in a folder of their own above process_group and join.
-    ("runtime", "runtime/process_group"): "context.h: a Context holds the world Group",
-    ("runtime", "runtime/store"): "context.h: a Context holds the job's store",
-    ("runtime", "runtime/join"): "context.h includes join/join.h, so that it alone is enough to join",
-    ("runtime", "runtime/backend"): "context.cpp: new_group() makes groups through the backend registry",
-    ("runtime", "runtime/ddp"): "no_sync_guard.cpp switches a DDP's sync off and on",
-    ("runtime", "runtime/env"): "log.cpp reads FASTRUN_LOG_LEVEL from the env registry",
-    ("runtime", "runtime/os"): "log.cpp tags lines with the host name (os/host.h)",
-    # A factory names its implementations, which use the folder's interface.
-    ("runtime/backend", "runtime/backend/gloo"): "registry.cpp makes gloo groups (static builds); gloo_group.cpp "
-    "uses gloo_host.h of runtime/backend",
-    ("runtime/store", "runtime/store/file"): "cleanup.cpp sweeps stale file stores",
-    ("runtime/store", "runtime/store/shm"): "cleanup.cpp sweeps stale shm stores",
-    # Joining makes the world group; a group's failure record names ranks by their PeerInfo.
-    ("runtime/process_group", "runtime/join"): "group_health.h names a failed rank by its join PeerInfo",
-    # The CUDA component registers the nccl backend, which uses the CUDA device helpers.
-    ("runtime/cuda", "runtime/backend/nccl"): "component.cpp registers the nccl backend when the component loads",
-}
+TOPS = ("runtime", "launcher", "samplers", "torch", "tools", "bench", "examples")
+SUFFIXES = (".h", ".cpp", ".cu", ".cuh", ".def")
+INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<(fastrun/[^>]+)>)')
 
 
-def folder_of(include):
-    """The folder an include "fastrun/..." names, or None outside the four trees."""
-    if include.startswith("torch/"):  # fastrun/torch/x.h lives in torch/include/fastrun/torch/
-        return os.path.dirname("torch/include/fastrun/" + include)
-    folder = os.path.dirname(include)
-    return folder if folder.split("/")[0] in TOPS else None
+def folder_of(include, here, source_dir):
+    """The folder (relative to source_dir) of the header an include names, or None when it is
+    not one of the trees' files (a system header, a generated file)."""
+    if include.startswith("fastrun/torch/"):  # lives in torch/include/fastrun/torch/
+        path = "torch/include/" + include
+    elif include.startswith("fastrun/"):
+        path = include[len("fastrun/"):]
+    else:  # relative to the including file, as the compiler looks first
+        path = os.path.normpath(os.path.join(here, include))
+    if path.split("/")[0] not in TOPS or not os.path.isfile(os.path.join(source_dir, path)):
+        return None
+    return os.path.dirname(path)
 
 
 def edges_of(source_dir):
-    edges = collections.defaultdict(list)  # (from, to) -> ["file:line", ...]
+    """{(from folder, to folder): ["file:line", ...]} over every source file of the trees."""
+    edges = collections.defaultdict(list)
     for top in TOPS:
-        for dirpath, _, files in os.walk(os.path.join(source_dir, top)):
+        for dirpath, dirnames, files in os.walk(os.path.join(source_dir, top)):
+            dirnames.sort()
             for name in sorted(files):
-                if not name.endswith((".h", ".cpp", ".cu", ".cuh", ".def")):
+                if not name.endswith(SUFFIXES):
                     continue
                 path = os.path.join(dirpath, name)
                 rel = os.path.relpath(path, source_dir)
@@ -62,18 +56,19 @@ def edges_of(source_dir):
                 with open(path, errors="replace") as f:
                     for number, line in enumerate(f, 1):
                         m = INCLUDE.match(line)
-                        to = folder_of(m.group(1)) if m else None
-                        if to and to != here:
-                            edges[(here, to)].append(f"{rel}:{number}")
+                        to = folder_of(m.group(1) or m.group(2), here, source_dir) if m else None
+                        if to is not None and to != here:
+                            edges[(here, to)].append(f"{rel}:{number}: {line.strip()}")
     return edges
 
 
 def a_cycle(edges):
-    """One cycle as a list of folders (first == last), or None."""
+    """One cycle as a list of folders (first == last), or None. Depth-first, in sorted order, so
+    the same tree always reports the same cycle."""
     graph = collections.defaultdict(list)
     for a, b in edges:
         graph[a].append(b)
-    state = {}  # 1: on the path, 2: done
+    state = {}  # 1: on the current path, 2: done, no cycle through it
     path = []
 
     def visit(v):
@@ -99,28 +94,26 @@ def a_cycle(edges):
 
 
 def main():
+    if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
+        print(f"usage: {sys.argv[0]} SOURCE_DIR (a directory holding {', '.join(TOPS)})")
+        return 2
     source_dir = sys.argv[1]
     edges = edges_of(source_dir)
-    failed = False
-    stale = [e for e in KNOWN_BACK_EDGES if e not in edges]
-    for a, b in stale:
-        print(f"known back edge {a} -> {b} is gone: remove it from KNOWN_BACK_EDGES in {__file__}")
-        failed = True
-    remaining = {e: where for e, where in edges.items() if e not in KNOWN_BACK_EDGES}
-    for edge in KNOWN_BACK_EDGES:
-        if edge in edges and not a_cycle({**remaining, edge: edges[edge]}):
-            print(f"known back edge {edge[0]} -> {edge[1]} closes no cycle any more: remove it from KNOWN_BACK_EDGES")
-            failed = True
-    cycle = a_cycle(remaining)
+    if not edges:
+        print(f"no include between folders of {', '.join(TOPS)} under {source_dir}: wrong directory?")
+        return 1
+    cycle = a_cycle(edges)
     if cycle:
         print("a folder depends on a folder that depends on it:")
         for a, b in zip(cycle, cycle[1:]):
-            print(f"  {a} -> {b}  ({', '.join(remaining[(a, b)][:3])})")
-        print("move the piece that makes the back edge to the folder it belongs to (tests/runtime/check_folder_cycles.py)")
-        failed = True
-    if not failed:
-        print(f"{len(edges)} folder edges, {len(KNOWN_BACK_EDGES)} known back edges, no other cycle")
-    return 1 if failed else 0
+            where = edges[(a, b)]
+            more = f" (and {len(where) - 1} more)" if len(where) > 1 else ""
+            print(f"  {a} -> {b}: {where[0]}{more}")
+        print("move the piece that makes the back edge to the layer it belongs to (docs/runtime.md, Layers)")
+        return 1
+    folders = {f for edge in edges for f in edge}
+    print(f"{len(folders)} folders, {len(edges)} edges between them, no cycle")
+    return 0
 
 
 if __name__ == "__main__":

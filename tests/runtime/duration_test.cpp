@@ -6,8 +6,8 @@
 #include <limits>
 #include <type_traits>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/store/memory_store.h"
 
 using namespace fastrun;

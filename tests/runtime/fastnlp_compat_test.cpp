@@ -6,8 +6,8 @@
 #include <stdexcept>
 
 #include "fastrun/runtime/fastnlp_compat/driver.h"
-#include "fastrun/runtime/join/peer_info.h"
 #include "fastrun/runtime/join/rendezvous.h"
+#include "fastrun/runtime/process_group/peer_info.h"
 #include "test_support/scoped_env.h"
 
 using namespace fastrun;

@@ -8,9 +8,9 @@
 #include <chrono>
 #include <thread>
 
-#include "fastrun/runtime/backend/registry.h"
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "test_support/free_port.h"
 #include "test_support/rank_runner.h"
 

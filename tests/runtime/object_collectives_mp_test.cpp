@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/fastnlp_compat/driver.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/objects/object_collectives.h"
 #include "test_support/rank_runner.h"
 

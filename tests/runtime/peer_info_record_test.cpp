@@ -1,4 +1,4 @@
-// A rank's PeerInfo as kept in the store (runtime/join/peer_info.h, runtime/store/record.h): what
+// A rank's PeerInfo as kept in the store (runtime/process_group/peer_info.h, runtime/store/record.h): what
 // encode writes decodes to the same info, names with tabs, quotes or newlines included, and a
 // malformed record is an error that names the key, the field and what is accepted.
 #include <catch2/catch.hpp>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/join/peer_info.h"
+#include "fastrun/runtime/process_group/peer_info.h"
 
 using namespace fastrun;
 using Catch::Contains;

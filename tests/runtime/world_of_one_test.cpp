@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/fastnlp_compat/driver.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/join/env_sources.h"
 #include "fastrun/runtime/objects/object_collectives.h"
 #include "test_support/scoped_env.h"

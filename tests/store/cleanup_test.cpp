@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "conformance.h"
-#include "fastrun/runtime/store/cleanup.h"
+#include "fastrun/runtime/store/cleanup/cleanup.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/runtime_dir.h"
 #include "test_support/children.h"

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
-#include "fastrun/runtime/context.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/join/context.h"
 #include "fastrun/torch/ddp.h"
 #include "test_support/rank_runner.h"
 #include "test_support/skip.h"

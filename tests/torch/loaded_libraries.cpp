@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/join/context.h"
 
 namespace {
 

@@ -7,11 +7,11 @@
 //   fastrun::flags::decimal(app, "--seconds", a.seconds, "per row", 0.01, 3600);
 //   fastrun::flags::parse(app, argc, argv);   // --help: prints the flags and exits 0
 // Built in the tree only (target fastrun_number_flags); nothing installed includes it.
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +19,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/text/number.h"
+#include "fastrun/runtime/text/split.h"
 
 namespace fastrun::flags {
 
@@ -46,12 +47,8 @@ inline CLI::Option* integer_list(CLI::App& app, const std::string& name, std::ve
           name,
           [&into, name, min, max](const std::string& v) {
             into.clear();
-            std::size_t begin = 0;
-            while (begin <= v.size()) {
-              const std::size_t end = std::min(v.find(',', begin), v.size());
-              into.push_back(static_cast<int>(text::parse_integer(name, v.substr(begin, end - begin), min, max)));
-              begin = end + 1;
-            }
+            for (const std::string_view field : text::split(v, ','))
+              into.push_back(static_cast<int>(text::parse_integer(name, field, min, max)));
           },
           help)
       ->type_name("LIST")

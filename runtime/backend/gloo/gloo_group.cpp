@@ -30,10 +30,10 @@
 #include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
-#include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/op_record.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 #include "fastrun/runtime/process_group/stalled_op_check.h"
 

@@ -11,7 +11,7 @@
 
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
 namespace fastrun::nccl {

@@ -7,7 +7,7 @@
 #include "fastrun/runtime/cuda/cuda_check.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 
 namespace fastrun::nccl {
 

@@ -13,7 +13,7 @@
 #include "fastrun/runtime/cuda/cuda_check.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 

@@ -86,7 +86,7 @@ class NcclProcessGroup final : public ProcessGroup {
   std::unique_ptr<Watchdog> watchdog_;
 };
 
-// The backend factory the component registers under "nccl" (runtime/cuda/component.cpp).
+// The backend factory the component registers under "nccl" (runtime/backend/nccl/component.cpp).
 std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec);
 
 }  // namespace fastrun::nccl

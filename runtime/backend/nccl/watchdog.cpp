@@ -9,7 +9,7 @@
 
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/process_group.h"
 #include "fastrun/runtime/store/job_keys.h"

@@ -11,11 +11,11 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
-#include "fastrun/runtime/process_group/op_timeout.h"
-#include "fastrun/runtime/process_group/rank_name.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/process.h"
+#include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::shm {

@@ -10,7 +10,7 @@
 
 #include "fastrun/runtime/backend/shm/p2p_engine.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 
 namespace fastrun::shm {
 namespace {

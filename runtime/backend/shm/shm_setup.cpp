@@ -12,7 +12,7 @@
 
 #include "fastrun/runtime/backend/shm/shm_group.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/host.h"
 #include "fastrun/runtime/os/safe_name.h"
 #include "fastrun/runtime/store/shm/segment_names.h"

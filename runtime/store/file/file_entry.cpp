@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/file/file_store.h"

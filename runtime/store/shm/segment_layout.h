@@ -40,7 +40,7 @@ inline constexpr std::uint64_t kTombstone = 1;
 // Heap bytes reserved at creation, and the smallest step a later reservation grows by.
 inline constexpr std::uint64_t kFirstReserve = 256 * 1024;
 inline constexpr std::uint64_t kReserveStep = 1024 * 1024;
-// Every segment this code creates is named kSegmentPrefix + NAME (cleanup.cpp relies on it).
+// Every segment this code creates is named kSegmentPrefix + NAME (store/cleanup/cleanup.cpp relies on it).
 inline constexpr const char* kSegmentPrefix = "fastrun-";
 
 struct Creator {

@@ -16,7 +16,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/hash/fnv1a.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/futex.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/owner.h"

@@ -32,7 +32,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/tcp/table.h"
 

@@ -42,8 +42,8 @@
 #include <torch/nn/pimpl.h>
 
 #include "fastrun/runtime/ddp/ddp.h"
+#include "fastrun/runtime/ddp/no_sync_guard.h"
 #include "fastrun/runtime/duration.h"
-#include "fastrun/runtime/no_sync_guard.h"
 #include "fastrun/runtime/process_group/group.h"
 
 namespace fastrun::torch {

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/join/peer_info.h"
+#include "fastrun/runtime/process_group/peer_info.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/no_sync_guard.h"
+#include "fastrun/runtime/ddp/no_sync_guard.h"
 
 #include "fastrun/runtime/ddp/ddp.h"
 #include "fastrun/runtime/process_group/no_sync.h"

@@ -3,16 +3,13 @@
 // registers its own (the CUDA/NCCL component fastrun::nccl: nccl), so a backend that is not in
 // the program is simply absent and the process-group layer never names one by symbol.
 #include <functional>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/backend/factory.h"
 
 namespace fastrun::backend {
-
-using Factory = std::unique_ptr<ProcessGroup> (*)(const GroupSpec& spec);
 
 struct Registration {
   Registration(std::string name, Factory factory);

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 
 #include <map>
 #include <mutex>

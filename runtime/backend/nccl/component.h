@@ -11,7 +11,3 @@ extern "C" {
 // touches CUDA itself, so CUDA_VISIBLE_DEVICES is still read at the rank's first CUDA call.
 int fastrun_nccl_component();
 }
-
-namespace fastrun::ddp {
-void install_cuda_device_ops();  // runtime/cuda/ddp_device_ops.cpp
-}  // namespace fastrun::ddp

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/store/cleanup.h"
+#include "fastrun/runtime/store/cleanup/cleanup.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <ctime>
 #include <fstream>
 
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/file/file_store.h"
 #include "fastrun/runtime/store/owner.h"

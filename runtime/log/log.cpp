@@ -1,4 +1,4 @@
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 
 #include <unistd.h>
 

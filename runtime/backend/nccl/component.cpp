@@ -1,10 +1,11 @@
-#include "fastrun/runtime/cuda/component.h"
+#include "fastrun/runtime/backend/nccl/component.h"
 
 #include <cstdlib>
 #include <string>
 
 #include "fastrun/runtime/backend/nccl/nccl_process_group.h"
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
+#include "fastrun/runtime/cuda/ddp_device_ops.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/device_probe.h"
 

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/context.h"
+#include "fastrun/runtime/join/context.h"
 
 #include <algorithm>
 #include <set>
@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "fastrun/runtime/backend/registry.h"
+#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/log.h"
+#include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/store/factory.h"  // HostedStore, which ~Context destroys
 #include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/store/prefix_store.h"
