@@ -82,8 +82,10 @@ class Flags {
           "30, or FASTRUN_STALL_REPORT); 0: off. Stops nothing",
           [this](const std::string& v) { out_.job.stall_report = text::parse_flag_int("--stall-report", v); });
     // The node flags' ranges depend on each other and on the engine's variables: plan_nodes checks them.
-    value("--nnodes", "N", "the job spans N nodes, one fastrun per node (docs/multinode.md)",
-          [this](const std::string& v) { out_.job.node.nnodes = text::parse_flag_int("--nnodes", v); });
+    value("--nnodes", "N|MIN:MAX",
+          "the job spans N nodes, one fastrun per node (docs/multinode.md);\n"
+          "MIN:MAX: it goes on without lost nodes while MIN are left",
+          [this](const std::string& v) { parse_nnodes(v, out_.job.node); });
     value("--node-rank", "K", "this node's index, 0..N-1; node 0 hosts the job's store",
           [this](const std::string& v) { out_.job.node.node_rank = text::parse_flag_int("--node-rank", v); });
     value("--master-addr", "HOST", "node 0's address, reachable from every node",

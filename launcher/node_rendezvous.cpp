@@ -105,6 +105,7 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     client_->set(launcher_keys::kRunId, to_bytes(job.run_id));
     client_->set(launcher_keys::kSeed, to_bytes(job.seed));
     client_->set(launcher_keys::kMaxRestarts, to_bytes(std::to_string(job.max_restarts)));
+    client_->set(launcher_keys::kNnodes, to_bytes(fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)));
     client_->set(launcher_keys::kRankMaster, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
   }
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
@@ -179,6 +180,13 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     throw ConfigError(fmt::format("--max-restarts {} (or FASTRUN_MAX_RESTARTS): node 0 runs this job with "
                                   "--max-restarts {}; give every node the same",
                                   job.max_restarts, max_restarts));
+  // So is the set of nodes it may shrink to (node_attempts.h).
+  const std::string nnodes = to_string(client_->get(launcher_keys::kNnodes, timeout_));
+  if (nnodes != fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes))
+    throw ConfigError(fmt::format("--nnodes {}: node 0 runs this job with --nnodes {}; give every node the same",
+                                  plan_.elastic() ? fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)
+                                                  : std::to_string(plan_.nnodes),
+                                  nnodes));
   job.run_id = run_id;
   job.seed = to_string(client_->get(launcher_keys::kSeed, timeout_));
   job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;

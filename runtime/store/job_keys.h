@@ -44,6 +44,8 @@ inline constexpr const char* kNodesRound = "fastrun/launcher/nodes";
 inline constexpr const char* kNodeFailure = "fastrun/launcher/failure";
 // node 0's --max-restarts: every node must run the job with the same.
 inline constexpr const char* kMaxRestarts = "fastrun/launcher/max-restarts";
+// node 0's --nnodes as MIN:MAX: every node must run the job with the same.
+inline constexpr const char* kNnodes = "fastrun/launcher/nnodes";
 // A job with restarts (launcher/node_attempts.h): attempt n's keys go under attempt(n); a signal
 // to a launcher between two attempts is recorded under kJobStopped and ends the job.
 inline constexpr const char* kJobStopped = "fastrun/launcher/stopped";
