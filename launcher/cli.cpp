@@ -259,7 +259,7 @@ int cli_main(int argc, char** argv) {
     }
     // Watching the other nodes starts at once: node 0 counts this node's heartbeats from here.
     // With restarts each attempt has a watch of its own (node_attempts.h).
-    const bool node_restarts = rendezvous && job.max_restarts > 0;
+    const bool node_restarts = rendezvous && (job.max_restarts > 0 || nodes.elastic());
     std::unique_ptr<NodeWatch> watch;
     if (rendezvous && !node_restarts)
       watch = std::make_unique<NodeWatch>(rendezvous->address(), rendezvous->token(), nodes.node_rank,

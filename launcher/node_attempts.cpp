@@ -1,11 +1,13 @@
 #include "fastrun/launcher/node_attempts.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,6 +24,7 @@
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -31,6 +34,21 @@ constexpr os::Backoff kEvery100ms{std::chrono::milliseconds(100), std::chrono::m
 constexpr auto kLeaveWithin = std::chrono::seconds(5);
 
 std::string key(int attempt, const std::string& what) { return launcher_keys::attempt(attempt) + "/" + what; }
+
+// Attempt n's members (--node-rank of each, node 0 first) as node 0 publishes them: "0,1,3".
+std::string encode_members(const std::vector<int>& members) { return fmt::format("{}", fmt::join(members, ",")); }
+std::vector<int> decode_members(const std::string& key, const std::string& text) {
+  std::vector<int> out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    const auto v = text::to_integer(std::string_view(text).substr(at, comma - at), 0, kMaxNodes - 1);
+    if (!v) throw StoreError(fmt::format("{}: '{}' is not a list of node ranks (accepted: e.g. 0,1,3)", key, text));
+    out.push_back(static_cast<int>(*v));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
 
 // The job ends between two attempts (a signal to a launcher, recorded under kJobStopped): the
 // code every launcher exits with.
@@ -44,10 +62,12 @@ class NodeAttempts {
       : rv_(rendezvous),
         store_(*rendezvous.store()),
         me_(plan.node_rank),
-        nnodes_(plan.nnodes),
+        min_nodes_(plan.min_nnodes),
+        max_nodes_(plan.nnodes),
         timeout_(env::get_timeout(env::kTimeout)),
         so_(std::move(options)) {
     so_.restarts_by_caller = true;
+    for (int k = 0; k < plan.nnodes; ++k) members_.push_back(k);
   }
 
   int run() {
@@ -56,8 +76,10 @@ class NodeAttempts {
       open_rank_store(n);
       std::optional<int> code;
       {
-        NodeWatch watch(rv_.address(), rv_.token(), me_, rv_.hosts(), key(n, "watch"));
+        NodeWatch watch(rv_.address(), rv_.token(), my_index(), member_hosts(), key(n, "watch"));
         so_.job.attempt = n;
+        so_.job.resized_attempts = resized_;
+        share_ranks();
         so_.nodes = &watch;
         const JobResult local = Supervisor(so_).run();
         so_.nodes = nullptr;
@@ -121,8 +143,7 @@ class NodeAttempts {
     // 2. Node 0 decides, the others wait for its decision.
     std::string said;
     if (me_ == 0) {
-      const bool restart = failure && !failure->final && !stopped() && n < so_.job.max_restarts;
-      said = restart ? "restart" : "end";
+      said = decide(n, failure);
       store_.set(key(n, "verdict"), to_bytes(said));
     } else {
       try {
@@ -135,7 +156,24 @@ class NodeAttempts {
         return failure ? failure->exit_code : 1;
       }
     }
-    if (said == "restart") return std::nullopt;
+    if (said == "restart") {
+      ++restarts_;
+      return std::nullopt;
+    }
+    if (said == "resize") {
+      // The next attempt's nodes; a node left out of them (lost, and back before it knew) ends.
+      const std::string k = key(n + 1, "members");
+      std::vector<int> next = decode_members(k, to_string(store_.get(k, timeout_)));
+      if (std::find(next.begin(), next.end(), me_) == next.end()) {
+        std::fprintf(stderr, "fastrun: node %d was lost to the job in attempt %d; it goes on without this node\n",
+                     me_, n);
+        return leave(n, failure ? failure->exit_code : 1);
+      }
+      lost_ = lost_between(members_, next);
+      members_ = std::move(next);
+      ++resized_;
+      return std::nullopt;
+    }
     // 3. The end: this job's code, the same on every node.
     int code = 0;
     if (local.stop_signal != 0) {
@@ -149,6 +187,59 @@ class NodeAttempts {
         std::fprintf(stderr, "fastrun: the job failed on node %d: %s\n", failure->node, failure->why.c_str());
     }
     return leave(n, code);
+  }
+
+  // Node 0: "restart" (a failure --max-restarts allows), "resize" (--nnodes MIN:MAX lost a node
+  // and at least MIN are left: attempt n+1's members, published first under its key "members")
+  // or "end" (recorded as the job's stop when too few nodes are left, so that every node says why).
+  std::string decide(int n, const std::optional<NodeFailure>& failure) {
+    if (!failure || stopped()) return "end";
+    if (failure->lost && min_nodes_ < max_nodes_) {
+      const int lost = members_.at(static_cast<std::size_t>(failure->node));
+      std::vector<int> next;
+      for (int k : members_)
+        if (k != lost) next.push_back(k);
+      if (static_cast<int>(next.size()) < min_nodes_) {
+        stop_job(failure->exit_code,
+                 fmt::format("node {} (host {}) was lost in attempt {} and {} node{} left, fewer than the {} of "
+                             "--nnodes {}:{}",
+                             lost, rv_.hosts()[static_cast<std::size_t>(lost)], n, next.size(),
+                             next.size() == 1 ? " is" : "s are", min_nodes_, min_nodes_, max_nodes_));
+        return "end";
+      }
+      store_.set(key(n + 1, "members"), to_bytes(encode_members(next)));
+      return "resize";
+    }
+    return !failure->final && restarts_ < so_.job.max_restarts ? "restart" : "end";
+  }
+
+  static std::vector<int> lost_between(const std::vector<int>& before, const std::vector<int>& after) {
+    std::vector<int> out;
+    for (int k : before)
+      if (std::find(after.begin(), after.end(), k) == after.end()) out.push_back(k);
+    return out;
+  }
+
+  // This launcher's node rank in the current attempt: its place among the members (node 0 stays 0).
+  int my_index() const {
+    return static_cast<int>(std::find(members_.begin(), members_.end(), me_) - members_.begin());
+  }
+  std::vector<std::string> member_hosts() const {
+    std::vector<std::string> out;
+    for (int k : members_) out.push_back(rv_.hosts()[static_cast<std::size_t>(k)]);
+    return out;
+  }
+  // The attempt's share of this node: node rank and count, its first global rank and the world
+  // size over the members, which the ranks see as FASTRUN_NODE_RANK, RANK, WORLD_SIZE, ...
+  void share_ranks() {
+    NodeShare& share = so_.job.node;
+    share.nnodes = static_cast<int>(members_.size());
+    share.node_rank = my_index();
+    share.world_size = 0;
+    for (int k : members_) {
+      if (k == me_) share.rank_offset = share.world_size;
+      share.world_size += rv_.ranks()[static_cast<std::size_t>(k)];
+    }
   }
 
   // Node k > 0: node 0's "restart" or "end" for attempt n. Polled, so that a signal to this
@@ -170,8 +261,15 @@ class NodeAttempts {
   // Between attempt n and n+1: the back-off (the same on every node), the segments this node's
   // ranks left, and the start round, which no node passes before every node reaped attempt n.
   void between(int n) {
-    const auto delay = restart_backoff(n + 1);
-    const std::string notice = restart_notice(n + 1, so_.job.max_restarts, delay);
+    // A change of nodes starts at once: the failure was a node, not the program.
+    const auto delay = lost_.empty() ? restart_backoff(restarts_) : std::chrono::milliseconds(0);
+    const std::string notice =
+        lost_.empty() ? restart_notice(n + 1, restarts_, so_.job.max_restarts, delay)
+                      : fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}) without "
+                                    "lost node{} [{}]; a change of nodes does not count against --max-restarts\n",
+                                    n + 1, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_,
+                                    lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
+    lost_.clear();
     std::fputs(notice.c_str(), stderr);
     if (const int sig = wait_before_restart(delay, so_.handle_signals)) {
       stop_job(128 + sig, fmt::format("the launcher on node {} got {} before attempt {} started", me_,
@@ -181,8 +279,8 @@ class NodeAttempts {
     remove_job_segments(so_.job.run_id);
     RoundOptions round;
     round.prefix = key(n + 1, "start");
-    round.rank = me_;
-    round.size = nnodes_;
+    round.rank = my_index();
+    round.size = static_cast<int>(members_.size());
     round.timeout = timeout_;
     round.poll = [&](const std::function<std::vector<int>()>&) {
       if (const int sig = pending_stop_signal()) {
@@ -227,8 +325,8 @@ class NodeAttempts {
         return code;
       }
       os::poll_until(Clock::now() + kLeaveWithin, kEvery100ms, [&] {
-        for (int k = 1; k < nnodes_; ++k)
-          if (!store_.check({key(n, "left/" + std::to_string(k))})) return false;
+        for (int k : members_)
+          if (k != 0 && !store_.check({key(n, "left/" + std::to_string(k))})) return false;
         return true;
       });
     } catch (const std::exception& e) {
@@ -239,8 +337,13 @@ class NodeAttempts {
 
   NodeRendezvous& rv_;
   Store& store_;  // node 0's launcher store (the rendezvous's client)
-  const int me_;
-  const int nnodes_;
+  const int me_;         // --node-rank: who this node is for the whole job
+  const int min_nodes_;  // --nnodes MIN:MAX (MIN = MAX: a fixed set of nodes)
+  const int max_nodes_;
+  std::vector<int> members_;  // the current attempt's nodes (--node-rank of each, ascending: node 0 first)
+  std::vector<int> lost_;     // the nodes the last change left out (for the notice)
+  int restarts_ = 0;          // attempts that followed a failure: these count against --max-restarts
+  int resized_ = 0;           // attempts that followed a change of nodes
   const Duration timeout_;
   SupervisorOptions so_;
   std::unique_ptr<HostedStore> rank_hosted_;  // node 0: the ranks' store of the current attempt

@@ -162,11 +162,13 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   // 4. Offsets in node-rank order.
   int offset = 0, world = 0;
   hosts_.clear();
+  ranks_.clear();
   for (int k = 0; k < plan_.nnodes; ++k) {
     const NodeEntry e = decode_node_entry(k, to_string(entries[static_cast<std::size_t>(k)]));
     if (k == me) offset = world;
     world += e.ranks;
     hosts_.push_back(e.host);
+    ranks_.push_back(e.ranks);
   }
   // 5. What node 0 fixed.
   const std::string run_id = to_string(client_->get(launcher_keys::kRunId, timeout_));

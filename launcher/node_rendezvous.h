@@ -38,6 +38,8 @@ class NodeRendezvous {
   const std::string& token() const { return token_; }
   // Host names of the nodes, in node-rank order (after agree()).
   const std::vector<std::string>& hosts() const { return hosts_; }
+  // How many ranks each node runs, in node-rank order (after agree()).
+  const std::vector<int>& ranks() const { return ranks_; }
 
  private:
   NodePlan plan_;
@@ -47,6 +49,7 @@ class NodeRendezvous {
   std::unique_ptr<HostedStore> hosted_;  // node 0 only
   std::unique_ptr<Store> client_;
   std::vector<std::string> hosts_;
+  std::vector<int> ranks_;
 };
 
 // A stop signal (SIGINT, SIGTERM or SIGHUP) pending while the launcher blocks them and nothing

@@ -118,7 +118,7 @@ bool NodeWatch::step() {
                          fmt::format("node {} (host {}): its launcher stopped answering (no heartbeat for {:.1f} s: "
                                      "killed, or the network to it is down)",
                                      k, hosts_[k], std::chrono::duration<double>(allowed).count()),
-                         false, /*final=*/true};  // a fixed set of nodes cannot restart without it
+                         false, /*final=*/true, /*lost=*/true};  // a fixed set of nodes cannot restart without it
         const std::string got = set_if_absent(s, launcher_keys::kNodeFailure, encode(lost));
         raise(decode_node_failure(got));
         return false;
