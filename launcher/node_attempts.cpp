@@ -67,16 +67,29 @@ class NodeAttempts {
         timeout_(env::get_timeout(env::kTimeout)),
         so_(std::move(options)) {
     so_.restarts_by_caller = true;
-    for (int k = 0; k < plan.nnodes; ++k) members_.push_back(k);
+    hosts_ = rv_.hosts();
+    ranks_ = rv_.ranks();
+    hosts_.resize(static_cast<std::size_t>(max_nodes_));
+    ranks_.resize(static_cast<std::size_t>(max_nodes_));
+    first_ = rv_.first_attempt();
+    if (first_ == 0) {
+      for (int k = 0; k < plan.nnodes; ++k) members_.push_back(k);
+    } else {
+      // A node that came back (node_rendezvous.h): node 0 took it into attempt first_.
+      const std::string k = key(first_, "members");
+      members_ = decode_members(k, to_string(store_.get(k, timeout_)));
+      read_entries(members_);
+    }
   }
 
   int run() {
-    for (int n = 0;; ++n) {
+    if (first_ > 0) start_round(first_);
+    for (int n = first_;; ++n) {
       // 1. The attempt: a fresh store for its ranks, its own node watch, its ranks.
       open_rank_store(n);
       std::optional<int> code;
       {
-        NodeWatch watch(rv_.address(), rv_.token(), my_index(), member_hosts(), key(n, "watch"));
+        NodeWatch watch(rv_.address(), rv_.token(), my_index(), member_hosts(), key(n, "watch"), arrivals());
         so_.job.attempt = n;
         so_.job.resized_attempts = resized_;
         share_ranks();
@@ -156,13 +169,14 @@ class NodeAttempts {
         return failure ? failure->exit_code : 1;
       }
     }
-    if (said == "restart") {
-      ++restarts_;
-      return std::nullopt;
-    }
-    if (said == "resize") {
-      // The next attempt's nodes; a node left out of them (lost, and back before it knew) ends.
+    if (said == "restart" || said == "resize") {
+      if (said == "restart") ++restarts_;
+      else ++resized_;
+      resizing_ = said == "resize";
+      // The next attempt's nodes (elastic jobs); a node left out of them (lost, and back before it
+      // knew) ends.
       const std::string k = key(n + 1, "members");
+      if (!store_.check({k})) return std::nullopt;
       std::vector<int> next = decode_members(k, to_string(store_.get(k, timeout_)));
       if (std::find(next.begin(), next.end(), me_) == next.end()) {
         std::fprintf(stderr, "fastrun: node %d was lost to the job in attempt %d; it goes on without this node\n",
@@ -170,8 +184,9 @@ class NodeAttempts {
         return leave(n, failure ? failure->exit_code : 1);
       }
       lost_ = lost_between(members_, next);
+      joined_ = lost_between(next, members_);
       members_ = std::move(next);
-      ++resized_;
+      read_entries(joined_);
       return std::nullopt;
     }
     // 3. The end: this job's code, the same on every node.
@@ -194,23 +209,69 @@ class NodeAttempts {
   // or "end" (recorded as the job's stop when too few nodes are left, so that every node says why).
   std::string decide(int n, const std::optional<NodeFailure>& failure) {
     if (!failure || stopped()) return "end";
-    if (failure->lost && min_nodes_ < max_nodes_) {
-      const int lost = members_.at(static_cast<std::size_t>(failure->node));
+    if (min_nodes_ < max_nodes_) {
+      const int lost = failure->lost ? members_.at(static_cast<std::size_t>(failure->node)) : -1;
       std::vector<int> next;
       for (int k : members_)
         if (k != lost) next.push_back(k);
-      if (static_cast<int>(next.size()) < min_nodes_) {
+      const bool membership = failure->lost || failure->joining;
+      if (!membership && (failure->final || restarts_ >= so_.job.max_restarts)) return "end";
+      admit(n + 1, next);
+      if (lost >= 0 && static_cast<int>(next.size()) < min_nodes_) {
         stop_job(failure->exit_code,
                  fmt::format("node {} (host {}) was lost in attempt {} and {} node{} left, fewer than the {} of "
                              "--nnodes {}:{}",
-                             lost, rv_.hosts()[static_cast<std::size_t>(lost)], n, next.size(),
+                             lost, hosts_[static_cast<std::size_t>(lost)], n, next.size(),
                              next.size() == 1 ? " is" : "s are", min_nodes_, min_nodes_, max_nodes_));
         return "end";
       }
       store_.set(key(n + 1, "members"), to_bytes(encode_members(next)));
-      return "resize";
+      return membership ? "resize" : "restart";
     }
     return !failure->final && restarts_ < so_.job.max_restarts ? "restart" : "end";
+  }
+
+  // Node 0: the nodes that came back and wait (launcher_keys::joining), into attempt m's members
+  // up to MAX: each one's entry becomes its node/<k> (what every node reads), and its "admitted"
+  // key tells it which attempt to start with.
+  void admit(int m, std::vector<int>& next) {
+    for (int k = 1; k < max_nodes_ && static_cast<int>(next.size()) < max_nodes_; ++k) {
+      if (std::find(next.begin(), next.end(), k) != next.end() || !store_.check({launcher_keys::joining(k)})) continue;
+      store_.set(launcher_keys::node(k), store_.get(launcher_keys::joining(k), timeout_));
+      store_.delete_key(launcher_keys::joining(k));
+      store_.set(launcher_keys::joining(k) + "/admitted", to_bytes(std::to_string(m)));
+      next.push_back(k);
+    }
+    std::sort(next.begin(), next.end());
+  }
+
+  // Node 0, while attempt n runs (its node watch's thread, on a connection of its own): the
+  // first node not in the attempt that asks to join, as the reason to stop the attempt.
+  NodeWatch::Arrivals arrivals() {
+    if (me_ != 0 || min_nodes_ == max_nodes_ || static_cast<int>(members_.size()) >= max_nodes_) return {};
+    StoreOptions so;
+    so.timeout = std::chrono::seconds(5);
+    so.token = rv_.token();
+    arrivals_client_ = connect_store(rv_.address(), so);
+    return [this, members = members_, s = arrivals_client_.get()]() -> std::optional<std::string> {
+      for (int k = 1; k < max_nodes_; ++k) {
+        if (std::find(members.begin(), members.end(), k) != members.end() || !s->check({launcher_keys::joining(k)}))
+          continue;
+        const NodeEntry e = decode_node_entry(k, to_string(s->get(launcher_keys::joining(k), std::chrono::seconds(5))));
+        return fmt::format("node {} (host {}) is back and joins at the next attempt (--nnodes {}:{})", k, e.host,
+                           min_nodes_, max_nodes_);
+      }
+      return std::nullopt;
+    };
+  }
+
+  // Every node, after a change of members: the entries (host, ranks) of the nodes that joined.
+  void read_entries(const std::vector<int>& nodes) {
+    for (int k : nodes) {
+      const NodeEntry e = decode_node_entry(k, to_string(store_.get(launcher_keys::node(k), timeout_)));
+      hosts_[static_cast<std::size_t>(k)] = e.host;
+      ranks_[static_cast<std::size_t>(k)] = e.ranks;
+    }
   }
 
   static std::vector<int> lost_between(const std::vector<int>& before, const std::vector<int>& after) {
@@ -226,7 +287,7 @@ class NodeAttempts {
   }
   std::vector<std::string> member_hosts() const {
     std::vector<std::string> out;
-    for (int k : members_) out.push_back(rv_.hosts()[static_cast<std::size_t>(k)]);
+    for (int k : members_) out.push_back(hosts_[static_cast<std::size_t>(k)]);
     return out;
   }
   // The attempt's share of this node: node rank and count, its first global rank and the world
@@ -238,7 +299,7 @@ class NodeAttempts {
     share.world_size = 0;
     for (int k : members_) {
       if (k == me_) share.rank_offset = share.world_size;
-      share.world_size += rv_.ranks()[static_cast<std::size_t>(k)];
+      share.world_size += ranks_[static_cast<std::size_t>(k)];
     }
   }
 
@@ -262,14 +323,19 @@ class NodeAttempts {
   // ranks left, and the start round, which no node passes before every node reaped attempt n.
   void between(int n) {
     // A change of nodes starts at once: the failure was a node, not the program.
-    const auto delay = lost_.empty() ? restart_backoff(restarts_) : std::chrono::milliseconds(0);
-    const std::string notice =
-        lost_.empty() ? restart_notice(n + 1, restarts_, so_.job.max_restarts, delay)
-                      : fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}) without "
-                                    "lost node{} [{}]; a change of nodes does not count against --max-restarts\n",
-                                    n + 1, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_,
-                                    lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
+    const auto delay = resizing_ ? std::chrono::milliseconds(0) : restart_backoff(restarts_);
+    std::string notice = restart_notice(n + 1, restarts_, so_.job.max_restarts, delay);
+    if (resizing_) {
+      std::string change;
+      if (!lost_.empty()) change += fmt::format(" without lost node{} [{}]", lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
+      if (!joined_.empty()) change += fmt::format("{} with node{} [{}] back", lost_.empty() ? "" : " and",
+                                                  joined_.size() == 1 ? "" : "s", fmt::join(joined_, ", "));
+      notice = fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}){}; a change of "
+                           "nodes does not count against --max-restarts\n",
+                           n + 1, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_, change);
+    }
     lost_.clear();
+    joined_.clear();
     std::fputs(notice.c_str(), stderr);
     if (const int sig = wait_before_restart(delay, so_.handle_signals)) {
       stop_job(128 + sig, fmt::format("the launcher on node {} got {} before attempt {} started", me_,
@@ -277,6 +343,13 @@ class NodeAttempts {
       throw JobStopped{128 + sig};
     }
     remove_job_segments(so_.job.run_id);
+    start_round(n + 1);
+  }
+
+  // No node passes attempt m's start round before every member reaped attempt m-1 (and a node
+  // that joins, before it is there).
+  void start_round(int m) {
+    const int n = m - 1;
     RoundOptions round;
     round.prefix = key(n + 1, "start");
     round.rank = my_index();
@@ -342,8 +415,14 @@ class NodeAttempts {
   const int max_nodes_;
   std::vector<int> members_;  // the current attempt's nodes (--node-rank of each, ascending: node 0 first)
   std::vector<int> lost_;     // the nodes the last change left out (for the notice)
+  std::vector<int> joined_;   // the nodes the last change took in
+  bool resizing_ = false;     // the next attempt follows a change of nodes
+  std::vector<std::string> hosts_;  // every node's host and ranks by --node-rank (those of members)
+  std::vector<int> ranks_;
+  std::unique_ptr<Store> arrivals_client_;  // node 0's watch thread's, for arrivals()
   int restarts_ = 0;          // attempts that followed a failure: these count against --max-restarts
   int resized_ = 0;           // attempts that followed a change of nodes
+  int first_ = 0;             // this node's first attempt (> 0: it joined a running job)
   const Duration timeout_;
   SupervisorOptions so_;
   std::unique_ptr<HostedStore> rank_hosted_;  // node 0: the ranks' store of the current attempt

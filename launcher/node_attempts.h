@@ -20,6 +20,10 @@
 // not count against --max-restarts: it is the machine, not the program, that failed, and the
 // job can only shrink MAX - MIN times. Fewer than MIN left: the job ends, recorded under
 // fastrun/launcher/stopped naming the lost node and MIN, so that every node says why.
+// A launcher started again with a lost node's --node-rank (node_rendezvous.h) asks to join under
+// launcher_keys::joining(k); node 0's watch sees it while its ranks run and stops the attempt
+// (a "joining" record); node 0 takes every waiting node into the next attempt's members, up to
+// MAX, and tells each one that attempt's number (joining(k)/admitted). Also a "resize".
 //
 // Keys in the launcher store, attempt n's under fastrun/launcher/attempt/<n>/:
 //   store        the address of attempt n's rank store (set by node 0)

@@ -39,6 +39,7 @@ std::string encode(const NodeFailure& f) {
   record::Json r{{"exit_code", f.exit_code}, {"node", f.node}, {"why", f.why}};
   if (f.final) r["final"] = true;
   if (f.lost) r["lost"] = true;
+  if (f.joining) r["joining"] = true;
   return r.dump();
 }
 
@@ -49,7 +50,7 @@ NodeFailure decode_node_failure(const std::string& text) {
   f.exit_code = int_field(r, key, "exit_code", INT_MIN);
   f.node = int_field(r, key, "node", 0);
   f.why = record::text(r, key, "why");
-  for (auto [field, flag] : {std::pair{"final", &f.final}, std::pair{"lost", &f.lost}}) {
+  for (auto [field, flag] : {std::pair{"final", &f.final}, std::pair{"lost", &f.lost}, std::pair{"joining", &f.joining}}) {
     const auto it = r.find(field);
     if (it == r.end()) continue;
     if (!it->is_boolean())

@@ -54,6 +54,9 @@ std::string node(int node_rank);
 std::string heartbeat(int node_rank);
 std::string done(int node_rank);
 std::string ack(int node_rank);
+// Elastic membership (--nnodes MIN:MAX): a launcher that comes back while the job runs asks to
+// join under joining(k) (k: its --node-rank) and waits for an attempt whose members name it.
+std::string joining(int node_rank);
 }  // namespace launcher_keys
 
 }  // namespace fastrun

@@ -1,7 +1,8 @@
 // fastrun --nnodes MIN:MAX (docs/multinode.md, "Elastic membership"): three launchers on
 // 127.0.0.1 as three nodes of 2 ranks each. A node whose launcher is SIGKILLed is left out of the
 // next attempt, which runs on the nodes left with ranks renumbered contiguously, as long as MIN
-// are left; below MIN the job ends naming the lost node and MIN.
+// are left; below MIN the job ends naming the lost node and MIN. A launcher started again with
+// the lost node's --node-rank stops the running attempt, and the next one runs on all three.
 #include <signal.h>
 #include <unistd.h>
 
@@ -115,4 +116,52 @@ TEST_CASE("nodes with different --nnodes MIN:MAX: the second is a usage error na
   CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-2"));  // node 1 started no rank
   nodes.launchers[0]->signal(SIGTERM);
   nodes.launchers[0]->finish(20s);
+}
+
+TEST_CASE("three nodes with --nnodes 2:3: node 2 lost then started again and the next attempt runs on 3 nodes",
+          "[launcher][multinode][elastic]") {
+  TempDir dir;
+  const std::string d = dir.str();
+  const std::string id = run_id_arg("grow");
+  const Strings flags = elastic_flags("2:3", {"--run-id", id});
+  for (const char* a : {"a0", "a1"}) std::filesystem::create_directories(dir.path() / a);
+  // Attempts 0 (3 nodes) and 1 (2 nodes): pidfiles, then wait to be stopped. Attempt 2 (3 nodes
+  // again): dump the environment, join and all-reduce across the three.
+  const Strings partner = {"--on-attempt", "0", "--pidfile", d + "/a0/pid-%r", "--on-attempt", "1", "--pidfile",
+                           d + "/a1/pid-%r", "--on-attempt", "0", "--sleep", "60", "--on-attempt", "1", "--sleep",
+                           "60", "--dump", d + "/dump2-%r", "--join", "--world-allreduce", "--out", "done %r"};
+  const std::uint16_t port = free_port();
+  Nodes nodes(3, port, {flags, flags, flags}, {partner, partner, partner}, quiet_env());
+  auto pids = read_rank_pids(dir.path() / "a0", 0, 6);
+  nodes.launchers[2]->signal(SIGKILL);
+  nodes.launchers[2]->finish(10s);
+  const auto pids1 = read_rank_pids(dir.path() / "a1", 0, 4);
+  pids.insert(pids.end(), pids1.begin(), pids1.end());
+  TempDir io;
+  Process back(cmd(node_flags(3, 2, port, flags), partner), quiet_env(), io.path());
+  const auto rb = back.finish(60s);
+  INFO("node 2 (back) stderr: " << rb.err);
+  CHECK(rb.exit_code == 0);
+  CHECK(contains(rb.err, "fastrun: node 2: the job runs already (--nnodes 2:3); waiting for node 0"));
+  for (int k = 0; k < 2; ++k) {
+    const auto r = nodes.launchers[static_cast<std::size_t>(k)]->finish(60s);
+    INFO("node " << k << " stderr: " << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.err, "starting attempt 1 of the job on 2 nodes (--nnodes 2:3) without lost node [2]"));
+    CHECK(contains(r.err, "is back and joins at the next attempt (--nnodes 2:3)"));
+    CHECK(contains(r.err, "fastrun: starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [2] back; a "
+                          "change of nodes does not count against --max-restarts"));
+  }
+  for (int rank = 0; rank < 6; ++rank) {
+    INFO("rank " << rank);
+    const auto a2 = read_dump(dir.path() / ("dump2-" + std::to_string(rank)));
+    CHECK(a2.env.at("FASTRUN_RANK") == std::to_string(rank));
+    CHECK(a2.env.at("WORLD_SIZE") == "6");
+    CHECK(a2.env.at("FASTRUN_NNODES") == "3");
+    CHECK(a2.env.at("FASTRUN_NODE_RANK") == std::to_string(rank / 2));
+    CHECK(a2.env.at("FASTRUN_RESTART_COUNT") == "2");
+  }
+  wait_until_gone(pids, 5s);
+  for (pid_t p : pids) CHECK(process_gone(p));
+  CHECK(shm_entries("fastrun-" + id).empty());
 }

@@ -44,6 +44,11 @@ TEST_CASE("a node's failure round-trips", "[launcher][node_records]") {
   CHECK(encode(lost) == R"({"exit_code":1,"node":2,"why":"node 2 (host h): its launcher stopped answering",)"
                         R"("final":true,"lost":true})");
   CHECK(decode_node_failure(encode(lost)).lost);
+  CHECK_FALSE(decode_node_failure(encode(lost)).joining);
+  // A node that is back and asks to join (node 0 stops the attempt to take it in).
+  const NodeFailure joins{1, 0, "node 2 (host h) is back", false, false, false, true};
+  CHECK(encode(joins) == R"({"exit_code":1,"node":0,"why":"node 2 (host h) is back","joining":true})");
+  CHECK(decode_node_failure(encode(joins)).joining);
   CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":0,"why":"","lost":"yes"})"),
                     Contains("field 'lost' of the record is \"yes\"; accepted: true or false"));
   CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":0,"why":"","final":1})"),
