@@ -24,7 +24,7 @@ if [[ $case_name == mpirun_* ]] && ! command -v mpirun >/dev/null; then
   fastrun_skip "'mpirun' is not installed (tools/install-deps.sh installs Open MPI)"
 fi
 hosts=(n0 n1)
-[[ $case_name == gloo_allreduce ]] && hosts=(n0 n1 n2)
+[[ $case_name == gloo_allreduce || $case_name == elastic_cut_and_back ]] && hosts=(n0 n1 n2)
 hosts_up "${hosts[@]}" || exit 1
 master=$(host_addr n0)
 port=29400  # each run has its own switch and addresses: a fixed port collides with nothing
@@ -226,6 +226,41 @@ case_partition() {
   expect_below "${took[1]}" 9 "seconds from the cut until node 1's launcher exited"
   wait_gone "$pids" 5 || fail "ranks still running 5 s after the launchers exited: $pids"
   echo "partition: node 0 out in ${took[0]} s, node 1 in ${took[1]} s"
+  nothing_left
+}
+
+case_elastic_cut_and_back() {
+  # --nnodes 2:3 across hosts (docs/multinode.md, "Elastic membership"): host n2 cut off while
+  # attempt 0 runs on 3 hosts x 2 ranks; nodes 0 and 1 go on with attempt 1 as 4 ranks (their
+  # all-reduce over gloo sums 1..4 = 10). n2 plugged back in and its launcher started again: its
+  # arrival stops attempt 1, and attempt 2 runs on the three hosts (1..6 = 21).
+  local t0 k pids
+  export FASTRUN_TIMEOUT=60
+  mkdir -p "$work/a1"
+  local prog=("$partner" --on-attempt 0 --pidfile "$work/pid-%r" --on-attempt 0 --sleep 60 --on-attempt 1 --allreduce
+    --on-attempt 1 --pidfile "$work/a1/pid-%r" --on-attempt 1 --sleep 60 --on-attempt 2 --allreduce)
+  for k in 2 1 0; do start_node "$k" --nnodes 2:3 --nproc 2 "${prog[@]}"; done
+  pids=$(wait_for_pidfiles "$work" 6 30) || fail "attempt 0's ranks never all started (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug n2
+  wait_for_pidfiles "$work/a1" 4 30 >/dev/null || fail "attempt 1 never ran on n0 and n1 (stderr: $(cat "$work"/err-*))"
+  echo "cut: attempt 1 on 2 hosts running $(elapsed "$t0") s after the cut"
+  expect_eq "$(cat "$work"/out-0 "$work"/out-1 | grep -c 'allreduce 10 gloo')" 4 "attempt 1's 4 ranks all-reduce across n0 and n1"
+  finish_node 2 30 "$t0"  # the cut-off launcher: lost node 0's store
+  expect_eq "${code[2]}" 1 "the cut-off launcher's exit code"
+  host_plug n2
+  start_node 2 --nnodes 2:3 --nproc 2 "${prog[@]}"
+  t0=$(now)
+  for k in 0 1 2; do finish_node "$k" 60 "$t0"; done
+  for k in 0 1 2; do expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"; done
+  for k in 0 1; do
+    expect_contains "$work/err-$k" "starting attempt 1 of the job on 2 nodes (--nnodes 2:3) without lost node [2]" "node $k shrinks"
+    expect_contains "$work/err-$k" "starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [2] back" "node $k grows"
+  done
+  expect_contains "$work/err-2" "the job runs already (--nnodes 2:3); waiting for node 0" "node 2 asks to join"
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 21 gloo')" 6 "attempt 2's 6 ranks all-reduce across the 3 hosts"
+  echo "back: attempt 2 on 3 hosts done $(elapsed "$t0") s after node 2's launcher started again"
+  wait_gone "$pids" 5 || fail "ranks still running: $pids"
   nothing_left
 }
 
