@@ -68,9 +68,7 @@ TEST_CASE("three nodes with --nnodes 2:3: node 2's launcher SIGKILLed and the jo
                    "done " + std::to_string(rank) + "\n"));
   }
   CHECK_FALSE(std::filesystem::exists(dir.path() / "dump1-4"));
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  CHECK(shm_entries("fastrun-" + id).empty());
+  expect_nothing_left(pids, id);
 }
 
 TEST_CASE("three nodes with --nnodes 2:3: a second node lost leaves fewer than MIN and the job ends naming it",
@@ -99,23 +97,15 @@ TEST_CASE("three nodes with --nnodes 2:3: a second node lost leaves fewer than M
   CHECK(contains(r.err, "fastrun: the job was stopped: node 1 (host "));
   CHECK(contains(r.err, ") was lost in attempt 1 and 1 node is left, fewer than the 2 of --nnodes 2:3"));
   CHECK_FALSE(contains(r.err, "starting attempt 2"));
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  CHECK(shm_entries("fastrun-" + id).empty());
+  expect_nothing_left(pids, id);
 }
 
 TEST_CASE("nodes with different --nnodes MIN:MAX: the second is a usage error naming node 0's",
           "[launcher][multinode][elastic][usage]") {
   TempDir dir;
-  const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--sleep", "60"};
-  Nodes nodes(2, free_port(), {elastic_flags("1:2", {}), elastic_flags("2", {})}, {partner, partner}, quiet_env());
-  const auto r1 = nodes.launchers[1]->finish(20s);
-  INFO(r1.err);
-  CHECK(r1.exit_code == 2);
-  CHECK(contains(r1.err, "--nnodes 2: node 0 runs this job with --nnodes 1:2; give every node the same"));
-  CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-2"));  // node 1 started no rank
-  nodes.launchers[0]->signal(SIGTERM);
-  nodes.launchers[0]->finish(20s);
+  const std::string err = second_node_refused(dir, elastic_flags("1:2", {}), elastic_flags("2", {}));
+  INFO(err);
+  CHECK(contains(err, "--nnodes 2: node 0 runs this job with --nnodes 1:2; give every node the same"));
 }
 
 TEST_CASE("three nodes with --nnodes 2:3: node 2 lost then started again and the next attempt runs on 3 nodes",
@@ -161,7 +151,5 @@ TEST_CASE("three nodes with --nnodes 2:3: node 2 lost then started again and the
     CHECK(a2.env.at("FASTRUN_NODE_RANK") == std::to_string(rank / 2));
     CHECK(a2.env.at("FASTRUN_RESTART_COUNT") == "2");
   }
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  CHECK(shm_entries("fastrun-" + id).empty());
+  expect_nothing_left(pids, id);
 }
