@@ -205,8 +205,9 @@ class NodeAttempts {
   }
 
   // Node 0: "restart" (a failure --max-restarts allows), "resize" (--nnodes MIN:MAX lost a node
-  // and at least MIN are left: attempt n+1's members, published first under its key "members")
-  // or "end" (recorded as the job's stop when too few nodes are left, so that every node says why).
+  // and at least MIN are left, or a node came back) or "end" (recorded as the job's stop when too
+  // few nodes are left, so that every node says why). An elastic job publishes attempt n+1's
+  // members first, under its key "members", with the waiting nodes taken in (admit()).
   std::string decide(int n, const std::optional<NodeFailure>& failure) {
     if (!failure || stopped()) return "end";
     if (min_nodes_ < max_nodes_) {
