@@ -82,8 +82,10 @@ class Flags {
           "30, or FASTRUN_STALL_REPORT); 0: off. Stops nothing",
           [this](const std::string& v) { out_.job.stall_report = text::parse_flag_int("--stall-report", v); });
     // The node flags' ranges depend on each other and on the engine's variables: plan_nodes checks them.
-    value("--nnodes", "N", "the job spans N nodes, one fastrun per node (docs/multinode.md)",
-          [this](const std::string& v) { out_.job.node.nnodes = text::parse_flag_int("--nnodes", v); });
+    value("--nnodes", "N|MIN:MAX",
+          "the job spans N nodes, one fastrun per node (docs/multinode.md);\n"
+          "MIN:MAX: it goes on without lost nodes while MIN are left",
+          [this](const std::string& v) { parse_nnodes(v, out_.job.node); });
     value("--node-rank", "K", "this node's index, 0..N-1; node 0 hosts the job's store",
           [this](const std::string& v) { out_.job.node.node_rank = text::parse_flag_int("--node-rank", v); });
     value("--master-addr", "HOST", "node 0's address, reachable from every node",
@@ -257,7 +259,7 @@ int cli_main(int argc, char** argv) {
     }
     // Watching the other nodes starts at once: node 0 counts this node's heartbeats from here.
     // With restarts each attempt has a watch of its own (node_attempts.h).
-    const bool node_restarts = rendezvous && job.max_restarts > 0;
+    const bool node_restarts = rendezvous && (job.max_restarts > 0 || nodes.elastic());
     std::unique_ptr<NodeWatch> watch;
     if (rendezvous && !node_restarts)
       watch = std::make_unique<NodeWatch>(rendezvous->address(), rendezvous->token(), nodes.node_rank,

@@ -414,6 +414,7 @@ class JobAttempt {
     }
     out.stopped_leftovers = stopped_leftovers_;
     out.attempt = o_.job.attempt;
+    out.resized_attempts = o_.job.resized_attempts;
     out.max_restarts = (o_.renew_store || o_.restarts_by_caller) ? o_.job.max_restarts : 0;
     return out;
   }

@@ -70,6 +70,9 @@ struct JobConfig {
   // the attempt this configuration is for (FASTRUN_RESTART_COUNT; the supervisor sets it).
   int max_restarts = 0;
   int attempt = 0;
+  // Attempts before this one that followed a change of nodes (--nnodes MIN:MAX, node_attempts.h):
+  // they do not count against max_restarts.
+  int resized_attempts = 0;
   int stall_report_s = 30;    // the stall report's threshold (stall_watch.h); 0 = off
 };
 

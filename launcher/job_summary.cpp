@@ -79,7 +79,7 @@ JobSummary summarize(const AttemptOutcome& o) {
   }
   // With restarts, which attempt failed and whether another follows (docs/launching.md, "Restarts").
   if (o.max_restarts > 0 && !o.launcher_signal && result.exit_code != 0) {
-    const int left = o.max_restarts - o.attempt;
+    const int left = o.max_restarts - (o.attempt - o.resized_attempts);
     text = (left > 0 ? fmt::format("fastrun: attempt {} of the job failed ({} of --max-restarts {} left)\n", o.attempt,
                                    left, o.max_restarts)
                      : fmt::format("fastrun: attempt {} of the job failed, the last one --max-restarts {} allows\n",

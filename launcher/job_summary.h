@@ -41,6 +41,7 @@ struct AttemptOutcome {
   bool stopped_leftovers = false;     // the ranks left processes running, and they were stopped
   int attempt = 0;                    // FASTRUN_RESTART_COUNT of this attempt
   int max_restarts = 0;               // 0: the job has one attempt, and the summary names none
+  int resized_attempts = 0;           // JobConfig::resized_attempts: not counted against max_restarts
 };
 
 struct JobSummary {

@@ -1,11 +1,13 @@
 #include "fastrun/launcher/node_attempts.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,6 +24,7 @@
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -31,6 +34,21 @@ constexpr os::Backoff kEvery100ms{std::chrono::milliseconds(100), std::chrono::m
 constexpr auto kLeaveWithin = std::chrono::seconds(5);
 
 std::string key(int attempt, const std::string& what) { return launcher_keys::attempt(attempt) + "/" + what; }
+
+// Attempt n's members (--node-rank of each, node 0 first) as node 0 publishes them: "0,1,3".
+std::string encode_members(const std::vector<int>& members) { return fmt::format("{}", fmt::join(members, ",")); }
+std::vector<int> decode_members(const std::string& key, const std::string& text) {
+  std::vector<int> out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    const auto v = text::to_integer(std::string_view(text).substr(at, comma - at), 0, kMaxNodes - 1);
+    if (!v) throw StoreError(fmt::format("{}: '{}' is not a list of node ranks (accepted: e.g. 0,1,3)", key, text));
+    out.push_back(static_cast<int>(*v));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
 
 // The job ends between two attempts (a signal to a launcher, recorded under kJobStopped): the
 // code every launcher exits with.
@@ -44,20 +62,37 @@ class NodeAttempts {
       : rv_(rendezvous),
         store_(*rendezvous.store()),
         me_(plan.node_rank),
-        nnodes_(plan.nnodes),
+        min_nodes_(plan.min_nnodes),
+        max_nodes_(plan.nnodes),
         timeout_(env::get_timeout(env::kTimeout)),
         so_(std::move(options)) {
     so_.restarts_by_caller = true;
+    hosts_ = rv_.hosts();
+    ranks_ = rv_.ranks();
+    hosts_.resize(static_cast<std::size_t>(max_nodes_));
+    ranks_.resize(static_cast<std::size_t>(max_nodes_));
+    first_ = rv_.first_attempt();
+    if (first_ == 0) {
+      for (int k = 0; k < plan.nnodes; ++k) members_.push_back(k);
+    } else {
+      // A node that came back (node_rendezvous.h): node 0 took it into attempt first_.
+      const std::string k = key(first_, "members");
+      members_ = decode_members(k, to_string(store_.get(k, timeout_)));
+      read_entries(members_);
+    }
   }
 
   int run() {
-    for (int n = 0;; ++n) {
+    if (first_ > 0) start_round(first_);
+    for (int n = first_;; ++n) {
       // 1. The attempt: a fresh store for its ranks, its own node watch, its ranks.
       open_rank_store(n);
       std::optional<int> code;
       {
-        NodeWatch watch(rv_.address(), rv_.token(), me_, rv_.hosts(), key(n, "watch"));
+        NodeWatch watch(rv_.address(), rv_.token(), my_index(), member_hosts(), key(n, "watch"), arrivals());
         so_.job.attempt = n;
+        so_.job.resized_attempts = resized_;
+        share_ranks();
         so_.nodes = &watch;
         const JobResult local = Supervisor(so_).run();
         so_.nodes = nullptr;
@@ -121,8 +156,7 @@ class NodeAttempts {
     // 2. Node 0 decides, the others wait for its decision.
     std::string said;
     if (me_ == 0) {
-      const bool restart = failure && !failure->final && !stopped() && n < so_.job.max_restarts;
-      said = restart ? "restart" : "end";
+      said = decide(n, failure);
       store_.set(key(n, "verdict"), to_bytes(said));
     } else {
       try {
@@ -135,7 +169,26 @@ class NodeAttempts {
         return failure ? failure->exit_code : 1;
       }
     }
-    if (said == "restart") return std::nullopt;
+    if (said == "restart" || said == "resize") {
+      if (said == "restart") ++restarts_;
+      else ++resized_;
+      resizing_ = said == "resize";
+      // The next attempt's nodes (elastic jobs); a node left out of them (lost, and back before it
+      // knew) ends.
+      const std::string k = key(n + 1, "members");
+      if (!store_.check({k})) return std::nullopt;
+      std::vector<int> next = decode_members(k, to_string(store_.get(k, timeout_)));
+      if (std::find(next.begin(), next.end(), me_) == next.end()) {
+        std::fprintf(stderr, "fastrun: node %d was lost to the job in attempt %d; it goes on without this node\n",
+                     me_, n);
+        return leave(n, failure ? failure->exit_code : 1);
+      }
+      lost_ = lost_between(members_, next);
+      joined_ = lost_between(next, members_);
+      members_ = std::move(next);
+      read_entries(joined_);
+      return std::nullopt;
+    }
     // 3. The end: this job's code, the same on every node.
     int code = 0;
     if (local.stop_signal != 0) {
@@ -149,6 +202,106 @@ class NodeAttempts {
         std::fprintf(stderr, "fastrun: the job failed on node %d: %s\n", failure->node, failure->why.c_str());
     }
     return leave(n, code);
+  }
+
+  // Node 0: "restart" (a failure --max-restarts allows), "resize" (--nnodes MIN:MAX lost a node
+  // and at least MIN are left, or a node came back) or "end" (recorded as the job's stop when too
+  // few nodes are left, so that every node says why). An elastic job publishes attempt n+1's
+  // members first, under its key "members", with the waiting nodes taken in (admit()).
+  std::string decide(int n, const std::optional<NodeFailure>& failure) {
+    if (!failure || stopped()) return "end";
+    if (min_nodes_ < max_nodes_) {
+      const int lost = failure->lost ? members_.at(static_cast<std::size_t>(failure->node)) : -1;
+      std::vector<int> next;
+      for (int k : members_)
+        if (k != lost) next.push_back(k);
+      const bool membership = failure->lost || failure->joining;
+      if (!membership && (failure->final || restarts_ >= so_.job.max_restarts)) return "end";
+      admit(n + 1, next);
+      if (lost >= 0 && static_cast<int>(next.size()) < min_nodes_) {
+        stop_job(failure->exit_code,
+                 fmt::format("node {} (host {}) was lost in attempt {} and {} node{} left, fewer than the {} of "
+                             "--nnodes {}:{}",
+                             lost, hosts_[static_cast<std::size_t>(lost)], n, next.size(),
+                             next.size() == 1 ? " is" : "s are", min_nodes_, min_nodes_, max_nodes_));
+        return "end";
+      }
+      store_.set(key(n + 1, "members"), to_bytes(encode_members(next)));
+      return membership ? "resize" : "restart";
+    }
+    return !failure->final && restarts_ < so_.job.max_restarts ? "restart" : "end";
+  }
+
+  // Node 0: the nodes that came back and wait (launcher_keys::joining), into attempt m's members
+  // up to MAX: each one's entry becomes its node/<k> (what every node reads), and its "admitted"
+  // key tells it which attempt to start with.
+  void admit(int m, std::vector<int>& next) {
+    for (int k = 1; k < max_nodes_ && static_cast<int>(next.size()) < max_nodes_; ++k) {
+      if (std::find(next.begin(), next.end(), k) != next.end() || !store_.check({launcher_keys::joining(k)})) continue;
+      store_.set(launcher_keys::node(k), store_.get(launcher_keys::joining(k), timeout_));
+      store_.delete_key(launcher_keys::joining(k));
+      store_.set(launcher_keys::joining(k) + "/admitted", to_bytes(std::to_string(m)));
+      next.push_back(k);
+    }
+    std::sort(next.begin(), next.end());
+  }
+
+  // Node 0, while attempt n runs (its node watch's thread, on a connection of its own): the
+  // first node not in the attempt that asks to join, as the reason to stop the attempt.
+  NodeWatch::Arrivals arrivals() {
+    if (me_ != 0 || min_nodes_ == max_nodes_ || static_cast<int>(members_.size()) >= max_nodes_) return {};
+    StoreOptions so;
+    so.timeout = std::chrono::seconds(5);
+    so.token = rv_.token();
+    arrivals_client_ = connect_store(rv_.address(), so);
+    return [this, members = members_, s = arrivals_client_.get()]() -> std::optional<std::string> {
+      for (int k = 1; k < max_nodes_; ++k) {
+        if (std::find(members.begin(), members.end(), k) != members.end() || !s->check({launcher_keys::joining(k)}))
+          continue;
+        const NodeEntry e = decode_node_entry(k, to_string(s->get(launcher_keys::joining(k), std::chrono::seconds(5))));
+        return fmt::format("node {} (host {}) is back and joins at the next attempt (--nnodes {}:{})", k, e.host,
+                           min_nodes_, max_nodes_);
+      }
+      return std::nullopt;
+    };
+  }
+
+  // Every node, after a change of members: the entries (host, ranks) of the nodes that joined.
+  void read_entries(const std::vector<int>& nodes) {
+    for (int k : nodes) {
+      const NodeEntry e = decode_node_entry(k, to_string(store_.get(launcher_keys::node(k), timeout_)));
+      hosts_[static_cast<std::size_t>(k)] = e.host;
+      ranks_[static_cast<std::size_t>(k)] = e.ranks;
+    }
+  }
+
+  static std::vector<int> lost_between(const std::vector<int>& before, const std::vector<int>& after) {
+    std::vector<int> out;
+    for (int k : before)
+      if (std::find(after.begin(), after.end(), k) == after.end()) out.push_back(k);
+    return out;
+  }
+
+  // This launcher's node rank in the current attempt: its place among the members (node 0 stays 0).
+  int my_index() const {
+    return static_cast<int>(std::find(members_.begin(), members_.end(), me_) - members_.begin());
+  }
+  std::vector<std::string> member_hosts() const {
+    std::vector<std::string> out;
+    for (int k : members_) out.push_back(hosts_[static_cast<std::size_t>(k)]);
+    return out;
+  }
+  // The attempt's share of this node: node rank and count, its first global rank and the world
+  // size over the members, which the ranks see as FASTRUN_NODE_RANK, RANK, WORLD_SIZE, ...
+  void share_ranks() {
+    NodeShare& share = so_.job.node;
+    share.nnodes = static_cast<int>(members_.size());
+    share.node_rank = my_index();
+    share.world_size = 0;
+    for (int k : members_) {
+      if (k == me_) share.rank_offset = share.world_size;
+      share.world_size += ranks_[static_cast<std::size_t>(k)];
+    }
   }
 
   // Node k > 0: node 0's "restart" or "end" for attempt n. Polled, so that a signal to this
@@ -170,8 +323,20 @@ class NodeAttempts {
   // Between attempt n and n+1: the back-off (the same on every node), the segments this node's
   // ranks left, and the start round, which no node passes before every node reaped attempt n.
   void between(int n) {
-    const auto delay = restart_backoff(n + 1);
-    const std::string notice = restart_notice(n + 1, so_.job.max_restarts, delay);
+    // A change of nodes starts at once: the failure was a node, not the program.
+    const auto delay = resizing_ ? std::chrono::milliseconds(0) : restart_backoff(restarts_);
+    std::string notice = restart_notice(n + 1, restarts_, so_.job.max_restarts, delay);
+    if (resizing_) {
+      std::string change;
+      if (!lost_.empty()) change += fmt::format(" without lost node{} [{}]", lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
+      if (!joined_.empty()) change += fmt::format("{} with node{} [{}] back", lost_.empty() ? "" : " and",
+                                                  joined_.size() == 1 ? "" : "s", fmt::join(joined_, ", "));
+      notice = fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}){}; a change of "
+                           "nodes does not count against --max-restarts\n",
+                           n + 1, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_, change);
+    }
+    lost_.clear();
+    joined_.clear();
     std::fputs(notice.c_str(), stderr);
     if (const int sig = wait_before_restart(delay, so_.handle_signals)) {
       stop_job(128 + sig, fmt::format("the launcher on node {} got {} before attempt {} started", me_,
@@ -179,10 +344,17 @@ class NodeAttempts {
       throw JobStopped{128 + sig};
     }
     remove_job_segments(so_.job.run_id);
+    start_round(n + 1);
+  }
+
+  // No node passes attempt m's start round before every member reaped attempt m-1 (and a node
+  // that joins, before it is there).
+  void start_round(int m) {
+    const int n = m - 1;
     RoundOptions round;
     round.prefix = key(n + 1, "start");
-    round.rank = me_;
-    round.size = nnodes_;
+    round.rank = my_index();
+    round.size = static_cast<int>(members_.size());
     round.timeout = timeout_;
     round.poll = [&](const std::function<std::vector<int>()>&) {
       if (const int sig = pending_stop_signal()) {
@@ -227,8 +399,8 @@ class NodeAttempts {
         return code;
       }
       os::poll_until(Clock::now() + kLeaveWithin, kEvery100ms, [&] {
-        for (int k = 1; k < nnodes_; ++k)
-          if (!store_.check({key(n, "left/" + std::to_string(k))})) return false;
+        for (int k : members_)
+          if (k != 0 && !store_.check({key(n, "left/" + std::to_string(k))})) return false;
         return true;
       });
     } catch (const std::exception& e) {
@@ -239,8 +411,19 @@ class NodeAttempts {
 
   NodeRendezvous& rv_;
   Store& store_;  // node 0's launcher store (the rendezvous's client)
-  const int me_;
-  const int nnodes_;
+  const int me_;         // --node-rank: who this node is for the whole job
+  const int min_nodes_;  // --nnodes MIN:MAX (MIN = MAX: a fixed set of nodes)
+  const int max_nodes_;
+  std::vector<int> members_;  // the current attempt's nodes (--node-rank of each, ascending: node 0 first)
+  std::vector<int> lost_;     // the nodes the last change left out (for the notice)
+  std::vector<int> joined_;   // the nodes the last change took in
+  bool resizing_ = false;     // the next attempt follows a change of nodes
+  std::vector<std::string> hosts_;  // every node's host and ranks by --node-rank (those of members)
+  std::vector<int> ranks_;
+  std::unique_ptr<Store> arrivals_client_;  // node 0's watch thread's, for arrivals()
+  int restarts_ = 0;          // attempts that followed a failure: these count against --max-restarts
+  int resized_ = 0;           // attempts that followed a change of nodes
+  int first_ = 0;             // this node's first attempt (> 0: it joined a running job)
   const Duration timeout_;
   SupervisorOptions so_;
   std::unique_ptr<HostedStore> rank_hosted_;  // node 0: the ranks' store of the current attempt

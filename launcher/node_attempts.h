@@ -13,11 +13,24 @@
 // is left) or "restart". On "restart" every node waits the back-off (restarts.h), removes its
 // node's segments, and meets the others in the attempt's start round before starting its ranks.
 //
+// Elastic membership (--nnodes MIN:MAX, docs/multinode.md): a lost node (its heartbeat stopped)
+// is not final while MIN nodes are left. Node 0 then publishes attempt n+1's members (their
+// --node-rank, ascending) and says "resize"; the next attempt starts at once on them, renumbered
+// 0..K-1 in that order (node 0 stays node 0), its ranks contiguous in node order. A resize does
+// not count against --max-restarts: it is the machine, not the program, that failed, and the
+// job can only shrink MAX - MIN times. Fewer than MIN left: the job ends, recorded under
+// fastrun/launcher/stopped naming the lost node and MIN, so that every node says why.
+// A launcher started again with a lost node's --node-rank (node_rendezvous.h) asks to join under
+// launcher_keys::joining(k); node 0's watch sees it while its ranks run and stops the attempt
+// (a "joining" record); node 0 takes every waiting node into the next attempt's members, up to
+// MAX, and tells each one that attempt's number (joining(k)/admitted). Also a "resize".
+//
 // Keys in the launcher store, attempt n's under fastrun/launcher/attempt/<n>/:
 //   store        the address of attempt n's rank store (set by node 0)
+//   members      attempt n's nodes, e.g. "0,1" (set by node 0 before a "resize" verdict on n-1)
 //   watch/...    attempt n's node watch (failure, heartbeats, done, acks)
 //   start/...    the round every node passes before starting attempt n's ranks (n > 0)
-//   verdict      node 0's decision once attempt n ended everywhere: "restart" or "end"
+//   verdict      node 0's decision once attempt n ended everywhere: "restart", "resize" or "end"
 //   left/<k>     node k read "end" (node 0 keeps the store up until then, or 5 s)
 // and fastrun/launcher/stopped: a signal to a launcher once its ranks were gone (a NodeFailure
 // record), which ends the job at the next wait of every node.
@@ -28,7 +41,7 @@
 
 namespace fastrun::launcher {
 
-// Runs the job's attempts on this node (options.job.max_restarts > 0; `options.nodes`,
+// Runs the job's attempts on this node (options.job.max_restarts > 0 or plan.elastic(); `options.nodes`,
 // `failure_store` and `job.store_address` are set here per attempt) and returns the launcher's
 // exit code: 0 when an attempt succeeded on every node, else the code of the first failure of
 // the last attempt (128 + signal after a signal to a launcher). Throws what the store throws

@@ -6,6 +6,7 @@
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/safe_name.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -70,6 +71,23 @@ std::optional<cluster::EngineJob> engine_nodes(std::optional<int>& nnodes, std::
 
 }  // namespace
 
+void parse_nnodes(const std::string& text, NodeOptions& flags) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    flags.nnodes = text::parse_flag_int("--nnodes", text);
+    flags.min_nnodes.reset();
+    return;
+  }
+  const auto min = text::to_integer(std::string_view(text).substr(0, colon), 1, kMaxNodes);
+  const auto max = text::to_integer(std::string_view(text).substr(colon + 1), 1, kMaxNodes);
+  if (!min || !max || *min > *max)
+    throw ConfigError(fmt::format("--nnodes '{}': give N or MIN:MAX, whole numbers with 1 <= MIN <= MAX <= {} "
+                                  "(e.g. 2, or 2:4 for a job that goes on with 2 to 4 nodes)",
+                                  text, kMaxNodes));
+  flags.min_nnodes = static_cast<int>(*min);
+  flags.nnodes = static_cast<int>(*max);
+}
+
 NodePlan plan_nodes(const NodeOptions& flags) {
   std::string nnodes_from, rank_from, addr_from, port_from;
   const auto read_int = [](const env::Variable& v) { return static_cast<int>(env::get_int(v)); };
@@ -107,6 +125,12 @@ NodePlan plan_nodes(const NodeOptions& flags) {
     throw ConfigError(fmt::format("{} was given without --nnodes N (FASTRUN_NNODES): say how many nodes the job has",
                                   addr ? addr_from : port_from));
   plan.nnodes = *nnodes;
+  plan.min_nnodes = flags.min_nnodes.value_or(plan.nnodes);
+  // srun and mpirun start a fixed set of launchers and end the step when one is lost.
+  if (engine && plan.elastic())
+    throw ConfigError(fmt::format("--nnodes {}:{}: under {} the engine fixes the nodes ({}={}); elastic membership "
+                                  "needs launchers started by hand, or give --nnodes {}",
+                                  plan.min_nnodes, plan.nnodes, engine->engine, nnodes_from, plan.nnodes, plan.nnodes));
   if (plan.nnodes > 1) {
     const auto missing = [&](const char* what) {
       return ConfigError(fmt::format("{} {}: a job of several nodes needs {} on every node; see docs/multinode.md",

@@ -10,7 +10,8 @@ namespace fastrun::launcher {
 
 // As typed (CLI flags); nullopt = not given.
 struct NodeOptions {
-  std::optional<int> nnodes;
+  std::optional<int> nnodes;      // --nnodes N, or MAX of --nnodes MIN:MAX
+  std::optional<int> min_nnodes;  // MIN of --nnodes MIN:MAX (elastic membership); nullopt: = nnodes
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
@@ -18,15 +19,23 @@ struct NodeOptions {
 
 // Checked. multi_node() is false for the ordinary one-launcher job (shm store, nothing shared).
 struct NodePlan {
-  int nnodes = 1;
+  int nnodes = 1;                  // the most nodes the job runs on (MAX of --nnodes MIN:MAX)
+  int min_nnodes = 1;              // the fewest it goes on with after losing nodes (= nnodes: fixed)
   int node_rank = 0;
   std::string master_addr;         // host of node 0 (multi_node only)
   std::uint16_t master_port = 0;   // port of the job's store there (0: one node, pick one)
   std::string master_from;         // where srun/mpirun's variables gave them ("" = flags or FASTRUN_*)
   bool multi_node() const { return !master_addr.empty(); }
+  // --nnodes MIN:MAX with MIN < MAX: a lost node shrinks the job instead of ending it (node_attempts.h).
+  bool elastic() const { return min_nnodes < nnodes; }
 };
 
 constexpr int kMaxNodes = 65536;
+
+// --nnodes's value: "N" (a fixed set of N nodes, N:N) or "MIN:MAX" (elastic membership, as
+// torchrun's --nnodes MIN:MAX), 1 <= MIN <= MAX <= kMaxNodes. Fills flags.nnodes (N or MAX) and
+// flags.min_nnodes (MIN; only for the colon form). ConfigError naming the value and what is accepted.
+void parse_nnodes(const std::string& text, NodeOptions& flags);
 
 // Fills what the flags leave unset from FASTRUN_NNODES, FASTRUN_NODE_RANK, FASTRUN_MASTER_ADDR
 // and FASTRUN_MASTER_PORT, then checks the combination. The job is multi-node when more than one

@@ -38,6 +38,8 @@ NodeEntry decode_node_entry(int node_rank, const std::string& text) {
 std::string encode(const NodeFailure& f) {
   record::Json r{{"exit_code", f.exit_code}, {"node", f.node}, {"why", f.why}};
   if (f.final) r["final"] = true;
+  if (f.lost) r["lost"] = true;
+  if (f.joining) r["joining"] = true;
   return r.dump();
 }
 
@@ -48,10 +50,12 @@ NodeFailure decode_node_failure(const std::string& text) {
   f.exit_code = int_field(r, key, "exit_code", INT_MIN);
   f.node = int_field(r, key, "node", 0);
   f.why = record::text(r, key, "why");
-  if (const auto it = r.find("final"); it != r.end()) {
+  for (auto [field, flag] : {std::pair{"final", &f.final}, std::pair{"lost", &f.lost}, std::pair{"joining", &f.joining}}) {
+    const auto it = r.find(field);
+    if (it == r.end()) continue;
     if (!it->is_boolean())
-      throw StoreError(fmt::format("{}: field 'final' of the record is {}; accepted: true or false", key, it->dump()));
-    f.final = it->get<bool>();
+      throw StoreError(fmt::format("{}: field '{}' of the record is {}; accepted: true or false", key, field, it->dump()));
+    *flag = it->get<bool>();
   }
   return f;
 }

@@ -27,6 +27,12 @@ struct NodeFailure {
   // The job ends here whatever --max-restarts allows: a signal to a launcher, a lost node
   // (node_attempts.h). Stored only when true ("final": true).
   bool final = false;
+  // The node's launcher stopped answering (node_watch.h). Final for a fixed set of nodes; with
+  // --nnodes MIN:MAX the others go on without it (node_attempts.h). Stored only when true.
+  bool lost = false;
+  // A node came back and asks to join (--nnodes MIN:MAX): the attempt stops on every node and the
+  // next one runs with it (node_attempts.h). Stored only when true.
+  bool joining = false;
 };
 
 std::string encode(const NodeFailure& f);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <thread>
 #include <functional>
 #include <optional>
 
@@ -105,11 +107,20 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     client_->set(launcher_keys::kRunId, to_bytes(job.run_id));
     client_->set(launcher_keys::kSeed, to_bytes(job.seed));
     client_->set(launcher_keys::kMaxRestarts, to_bytes(std::to_string(job.max_restarts)));
+    client_->set(launcher_keys::kNnodes, to_bytes(fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)));
     client_->set(launcher_keys::kRankMaster, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
   }
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
   const std::string mine = encode(NodeEntry{job.world_size, self_host, static_cast<long>(::getpid())});
   const std::string got = set_if_absent(*client_, launcher_keys::node(me), mine);
+  if (got != mine && plan_.elastic() && me != 0) {
+    // --nnodes MIN:MAX: this node's place is an earlier launcher's, lost or running; node 0
+    // takes this one into its next attempt (node_attempts.h), or it times out.
+    join_running_job(mine);
+    adopt_job_settings(job, options);
+    job.node.host = self_host;
+    return;
+  }
   if (got != mine) {
     const NodeEntry other = decode_node_entry(me, got);
     throw ConfigError(fmt::format("--node-rank {}: node {} already joined this job from host {} (pid {}); give each "
@@ -161,13 +172,48 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   // 4. Offsets in node-rank order.
   int offset = 0, world = 0;
   hosts_.clear();
+  ranks_.clear();
   for (int k = 0; k < plan_.nnodes; ++k) {
     const NodeEntry e = decode_node_entry(k, to_string(entries[static_cast<std::size_t>(k)]));
     if (k == me) offset = world;
     world += e.ranks;
     hosts_.push_back(e.host);
+    ranks_.push_back(e.ranks);
   }
-  // 5. What node 0 fixed.
+  job.node.nnodes = plan_.nnodes;
+  job.node.node_rank = me;
+  job.node.rank_offset = offset;
+  job.node.world_size = world;
+  job.node.host = self_host;
+  adopt_job_settings(job, options);
+  log::info("node {} of {} ({}): ranks {}..{} of {}, store {}, run {}", me, plan_.nnodes, self_host, offset,
+            offset + job.world_size - 1, world, address_, job.run_id);
+}
+
+void NodeRendezvous::join_running_job(const std::string& entry) {
+  const int me = plan_.node_rank;
+  std::fprintf(stderr,
+               "fastrun: node %d: the job runs already (--nnodes %d:%d); waiting for node 0 to take this node "
+               "into its next attempt\n",
+               me, plan_.min_nnodes, plan_.nnodes);
+  client_->set(launcher_keys::joining(me), to_bytes(entry));
+  const std::string admitted = launcher_keys::joining(me) + "/admitted";
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    if (const int sig = pending_stop_signal()) throw Interrupted(sig);
+    if (client_->check({admitted})) break;
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw TimeoutError(fmt::format("node {}: node 0 did not take this node into the running job within {:.3g} s "
+                                     "(FASTRUN_TIMEOUT); is a launcher with --node-rank {} still running in it?",
+                                     me, std::chrono::duration<double>(timeout_).count(), me));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  first_attempt_ = std::stoi(to_string(client_->get(admitted, timeout_)));
+  client_->delete_key(admitted);
+}
+
+// Step 5 of agree(), also for a node that joins a running job: what node 0 fixed.
+void NodeRendezvous::adopt_job_settings(JobConfig& job, const JobOptions& options) {
   const std::string run_id = to_string(client_->get(launcher_keys::kRunId, timeout_));
   if (!options.run_id.empty() && options.run_id != run_id)
     throw ConfigError(fmt::format("--run-id {}: node 0 runs this job as '{}'; give every node the same --run-id, "
@@ -179,22 +225,22 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     throw ConfigError(fmt::format("--max-restarts {} (or FASTRUN_MAX_RESTARTS): node 0 runs this job with "
                                   "--max-restarts {}; give every node the same",
                                   job.max_restarts, max_restarts));
+  // So is the set of nodes it may shrink to (node_attempts.h).
+  const std::string nnodes = to_string(client_->get(launcher_keys::kNnodes, timeout_));
+  if (nnodes != fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes))
+    throw ConfigError(fmt::format("--nnodes {}: node 0 runs this job with --nnodes {}; give every node the same",
+                                  plan_.elastic() ? fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)
+                                                  : std::to_string(plan_.nnodes),
+                                  nnodes));
   job.run_id = run_id;
   job.seed = to_string(client_->get(launcher_keys::kSeed, timeout_));
   job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;
   job.store_address = address_;
   job.rank_master_addr = plan_.master_addr;
   job.rank_master_port = std::stoi(to_string(client_->get(launcher_keys::kRankMaster, timeout_)));
-  job.node.nnodes = plan_.nnodes;
-  job.node.node_rank = me;
-  job.node.rank_offset = offset;
-  job.node.world_size = world;
-  job.node.host = self_host;
   job.node.store_token = token_;
   // The address gloo binds on this node: the one that routes to node 0, unless the user chose.
   if (!env::raw(env::kGlooHost)) job.node.gloo_host = cluster::local_address_towards(plan_.master_addr, plan_.master_port);
-  log::info("node {} of {} ({}): ranks {}..{} of {}, store {}, run {}", me, plan_.nnodes, self_host, offset,
-            offset + job.world_size - 1, world, address_, run_id);
 }
 
 }  // namespace fastrun::launcher

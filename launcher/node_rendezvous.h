@@ -7,6 +7,8 @@
 // Keys (all under "fastrun/launcher/"): node/<k> = "<ranks>\t<host>\t<pid>" (claimed with
 // compare_set, so two launchers with one node rank are refused), run-id, rank-master, and the
 // nodes' round under nodes/ (runtime/store/gather.h: one all-gather of the node entries, O(nodes)).
+// With --nnodes MIN:MAX a launcher whose node/<k> is taken (a lost node started again) does not
+// meet the others: it asks node 0 to take it into the running job (node_attempts.h).
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,12 @@ class NodeRendezvous {
   const std::string& token() const { return token_; }
   // Host names of the nodes, in node-rank order (after agree()).
   const std::vector<std::string>& hosts() const { return hosts_; }
+  // How many ranks each node runs, in node-rank order (after agree()).
+  const std::vector<int>& ranks() const { return ranks_; }
+  // The attempt this node starts with: 0, or, for a node that came back to a running job with
+  // --nnodes MIN:MAX, the one node 0 took it into (node_attempts.h; hosts() and ranks() are then
+  // empty: the attempt's members say who runs).
+  int first_attempt() const { return first_attempt_; }
 
  private:
   NodePlan plan_;
@@ -47,6 +55,11 @@ class NodeRendezvous {
   std::unique_ptr<HostedStore> hosted_;  // node 0 only
   std::unique_ptr<Store> client_;
   std::vector<std::string> hosts_;
+  std::vector<int> ranks_;
+  int first_attempt_ = 0;
+
+  void join_running_job(const std::string& entry);
+  void adopt_job_settings(JobConfig& job, const JobOptions& options);
 };
 
 // A stop signal (SIGINT, SIGTERM or SIGHUP) pending while the launcher blocks them and nothing

@@ -34,8 +34,8 @@ std::unique_ptr<Store> connect_short(const std::string& address, const std::stri
 }  // namespace
 
 NodeWatch::NodeWatch(const std::string& address, const std::string& token, int node_rank,
-                     std::vector<std::string> hosts, const std::string& prefix)
-    : me_(node_rank), hosts_(std::move(hosts)), address_(address) {
+                     std::vector<std::string> hosts, const std::string& prefix, Arrivals arrivals)
+    : me_(node_rank), hosts_(std::move(hosts)), address_(address), arrivals_(std::move(arrivals)) {
   watch_client_ = connect_short(address, token, prefix);
   main_client_ = connect_short(address, token, prefix);
   event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -118,9 +118,16 @@ bool NodeWatch::step() {
                          fmt::format("node {} (host {}): its launcher stopped answering (no heartbeat for {:.1f} s: "
                                      "killed, or the network to it is down)",
                                      k, hosts_[k], std::chrono::duration<double>(allowed).count()),
-                         false, /*final=*/true};  // a fixed set of nodes cannot restart without it
+                         false, /*final=*/true, /*lost=*/true};  // a fixed set of nodes cannot restart without it
         const std::string got = set_if_absent(s, launcher_keys::kNodeFailure, encode(lost));
         raise(decode_node_failure(got));
+        return false;
+      }
+    }
+    if (arrivals_ && !finishing_) {
+      if (auto why = arrivals_()) {
+        NodeFailure back{1, 0, *why, false, false, false, /*joining=*/true};
+        raise(decode_node_failure(set_if_absent(s, launcher_keys::kNodeFailure, encode(back))));
         return false;
       }
     }
@@ -168,6 +175,7 @@ std::optional<NodeFailure> NodeWatch::finish_success() {
     return remote();
   }
   // Node 0: the store must outlive every node's ranks.
+  finishing_ = true;
   for (;;) {
     if (auto f = remote()) return f;
     if (const int sig = pending_stop_signal()) {

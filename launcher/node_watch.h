@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -35,8 +36,11 @@ class NodeWatch {
   // `address` (one for the thread, one for publish/finish) and starts the thread. `prefix`: where
   // its keys go ("": as above); a job with restarts watches each attempt under its own
   // (node_attempts.h), so that no attempt sees the last one's failure, heartbeats or acks.
+  // `arrivals` (node 0, --nnodes MIN:MAX): called by the thread each round while this node's
+  // ranks run; a text (which node is back) stops the attempt on every node as a "joining" record.
+  using Arrivals = std::function<std::optional<std::string>()>;
   NodeWatch(const std::string& address, const std::string& token, int node_rank, std::vector<std::string> hosts,
-            const std::string& prefix = "");
+            const std::string& prefix = "", Arrivals arrivals = {});
   ~NodeWatch();
   NodeWatch(const NodeWatch&) = delete;
   NodeWatch& operator=(const NodeWatch&) = delete;
@@ -79,6 +83,8 @@ class NodeWatch {
   std::vector<std::int64_t> beats_;
   std::vector<std::chrono::steady_clock::time_point> beat_seen_;
   std::vector<bool> done_;
+  Arrivals arrivals_;
+  std::atomic<bool> finishing_{false};  // node 0's ranks are done: an arrival waits for the next job
   std::thread thread_;
 };
 

@@ -19,8 +19,8 @@ std::chrono::milliseconds restart_backoff(int restart) {
   return std::min<std::chrono::milliseconds>(std::chrono::seconds(1 << doublings), kMaxRestartBackoff);
 }
 
-std::string restart_notice(int restart, int max_restarts, std::chrono::milliseconds delay) {
-  return fmt::format("fastrun: starting attempt {} of the job (restart {} of --max-restarts {}) in {} s\n", restart,
+std::string restart_notice(int attempt, int restart, int max_restarts, std::chrono::milliseconds delay) {
+  return fmt::format("fastrun: starting attempt {} of the job (restart {} of --max-restarts {}) in {} s\n", attempt,
                      restart, max_restarts, static_cast<double>(delay.count()) / 1000);
 }
 

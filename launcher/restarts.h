@@ -13,9 +13,11 @@ namespace fastrun::launcher {
 std::chrono::milliseconds restart_backoff(int restart);
 inline constexpr std::chrono::seconds kMaxRestartBackoff{30};
 
-// "fastrun: starting attempt <n> of the job (restart <n> of --max-restarts <max>) in <s> s\n":
-// what every launcher prints before the back-off of restart n (one node and several alike).
-std::string restart_notice(int restart, int max_restarts, std::chrono::milliseconds delay);
+// "fastrun: starting attempt <a> of the job (restart <r> of --max-restarts <max>) in <s> s\n":
+// what every launcher prints before the back-off of restart r (one node and several alike). The
+// attempt is the restart's number unless attempts after a change of nodes came between
+// (--nnodes MIN:MAX, node_attempts.h), which do not count against --max-restarts.
+std::string restart_notice(int attempt, int restart, int max_restarts, std::chrono::milliseconds delay);
 
 // DIR/<run-id>/attempt-<n>: where attempt n files its ranks' logs when restarts are allowed
 // (`run_log_dir` is DIR/<run-id>; "" stays "": nothing is filed).

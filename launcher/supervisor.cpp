@@ -31,7 +31,7 @@ JobResult Supervisor::run() {
   const std::string run_log_dir = options_.job.log_dir;
   if (options_.restarts_by_caller) {
     const int attempt = options_.job.attempt;
-    if (options_.job.max_restarts > 0) use_attempt_log_dir(run_log_dir, attempt);
+    use_attempt_log_dir(run_log_dir, attempt);
     JobResult result = run_job_attempt(options_);
     result.attempt = attempt;
     return result;
@@ -48,7 +48,7 @@ JobResult Supervisor::run() {
     // 2. Between attempts: the back-off (a signal to the launcher ends the job here too), then
     //    an empty store; the ranks' segments go with the old one.
     const auto delay = restart_backoff(attempt + 1);
-    const std::string next = restart_notice(attempt + 1, max_restarts, delay);
+    const std::string next = restart_notice(attempt + 1, attempt + 1, max_restarts, delay);
     os::write_all(err, next.data(), next.size());
     if (const int sig = wait_before_restart(delay, options_.handle_signals)) {
       const std::string stopped =

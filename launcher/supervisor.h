@@ -74,7 +74,7 @@ struct SupervisorOptions {
   // new failure_store. Null: the job has one attempt, whatever job.max_restarts says.
   std::function<Store*()> renew_store;
   // Multi-node restarts (node_attempts.h): run() runs the one attempt job.attempt, filed under
-  // its attempt's log folder when job.max_restarts > 0, and returns; the caller decides with the
+  // its attempt's log folder, and returns; the caller decides with the
   // other nodes whether another follows. The summary counts job.max_restarts.
   bool restarts_by_caller = false;
 

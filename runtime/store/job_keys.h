@@ -44,6 +44,8 @@ inline constexpr const char* kNodesRound = "fastrun/launcher/nodes";
 inline constexpr const char* kNodeFailure = "fastrun/launcher/failure";
 // node 0's --max-restarts: every node must run the job with the same.
 inline constexpr const char* kMaxRestarts = "fastrun/launcher/max-restarts";
+// node 0's --nnodes as MIN:MAX: every node must run the job with the same.
+inline constexpr const char* kNnodes = "fastrun/launcher/nnodes";
 // A job with restarts (launcher/node_attempts.h): attempt n's keys go under attempt(n); a signal
 // to a launcher between two attempts is recorded under kJobStopped and ends the job.
 inline constexpr const char* kJobStopped = "fastrun/launcher/stopped";
@@ -52,6 +54,9 @@ std::string node(int node_rank);
 std::string heartbeat(int node_rank);
 std::string done(int node_rank);
 std::string ack(int node_rank);
+// Elastic membership (--nnodes MIN:MAX): a launcher that comes back while the job runs asks to
+// join under joining(k) (k: its --node-rank) and waits for an attempt whose members name it.
+std::string joining(int node_rank);
 }  // namespace launcher_keys
 
 }  // namespace fastrun

@@ -44,6 +44,11 @@ TEST_CASE("cli parses options and keeps PROGRAM's arguments untouched", "[launch
                       "--master-port", "29500", "--log-dir", "-d", "p", "--", "x"});
   CHECK(d.job.kill_timeout == 0);
   CHECK(d.job.node.nnodes == 2);
+  CHECK_FALSE(d.job.node.min_nnodes);  // a fixed set of nodes, as before MIN:MAX existed
+  auto e = parse_cli({"--nproc", "1", "--nnodes", "2:4", "p"});
+  CHECK(e.job.node.min_nnodes == 2);
+  CHECK(e.job.node.nnodes == 4);
+  CHECK_FALSE(parse_cli({"--nproc", "1", "--nnodes", "1:3", "--nnodes", "3", "p"}).job.node.min_nnodes);  // the last wins
   CHECK(d.job.node.node_rank == 1);
   CHECK(d.job.node.master_addr == "h");
   CHECK(d.job.node.master_port == 29500);

@@ -72,6 +72,14 @@ TEST_CASE("under srun, contradicting flags and several tasks per node are usage 
     CHECK_THAT(usage_error(flags), Catch::Contains("--node-rank 0 contradicts SLURM_NODEID=1"));
   }
   {
+    // srun fixes the set of launchers and ends the step when one is lost: no elastic membership.
+    EngineEnv env(one_per_node(1));
+    NodeOptions flags;
+    parse_nnodes("1:2", flags);
+    CHECK_THAT(usage_error(flags), Catch::Contains("--nnodes 1:2: under slurm the engine fixes the nodes "
+                                                   "(SLURM_STEP_NUM_NODES=2)"));
+  }
+  {
     EngineEnv env(one_per_node(1));
     test::ScopedEnv var("FASTRUN_NNODES", "4");
     CHECK_THAT(usage_error({}), Catch::Contains("FASTRUN_NNODES 4 contradicts SLURM_STEP_NUM_NODES=2"));

@@ -1,13 +1,19 @@
 #pragma once
 // Launchers as the nodes of one job on 127.0.0.1 (docs/multinode.md), for the multi-node tests
 // (multinode_test.cpp, multinode_restarts_test.cpp): node 0's TCP store on a free port.
+#include <signal.h>
+
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "process_runner.h"
+#include "test_support/free_port.h"
 
 namespace fastrun::test {
 
@@ -49,5 +55,25 @@ struct Nodes {
     return out;
   }
 };
+
+// Every pid is gone within 5 s, and so are the job's /dev/shm segments.
+inline void expect_nothing_left(const std::vector<pid_t>& pids, const std::string& run_id) {
+  wait_until_gone(pids, std::chrono::seconds(5));
+  for (pid_t p : pids) CHECK(process_gone(p));
+  CHECK(shm_entries("fastrun-" + run_id).empty());
+}
+
+// Two launchers whose flags disagree on something node 0 fixes for the job: node 1's usage error
+// (exit 2, before it starts a rank: DIR/pid-2 is never written); node 0 is then stopped.
+inline std::string second_node_refused(const TempDir& dir, const Strings& node0_flags, const Strings& node1_flags) {
+  const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--sleep", "60"};
+  Nodes nodes(2, free_port(), {node0_flags, node1_flags}, {partner, partner}, quiet_env());
+  const auto r1 = nodes.launchers[1]->finish(std::chrono::seconds(20));
+  CHECK(r1.exit_code == 2);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-2"));
+  nodes.launchers[0]->signal(SIGTERM);
+  nodes.launchers[0]->finish(std::chrono::seconds(20));
+  return r1.err;
+}
 
 }  // namespace fastrun::test

@@ -22,10 +22,7 @@ std::string run_id_arg(const std::string& tag) { return "t-mn-" + tag + "-" + st
 
 // The last attempt's four ranks (pids in DIR/pid-<rank>) are gone, and so are the job's segments.
 void expect_nothing_left(const TempDir& dir, const std::string& id) {
-  const auto pids = read_rank_pids(dir.path(), 0, 4);
-  wait_until_gone(pids, 5s);
-  for (pid_t p : pids) CHECK(process_gone(p));
-  CHECK(shm_entries("fastrun-" + id).empty());
+  fastrun::test::expect_nothing_left(read_rank_pids(dir.path(), 0, 4), id);
 }
 
 Strings two_ranks(Strings more) {
@@ -131,16 +128,9 @@ TEST_CASE("two nodes with restarts left: SIGTERM to node 1's launcher ends the j
 TEST_CASE("two nodes with different --max-restarts: the second is a usage error naming node 0's",
           "[launcher][multinode][restarts][usage]") {
   TempDir dir;
-  const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--sleep", "60"};
-  Nodes nodes(2, free_port(), {two_ranks({"--max-restarts", "2"}), two_ranks({"--max-restarts", "1"})},
-              {partner, partner}, quiet_env());
-  const auto r1 = nodes.launchers[1]->finish(20s);
-  INFO(r1.err);
-  CHECK(r1.exit_code == 2);
-  CHECK(contains(r1.err, "--max-restarts 1 (or FASTRUN_MAX_RESTARTS): node 0 runs this job with --max-restarts 2"));
-  CHECK_FALSE(std::filesystem::exists(dir.path() / "pid-2"));  // node 1 started no rank
-  nodes.launchers[0]->signal(SIGTERM);
-  nodes.launchers[0]->finish(20s);
+  const std::string err = second_node_refused(dir, two_ranks({"--max-restarts", "2"}), two_ranks({"--max-restarts", "1"}));
+  INFO(err);
+  CHECK(contains(err, "--max-restarts 1 (or FASTRUN_MAX_RESTARTS): node 0 runs this job with --max-restarts 2"));
 }
 
 TEST_CASE("two nodes with restarts left: a launcher SIGKILLed ends the job on the other node without a restart",

@@ -204,6 +204,16 @@ TEST_CASE("multi-node flags: missing or contradictory combinations are usage err
       {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "0"},
        "--master-port 0: give a port from 1"},
       {{"--nnodes", "x"}, "--nnodes 'x': expected a whole number"},
+      // --nnodes MIN:MAX (elastic membership): checked as a whole, before anything starts.
+      {{"--nnodes", "3:2"}, "--nnodes '3:2': give N or MIN:MAX, whole numbers with 1 <= MIN <= MAX <= 65536"},
+      {{"--nnodes", "0:2"}, "--nnodes '0:2': give N or MIN:MAX"},
+      {{"--nnodes", "2:"}, "--nnodes '2:': give N or MIN:MAX"},
+      {{"--nnodes", ":3"}, "--nnodes ':3': give N or MIN:MAX"},
+      {{"--nnodes", "1:x"}, "--nnodes '1:x': give N or MIN:MAX"},
+      {{"--nnodes", "1:2:3"}, "--nnodes '1:2:3': give N or MIN:MAX"},
+      {{"--nnodes", "2:70000"}, "--nnodes '2:70000': give N or MIN:MAX"},
+      {{"--nnodes", "2:3", "--node-rank", "3", "--master-addr", "127.0.0.1", "--master-port", "5000"},
+       "--node-rank 3: give a node rank from 0 to 2 (--nnodes 3)"},
       {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "0.0.0.0", "--master-port", "5000"}, "not a wildcard"},
   };
   for (const auto& c : cases) {

@@ -38,6 +38,19 @@ TEST_CASE("a node's failure round-trips", "[launcher][node_records]") {
   const NodeFailure stop{143, 1, "the launcher on node 1 got SIGTERM", false, true};
   CHECK(encode(stop) == R"({"exit_code":143,"node":1,"why":"the launcher on node 1 got SIGTERM","final":true})");
   CHECK(decode_node_failure(encode(stop)).final);
+  CHECK_FALSE(decode_node_failure(encode(stop)).lost);
+  // A lost node (--nnodes MIN:MAX goes on without it) says so; "lost" is only written when true.
+  const NodeFailure lost{1, 2, "node 2 (host h): its launcher stopped answering", false, true, true};
+  CHECK(encode(lost) == R"({"exit_code":1,"node":2,"why":"node 2 (host h): its launcher stopped answering",)"
+                        R"("final":true,"lost":true})");
+  CHECK(decode_node_failure(encode(lost)).lost);
+  CHECK_FALSE(decode_node_failure(encode(lost)).joining);
+  // A node that is back and asks to join (node 0 stops the attempt to take it in).
+  const NodeFailure joins{1, 0, "node 2 (host h) is back", false, false, false, true};
+  CHECK(encode(joins) == R"({"exit_code":1,"node":0,"why":"node 2 (host h) is back","joining":true})");
+  CHECK(decode_node_failure(encode(joins)).joining);
+  CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":0,"why":"","lost":"yes"})"),
+                    Contains("field 'lost' of the record is \"yes\"; accepted: true or false"));
   CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":0,"why":"","final":1})"),
                     Contains("field 'final' of the record is 1; accepted: true or false"));
   CHECK(decode_node_failure(encode(NodeFailure{INT_MIN, 0, "", false})).exit_code == INT_MIN);

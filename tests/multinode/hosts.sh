@@ -211,6 +211,8 @@ host_addr() { echo "${HOSTS_ADDR[$1]}"; }
 
 # The host's cable out of the switch: no packet in or out, no FIN, no RST (a crash or a cut).
 host_unplug() { ip -n "$HOSTS_RUN-switch" link set "${HOSTS_PORT[$1]}" down; }
+# ... and back in (a host that comes back after a cut).
+host_plug() { ip -n "$HOSTS_RUN-switch" link set "${HOSTS_PORT[$1]}" up; }
 
 # nsenter -r: the holder's root directory too. Entering a mount namespace resets the root to the
 # namespace's own; run from a chroot (tools/fresh_root.sh), that is the machine's root, whose

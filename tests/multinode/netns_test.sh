@@ -14,7 +14,7 @@ source "$here/hosts.sh"
 # shellcheck source=tests/multinode/checks.sh
 source "$here/checks.sh"
 
-case_name=$1 fastrun=$2 partner=$3 hello=$4 c10d=${5:-}
+case_name=$1 fastrun=$2 partner=$3 hello=$4 c10d=${5:-} train_mlp=${6:-} train_mlp_compare=${7:-}
 hosts_skip_unless_able
 if [[ $case_name == c10d_allreduce && -z $c10d ]]; then
   fastrun_skip "tests/c10d/c10d_allreduce not built (LibTorch not found, FASTRUN_WITH_TORCH=OFF, or a sanitizer build)"
@@ -24,7 +24,7 @@ if [[ $case_name == mpirun_* ]] && ! command -v mpirun >/dev/null; then
   fastrun_skip "'mpirun' is not installed (tools/install-deps.sh installs Open MPI)"
 fi
 hosts=(n0 n1)
-[[ $case_name == gloo_allreduce ]] && hosts=(n0 n1 n2)
+[[ $case_name == gloo_allreduce || $case_name == elastic_* ]] && hosts=(n0 n1 n2)
 hosts_up "${hosts[@]}" || exit 1
 master=$(host_addr n0)
 port=29400  # each run has its own switch and addresses: a fixed port collides with nothing
@@ -226,6 +226,75 @@ case_partition() {
   expect_below "${took[1]}" 9 "seconds from the cut until node 1's launcher exited"
   wait_gone "$pids" 5 || fail "ranks still running 5 s after the launchers exited: $pids"
   echo "partition: node 0 out in ${took[0]} s, node 1 in ${took[1]} s"
+  nothing_left
+}
+
+case_elastic_cut_and_back() {
+  # --nnodes 2:3 across hosts (docs/multinode.md, "Elastic membership"): host n2 cut off while
+  # attempt 0 runs on 3 hosts x 2 ranks; nodes 0 and 1 go on with attempt 1 as 4 ranks (their
+  # all-reduce over gloo sums 1..4 = 10). n2 plugged back in and its launcher started again: its
+  # arrival stops attempt 1, and attempt 2 runs on the three hosts (1..6 = 21).
+  local t0 k pids
+  export FASTRUN_TIMEOUT=60
+  mkdir -p "$work/a1"
+  local prog=("$partner" --on-attempt 0 --pidfile "$work/pid-%r" --on-attempt 0 --sleep 60 --on-attempt 1 --allreduce
+    --on-attempt 1 --pidfile "$work/a1/pid-%r" --on-attempt 1 --sleep 60 --on-attempt 2 --allreduce)
+  for k in 2 1 0; do start_node "$k" --nnodes 2:3 --nproc 2 "${prog[@]}"; done
+  pids=$(wait_for_pidfiles "$work" 6 30) || fail "attempt 0's ranks never all started (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug n2
+  wait_for_pidfiles "$work/a1" 4 30 >/dev/null || fail "attempt 1 never ran on n0 and n1 (stderr: $(cat "$work"/err-*))"
+  echo "cut: attempt 1 on 2 hosts running $(elapsed "$t0") s after the cut"
+  expect_eq "$(cat "$work"/out-0 "$work"/out-1 | grep -c 'allreduce 10 gloo')" 4 "attempt 1's 4 ranks all-reduce across n0 and n1"
+  finish_node 2 30 "$t0"  # the cut-off launcher: lost node 0's store
+  expect_eq "${code[2]}" 1 "the cut-off launcher's exit code"
+  host_plug n2
+  start_node 2 --nnodes 2:3 --nproc 2 "${prog[@]}"
+  t0=$(now)
+  for k in 0 1 2; do finish_node "$k" 60 "$t0"; done
+  for k in 0 1 2; do expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"; done
+  for k in 0 1; do
+    expect_contains "$work/err-$k" "starting attempt 1 of the job on 2 nodes (--nnodes 2:3) without lost node [2]" "node $k shrinks"
+    expect_contains "$work/err-$k" "starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [2] back" "node $k grows"
+  done
+  expect_contains "$work/err-2" "the job runs already (--nnodes 2:3); waiting for node 0" "node 2 asks to join"
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 21 gloo')" 6 "attempt 2's 6 ranks all-reduce across the 3 hosts"
+  echo "back: attempt 2 on 3 hosts done $(elapsed "$t0") s after node 2's launcher started again"
+  wait_gone "$pids" 5 || fail "ranks still running: $pids"
+  nothing_left
+}
+
+case_elastic_trainer() {
+  # --nnodes 2:3 with the example trainer (docs/multinode.md, "Elastic membership"): 3 hosts x 2
+  # ranks train with a checkpoint every 50 steps and --resume-latest; host n2 is cut off once the
+  # first checkpoint exists. Nodes 0 and 1 finish the run as 4 ranks from the last checkpoint,
+  # with the weights of an uninterrupted run (DDP is world-size invariant at a fixed global batch;
+  # 1e-4, the tolerance of the one-host against two-host comparison in multinode.slurm). 65520
+  # samples: whole global batches of 48; a last partial batch (65536 samples) is padded one way
+  # over 6 ranks and another over 4, and the weights then differ by ~8e-3.
+  local t0 k i
+  export FASTRUN_TIMEOUT=60
+  local train=("$train_mlp" --seed 7 --samples 65520 --epochs 1 --global-batch 48 --quiet 1)
+  for k in 2 1 0; do
+    start_node "$k" --nnodes 2:3 --nproc 2 "${train[@]}" --checkpoint "$work/ckpt" --checkpoint-every 50 \
+      --resume-latest --weights-out "$work/elastic.weights"
+  done
+  for ((i = 0; i < 1200; i++)); do [[ -e $work/ckpt ]] && break; sleep 0.05; done
+  [[ -e $work/ckpt ]] || fail "no checkpoint within 60 s (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug n2
+  for k in 0 1 2; do finish_node "$k" 120 "$t0"; done
+  for k in 0 1; do
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+    expect_contains "$work/err-$k" "starting attempt 1 of the job on 2 nodes (--nnodes 2:3) without lost node [2]" \
+      "node $k goes on without n2"
+  done
+  expect_eq "${code[2]}" 1 "the cut-off launcher's exit code"
+  echo "trainer: nodes 0 and 1 done ${took[0]} s after n2 was cut off"
+  on_host n0 "$fastrun" --nproc 4 "${train[@]}" --weights-out "$work/straight.weights" >"$work/straight.out" 2>&1 ||
+    fail "the uninterrupted run failed: $(cat "$work/straight.out")"
+  "$train_mlp_compare" "$work/straight.weights" "$work/elastic.weights" 1e-4 >"$work/compare.out" 2>&1 ||
+    fail "weights after losing n2 differ from an uninterrupted run's: $(cat "$work/compare.out")"
   nothing_left
 }
 
