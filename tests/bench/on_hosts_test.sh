@@ -19,29 +19,28 @@ trap 'rm -f "$out"' EXIT
 
 namespaces_of() { ip netns list | awk '{print $1}' | grep -E "^$HOSTS_PREFIX-$1-" | tr '\n' ' '; }
 
-case $case_name in
-table)
-  timeout 60 "$script" launch "$build" --ranks 2 --reps 1 >"$out" 2>&1 &
+# The script's SUBJECT on 2 hosts x 2 ranks, one run, within LIMIT s: exit 0, the note of separate
+# hosts, and a table row matching ROW.
+expect_table() {
+  local subject=$1 limit=$2 row=$3
+  shift 3
+  timeout "$limit" "$script" "$subject" "$build" --ranks 2 --reps 1 "$@" >"$out" 2>&1 &
   pid=$!
   wait "$pid"
-  code=$?
+  local code=$?
   cat "$out"
   expect_eq "$code" 0 "the script's exit status"
   grep -q "^note: each node on its own host, master $HOSTS_NET.11$" "$out" || fail "no note of separate hosts"
-  grep -Eq '^2 x 2 +4 \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+$' "$out" ||
-    fail "no table row for 2 nodes x 2 ranks"
+  grep -Eq "$row" "$out" || fail "no table row for 2 nodes x 2 ranks"
+}
+
+case $case_name in
+table)
+  expect_table launch 60 '^2 x 2 +4 \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+$'
   ;;
 restart)
   # fastrun only (--python none): torchrun's column is measured by hand (docs/benchmarks.md).
-  timeout 120 "$script" restart "$build" --ranks 2 --reps 1 --python none >"$out" 2>&1 &
-  pid=$!
-  wait "$pid"
-  code=$?
-  cat "$out"
-  expect_eq "$code" 0 "the script's exit status"
-  grep -q "^note: each node on its own host, master $HOSTS_NET.11$" "$out" || fail "no note of separate hosts"
-  grep -Eq '^  2 x 2 \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ \| +- +- +- +- *$' "$out" ||
-    fail "no table row for 2 nodes x 2 ranks"
+  expect_table restart 120 '^  2 x 2 \| +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ \| +- +- +- +- *$' --python none
   ;;
 sigterm)
   "$script" launch "$build" --ranks 16 --reps 100 >"$out" 2>&1 &
