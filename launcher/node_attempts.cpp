@@ -25,6 +25,7 @@
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/text/number.h"
+#include "fastrun/runtime/text/split.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -40,15 +41,12 @@ std::string key(int attempt, const std::string& what) { return launcher_keys::at
 std::string encode_members(const std::vector<int>& members) { return fmt::format("{}", fmt::join(members, ",")); }
 std::vector<int> decode_members(const std::string& key, const std::string& text) {
   std::vector<int> out;
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t comma = text.find(',', at);
-    const auto v = text::to_integer(std::string_view(text).substr(at, comma - at), 0, kMaxNodes - 1);
+  for (const std::string_view field : text::split(text, ',')) {
+    const auto v = text::to_integer(field, 0, kMaxNodes - 1);
     if (!v) throw StoreError(fmt::format("{}: '{}' is not a list of node ranks (accepted: e.g. 0,1,3)", key, text));
     out.push_back(static_cast<int>(*v));
-    if (comma == std::string::npos) return out;
-    at = comma + 1;
   }
+  return out;
 }
 
 // The job ends between two attempts (a signal to a launcher, recorded under kJobStopped): the
