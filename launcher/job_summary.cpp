@@ -57,8 +57,10 @@ JobSummary summarize(const AttemptOutcome& o) {
     // The job's first failure was on another node (or node 0 is gone): every node exits with it.
     result.exit_code = o.remote->exit_code;
     result.stop_signal = 0;
-    text = fmt::format("fastrun: the job failed on node {}: {}; stopped this node's {} rank{}\n", o.remote->node,
-                       o.remote->why, spawned, spawned == 1 ? "" : "s") +
+    // A node that came back (--nnodes MIN:MAX) stops the attempt without anything having failed.
+    const std::string what = o.remote->joining ? "the job grows" : fmt::format("the job failed on node {}", o.remote->node);
+    text = fmt::format("fastrun: {}: {}; stopped this node's {} rank{}\n", what, o.remote->why, spawned,
+                       spawned == 1 ? "" : "s") +
            text;
   }
   if (o.first_failure) {

@@ -138,7 +138,9 @@ TEST_CASE("three nodes with --nnodes 2:3: node 2 lost then started again and the
     INFO("node " << k << " stderr: " << r.err);
     CHECK(r.exit_code == 0);
     CHECK(contains(r.err, "starting attempt 1 of the job on 2 nodes (--nnodes 2:3) without lost node [2]"));
+    CHECK(contains(r.err, "fastrun: the job grows: node 2 (host "));  // nothing failed
     CHECK(contains(r.err, "is back and joins at the next attempt (--nnodes 2:3)"));
+    CHECK_FALSE(contains(r.err, "the job failed on node 0"));
     CHECK(contains(r.err, "fastrun: starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [2] back; a "
                           "change of nodes does not count against --max-restarts"));
   }
