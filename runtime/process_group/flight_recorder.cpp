@@ -226,7 +226,9 @@ std::string FlightRecorder::ask_peers(const OpDesc& op, Store* store) {
                          std::chrono::duration<double>(kAnswerWait).count());
     } else {
       const auto self = it->second.find(name_);
-      if (self == it->second.end() || self->second.last_seq < op.seq) not_reached.push_back(g);
+      // Point-to-point ops are numbered apart on each rank: a peer's collective number says nothing
+      // about whether it posted the matching send/recv.
+      if (!op.point_to_point && (self == it->second.end() || self->second.last_seq < op.seq)) not_reached.push_back(g);
       what = self == it->second.end() ? std::string("no op on this group yet") : self->second.line;
       for (const auto& [group, state] : it->second)
         if (group != name_ && state.busy) what += fmt::format("; on group '{}': {}", group, state.line);
@@ -234,7 +236,11 @@ std::string FlightRecorder::ask_peers(const OpDesc& op, Store* store) {
     doing += fmt::format("{}rank {}: {}", doing.empty() ? "" : "; ", g, what);
   }
   std::string verdict;
-  if (!not_reached.empty())
+  if (op.point_to_point && op.root >= 0 && op.root < static_cast<int>(global_ranks_.size()))
+    verdict = fmt::format("the matching {} of rank {} did not come (a rank numbers its point-to-point ops on its own, "
+                          "so the record cannot say whether it was issued)",
+                          op.op == "send" ? "recv" : "send", global_ranks_[static_cast<std::size_t>(op.root)]);
+  else if (!not_reached.empty())
     verdict = fmt::format("rank{} {} did not reach op #{}", not_reached.size() == 1 ? "" : "s",
                           fmt::join(not_reached, ","), op.seq);
   else if (silent.empty())
