@@ -2,8 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <fmt/format.h>
-
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 
@@ -27,17 +25,12 @@ StallWatch::StallWatch(const JobConfig& job, int fd) {
   }
   if (threshold_s > 0)
     scanner_.emplace(board_.data(), board_.size(), threshold_s, fd,
-                     job.node.nnodes > 1 ? fmt::format(" on node {}", job.node.node_rank) : std::string());
+                     job.node.nnodes > 1 ? std::optional<int>(job.node.node_rank) : std::nullopt);
 }
 
 std::optional<stall::LastCollective> StallWatch::last_collective(int local_rank) const {
   if (!board_.data()) return std::nullopt;
   return stall::last_collective(stall::read_rank_slots(board_.data(), board_.size(), local_rank));
-}
-
-StallWatch::~StallWatch() {
-  scanner_.reset();
-  // board_ removes the segment's name and mapping.
 }
 
 }  // namespace fastrun::launcher

@@ -24,7 +24,6 @@ class StallWatch {
  public:
   // Prints to `fd` (the launcher's stderr); job.stall_report_s is the threshold.
   StallWatch(const JobConfig& job, int fd);
-  ~StallWatch();
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
 
@@ -35,7 +34,8 @@ class StallWatch {
 
  private:
   shm::Segment board_;
-  std::optional<stall::StallScanner> scanner_;  // after the board it reads
+  // After the board it reads, so that it stops first; board_ then removes the segment.
+  std::optional<stall::StallScanner> scanner_;
 };
 
 }  // namespace fastrun::launcher

@@ -39,7 +39,7 @@ std::shared_ptr<void> host_stall_report(Store& store, const StallHostPlace& plac
     store.set(key, to_bytes(host->board->address()));
     const bool many_nodes = place.local_world_size < place.world_size;
     host->scanner.emplace(host->board->data(), host->board->size(), static_cast<int>(threshold), 2,
-                          many_nodes ? fmt::format(" on node {}", place.node_rank) : std::string());
+                          many_nodes ? std::optional<int>(place.node_rank) : std::nullopt);
     return host;
   }
   try {

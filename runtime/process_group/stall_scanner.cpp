@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "fastrun/runtime/os/full_io.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 #include "fastrun/runtime/process_group/stall_scan.h"
@@ -13,8 +15,13 @@ std::chrono::milliseconds StallScanner::poll_interval(int threshold_s) {
   return std::min(std::chrono::milliseconds(1000), std::chrono::milliseconds(threshold_s * 500));
 }
 
-StallScanner::StallScanner(const std::byte* board, std::size_t bytes, int threshold_s, int fd, std::string node)
-    : board_(board), bytes_(bytes), threshold_s_(threshold_s), fd_(fd), node_(std::move(node)) {
+StallScanner::StallScanner(const std::byte* board, std::size_t bytes, int threshold_s, int fd,
+                           std::optional<int> node_rank)
+    : board_(board),
+      bytes_(bytes),
+      threshold_s_(threshold_s),
+      fd_(fd),
+      node_(node_rank ? fmt::format(" on node {}", *node_rank) : std::string()) {
   thread_ = std::thread([this] { run(); });
 }
 

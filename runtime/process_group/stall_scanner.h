@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -17,8 +18,9 @@ namespace fastrun::stall {
 class StallScanner {
  public:
   // Reads `bytes` bytes of board at `board` (which must outlive this object) and writes whole
-  // lines to `fd`; `node` is "" on one node, else " on node K". threshold_s > 0.
-  StallScanner(const std::byte* board, std::size_t bytes, int threshold_s, int fd, std::string node);
+  // lines to `fd`; `node_rank` is set when the job spans nodes, so that every line says " on node
+  // K" (one node: nothing to tell apart). threshold_s > 0.
+  StallScanner(const std::byte* board, std::size_t bytes, int threshold_s, int fd, std::optional<int> node_rank);
   // Stops the thread within one interval, after a last scan that reports the ends of stalls
   // (the ranks are gone or done), never a new one.
   ~StallScanner();
@@ -35,7 +37,7 @@ class StallScanner {
   const std::size_t bytes_;
   const int threshold_s_;
   const int fd_;
-  const std::string node_;
+  const std::string node_;  // " on node K" or ""
   std::mutex mutex_;
   std::condition_variable cv_;
   bool stop_ = false;
