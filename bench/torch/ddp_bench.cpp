@@ -37,7 +37,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct Args {
-  std::string nproc = "2,4";
+  std::vector<int> nproc{2, 4};
   int hidden = 512, layers = 4, batch = 32, steps = 20, warmup = 3;
   std::string worker, backend = "gloo", out;
 };
@@ -47,7 +47,7 @@ Args parse(int argc, char** argv) {
   CLI::App app("LibTorch DDP step times on CPU ranks (adapter on shm and gloo, hand-written all-reduce, one fused "
                "all-reduce, no communication, PyTorch's DDP)",
                "fastrun-bench-torch");
-  app.add_option("--nproc", a.nproc, "rank counts, comma-separated")->type_name("LIST")->capture_default_str();
+  fastrun::flags::integer_list(app, "--nproc", a.nproc, "rank counts, comma-separated", 1, 1024);
   fastrun::flags::integer(app, "--hidden", a.hidden, "MLP width", 1, 1 << 20);
   fastrun::flags::integer(app, "--layers", a.layers, "hidden layers", 1, 1000);
   fastrun::flags::integer(app, "--batch", a.batch, "per-rank batch", 1, 1 << 20);
@@ -158,16 +158,7 @@ double read_seconds(const std::string& path) {
 }
 
 int orchestrate(const Args& a) {
-  std::vector<int> counts;
-  std::stringstream list(a.nproc);
-  for (std::string item; std::getline(list, item, ',');) {
-    try {
-      counts.push_back(std::stoi(item));
-    } catch (const std::exception&) {
-      throw fastrun::ConfigError(fmt::format("--nproc '{}': expected a comma-separated list of rank counts", a.nproc));
-    }
-    if (counts.back() < 1) throw fastrun::ConfigError(fmt::format("--nproc '{}': counts must be >= 1", a.nproc));
-  }
+  const std::vector<int>& counts = a.nproc;
   const std::string fastrun_cli = find_fastrun(), script = find_script();
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const bool have_python = !script.empty() && std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") == 0;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/os/atomic_file.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace train_mlp {
 namespace {
@@ -46,17 +47,20 @@ Checkpoint read_checkpoint(const std::string& path) {
       throw bad(fmt::format("missing '{}' line", key));
     return line.substr(std::strlen(key) + 1);
   };
-  try {
-    c.epoch = std::stoull(field("epoch"));
-    c.global_step = std::stoull(field("global_step"));
-    c.seed = std::stoull(field("seed"));
-    std::istringstream layout(field("layout"));
-    layout >> c.dim >> c.hidden >> c.classes;
-    c.sampler_state = field("sampler");
-    c.values.resize(std::stoull(field("floats")));
-  } catch (const std::logic_error& e) {  // stoull
-    throw bad(std::string("malformed number: ") + e.what());
-  }
+  // The whole field a number, so that a damaged line ("12abc") is an error, not 12.
+  auto number = [&](const char* key) {
+    const std::string text = field(key);
+    const auto n = fastrun::text::to_integer(text, 0);
+    if (!n) throw bad(fmt::format("'{}' is '{}', expected a whole number >= 0", key, text));
+    return static_cast<std::uint64_t>(*n);
+  };
+  c.epoch = number("epoch");
+  c.global_step = number("global_step");
+  c.seed = number("seed");
+  std::istringstream layout(field("layout"));
+  layout >> c.dim >> c.hidden >> c.classes;
+  c.sampler_state = field("sampler");
+  c.values.resize(number("floats"));
   in.read(reinterpret_cast<char*>(c.values.data()), static_cast<std::streamsize>(c.values.size() * sizeof(float)));
   std::string tail(5, '\0');
   in.read(tail.data(), 5);

@@ -1,13 +1,14 @@
 #include "fastrun/launcher/binding/binding_plan.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
+#include "fastrun/runtime/text/split.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -141,31 +142,22 @@ std::vector<RankBinding> plan_bindings(BindMode mode, const MachineLayout& layou
   return plan;
 }
 
-std::vector<int> parse_cpu_list(std::string_view text, std::string_view what) {
+std::vector<int> parse_cpu_list(std::string_view list, std::string_view what) {
   std::vector<int> out;
   auto bad = [&] {
     return ConfigError(fmt::format("{}: '{}' is not a CPU list (accepted: numbers and ranges such as 0-3,8,10-11)",
-                                   what, text));
+                                   what, list));
   };
-  std::string_view s = text;
+  std::string_view s = list;
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
   if (s.empty()) return out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    std::size_t comma = s.find(',', start);
-    if (comma == std::string_view::npos) comma = s.size();
-    const std::string_view part = s.substr(start, comma - start);
-    int lo = 0, hi = 0;
+  constexpr std::int64_t kMaxCpu = 1 << 20;
+  for (const std::string_view part : text::split(s, ',')) {
     const auto dash = part.find('-');
-    const std::string_view a = part.substr(0, dash);
-    const std::string_view b = dash == std::string_view::npos ? a : part.substr(dash + 1);
-    const auto [pa, ea] = std::from_chars(a.data(), a.data() + a.size(), lo);
-    const auto [pb, eb] = std::from_chars(b.data(), b.data() + b.size(), hi);
-    if (a.empty() || b.empty() || ea != std::errc() || eb != std::errc() || pa != a.data() + a.size() ||
-        pb != b.data() + b.size() || lo < 0 || hi < lo || hi > 1 << 20)
-      throw bad();
-    for (int c = lo; c <= hi; ++c) out.push_back(c);
-    start = comma + 1;
+    const auto lo = text::to_integer(part.substr(0, dash), 0, kMaxCpu);
+    const auto hi = dash == std::string_view::npos ? lo : text::to_integer(part.substr(dash + 1), 0, kMaxCpu);
+    if (!lo || !hi || *hi < *lo) throw bad();
+    for (auto c = *lo; c <= *hi; ++c) out.push_back(static_cast<int>(c));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -3,7 +3,7 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <charconv>
+#include <climits>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -13,6 +13,7 @@
 
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -114,15 +115,14 @@ GpuLocality gpu_locality(const std::string& token, const std::string& root) {
     g.pci_bus_id = bus_id_of_uuid(token, root);
   } else {
     const std::vector<std::string> ids = nvidia_gpu_bus_ids(root);
-    std::size_t index = 0;
-    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), index);
-    if (ec != std::errc() || end != token.data() + token.size() || index >= ids.size()) {
+    const auto index = text::to_integer(token, 0, static_cast<std::int64_t>(ids.size()) - 1);
+    if (!index) {
       throw ConfigError(fmt::format("--bind: GPU {} has no PCI device: {} NVIDIA GPU{} listed in {} ({}); give GPUs "
                                     "0..{} or use --bind none, which needs no locality",
                                     token, ids.size(), ids.size() == 1 ? " is" : "s are", places(root),
                                     sorted_list(ids), ids.empty() ? 0 : ids.size() - 1));
     }
-    g.pci_bus_id = ids[index];
+    g.pci_bus_id = ids[static_cast<std::size_t>(*index)];
   }
   const std::string dev = root + "/sys/bus/pci/devices/" + g.pci_bus_id;
   const auto node = read_text(dev + "/numa_node");
@@ -132,11 +132,12 @@ GpuLocality gpu_locality(const std::string& token, const std::string& root) {
                                   dev, node ? "local_cpulist" : "numa_node"));
   }
   const std::string n = trimmed(*node);
-  const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), g.numa_node);
-  if (n.empty() || ec != std::errc() || end != n.data() + n.size() || g.numa_node < -1) {
+  const auto numa_node = text::to_integer(n, -1, INT_MAX);
+  if (!numa_node) {
     throw ConfigError(fmt::format("--bind: GPU {} (PCI {}): {}/numa_node is '{}', expected a node number or -1", token,
                                   g.pci_bus_id, dev, n));
   }
+  g.numa_node = static_cast<int>(*numa_node);
   g.local_cpus = parse_cpu_list(*cpus, fmt::format("{}/local_cpulist", dev));
   return g;
 }

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/text/number.h"
+
 namespace fastrun::os {
 
 UniqueFd open_pidfd(pid_t pid) {
@@ -39,10 +41,7 @@ std::optional<ProcStat> proc_stat(std::int64_t pid) {
   std::string field;
   for (int i = 3; i <= 22; ++i)
     if (!(fields >> field)) return ProcStat{stat.state, 0};
-  try {
-    stat.start_time = std::stoull(field);
-  } catch (...) {
-  }
+  if (const auto start = text::to_integer(field, 0)) stat.start_time = static_cast<unsigned long long>(*start);
   return stat;
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun {
 namespace {
@@ -187,12 +188,8 @@ std::vector<int> round_missing(Store& store, const std::string& prefix, int size
   for (int lo = 0, k = 0; lo < size; lo += b, ++k) {
     const std::string key = round_arrived_key(prefix, k);
     std::int64_t bits = 0;
-    if (store.check({key})) {
-      try {
-        bits = std::stoll(to_string(store.get(key, std::chrono::seconds(1))));
-      } catch (const std::logic_error&) {  // not a number: nobody's bit can be trusted
-      }
-    }
+    // Not a number: nobody's bit can be trusted (0).
+    if (store.check({key})) bits = text::to_integer(to_string(store.get(key, std::chrono::seconds(1)))).value_or(0);
     for (int r = lo; r < std::min(lo + b, size); ++r)
       if ((bits & (std::int64_t{1} << (r - lo))) == 0) missing.push_back(r);
   }

@@ -140,6 +140,28 @@ TEST_CASE("train_mlp: a rank SIGKILLed mid-epoch, resumed on the same or another
   }
 }
 
+TEST_CASE("train_mlp: a checkpoint whose number field is damaged is refused, naming the field", "[ddp][train][resume]") {
+  TempDir dir;
+  train_mlp::Checkpoint c;
+  c.global_step = 45;
+  c.sampler_state = "{}";
+  c.values = {1.0f, 2.0f};
+  train_mlp::write_checkpoint_atomic(dir / "ckpt", c);
+  CHECK(train_mlp::read_checkpoint(dir / "ckpt").global_step == 45);
+  // "45" followed by damage: a lenient parser read 45 and resumed from the wrong place.
+  std::string text;
+  {
+    std::ifstream in(dir / "ckpt", std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto at = text.find("global_step 45\n");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 15, "global_step 45x\n");
+  std::ofstream(dir / "ckpt", std::ios::binary) << text;
+  CHECK_THROWS_WITH(train_mlp::read_checkpoint(dir / "ckpt"),
+                    Catch::Contains("'global_step' is '45x', expected a whole number >= 0"));
+}
+
 #ifdef FASTRUN_BIN
 TEST_CASE("train_mlp: a malformed --kill-at entry is refused by name before anything starts", "[ddp][train]") {
   // Fields come from text::split: an empty entry or part reaches the checks, which name it.
