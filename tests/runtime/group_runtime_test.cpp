@@ -16,7 +16,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
-#include "fastrun/runtime/process_group/op_number.h"
+#include "fastrun/runtime/process_group/op.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/store/job_keys.h"
@@ -308,17 +308,12 @@ TEST_CASE("group runtime: an op takes the number its Group gave it", "[runtime][
   std::vector<std::string> seen;
   const auto body = [&](const OpContext& op) { seen.push_back(op.what); };
   rt.run("all_reduce", 8, body);  // bare (no Group): the runtime counts
-  {
-    const OpNumberScope numbered(5);  // what Group::forward holds while it issues its op #5
-    rt.run("broadcast", 8, body);
-    CHECK(rt.op_number() == 5);  // nccl's way: the same number, however often it asks
-    {
-      const OpNumberScope inner(9);
-      rt.run("all_gather", 8, body);
-    }
-    rt.run("barrier", 0, body);  // the outer number again once the inner scope is gone
-  }
+  const Op fifth = Op::numbered_as("broadcast", 5);  // what Group::forward hands down for its op #5
+  rt.run(fifth, 8, body);
+  CHECK(rt.numbered(fifth).seq == 5);  // nccl's way: the same number, however often it asks
+  CHECK(rt.numbered(fifth).timeout == rt.health().op_timeout());  // none given: the group's
+  rt.run(Op::numbered_as("all_gather", 9), 8, body);
+  rt.run(Op::numbered_as("barrier", 5), 0, body);  // a number given is taken as it is
   rt.run("all_reduce", 8, body);  // bare again: one more than the last
   CHECK(seen == std::vector<std::string>{"all_reduce #1", "broadcast #5", "all_gather #9", "barrier #5", "all_reduce #6"});
-  CHECK(given_op_number() == 0);
 }
