@@ -131,7 +131,8 @@ WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGathe
     }
     // Device memory cannot be copied from here: let the backend run it (documented).
   }
-  return forward(op_desc("all_gather", input), [&](ProcessGroup& pg, const Op& call) { return pg.all_gather(call, input, output, options); });
+  return forward(op_desc("all_gather", input),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.all_gather(call, input, output, options); });
 }
 
 WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -147,7 +148,8 @@ WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const Redu
 
 WorkHandle Group::barrier(const BarrierOptions& options) {
   if (no_sync_level() >= 1) return completed_work();
-  return forward(op_desc("barrier"), [&](ProcessGroup& pg, const Op& call) { return pg.barrier(call, options); });
+  return forward(op_desc("barrier"),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.barrier(call, options); });
 }
 
 // ---------------------------------------------------------------- point-to-point, rooted, all-to-all
@@ -172,7 +174,8 @@ WorkHandle Group::send(BufferView buffer, int peer, const SendOptions& options) 
     check_peer(where("send"), peer, options.tag, rank(), size());
     return completed_work();
   }
-  return forward(op_desc("send", buffer).with_peer(peer), [&](ProcessGroup& pg, const Op& call) { return pg.send(call, buffer, peer, options); });
+  return forward(op_desc("send", buffer).with_peer(peer),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.send(call, buffer, peer, options); });
 }
 
 WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) {
@@ -180,7 +183,8 @@ WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) 
     check_peer(where("recv"), peer, options.tag, rank(), size());
     return completed_work();
   }
-  return forward(op_desc("recv", buffer).with_peer(peer), [&](ProcessGroup& pg, const Op& call) { return pg.recv(call, buffer, peer, options); });
+  return forward(op_desc("recv", buffer).with_peer(peer),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.recv(call, buffer, peer, options); });
 }
 
 WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {
@@ -234,7 +238,8 @@ WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAll
     copy_bytes(static_cast<char*>(output.data) + at, static_cast<char*>(input.data) + at, block);
     return completed_work();
   }
-  return forward(op_desc("all_to_all", input), [&](ProcessGroup& pg, const Op& call) { return pg.all_to_all(call, input, output, options); });
+  return forward(op_desc("all_to_all", input),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.all_to_all(call, input, output, options); });
 }
 
 WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
@@ -252,7 +257,8 @@ WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& 
                send_counts[me] * esize);
     return completed_work();
   }
-  return forward(op_desc("all_to_allv", input), [&](ProcessGroup& pg, const Op& call) { return pg.all_to_allv(call, input, send_counts, output, recv_counts, options);
+  return forward(op_desc("all_to_allv", input), [&](ProcessGroup& pg, const Op& call) {
+    return pg.all_to_allv(call, input, send_counts, output, recv_counts, options);
   });
 }
 

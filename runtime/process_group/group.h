@@ -85,19 +85,43 @@ class Group : public ProcessGroup {
 
   // A Group is where ops are born: an op handed to it as a ProcessGroup (DDP's calls, a
   // user's code written against ProcessGroup) is numbered here like one called above.
-  WorkHandle all_reduce(const Op&, BufferView buffer, const AllReduceOptions& options) override { return all_reduce(buffer, options); }
-  WorkHandle broadcast(const Op&, BufferView buffer, const BroadcastOptions& options) override { return broadcast(buffer, options); }
-  WorkHandle all_gather(const Op&, BufferView input, BufferView output, const AllGatherOptions& options) override { return all_gather(input, output, options); }
-  WorkHandle reduce_scatter(const Op&, BufferView input, BufferView output, const ReduceScatterOptions& options) override { return reduce_scatter(input, output, options); }
+  WorkHandle all_reduce(const Op&, BufferView buffer, const AllReduceOptions& options) override {
+    return all_reduce(buffer, options);
+  }
+  WorkHandle broadcast(const Op&, BufferView buffer, const BroadcastOptions& options) override {
+    return broadcast(buffer, options);
+  }
+  WorkHandle all_gather(const Op&, BufferView input, BufferView output, const AllGatherOptions& options) override {
+    return all_gather(input, output, options);
+  }
+  WorkHandle reduce_scatter(const Op&, BufferView input, BufferView output,
+                            const ReduceScatterOptions& options) override {
+    return reduce_scatter(input, output, options);
+  }
   WorkHandle barrier(const Op&, const BarrierOptions& options) override { return barrier(options); }
-  WorkHandle send(const Op&, BufferView buffer, int peer, const SendOptions& options) override { return send(buffer, peer, options); }
-  WorkHandle recv(const Op&, BufferView buffer, int peer, const RecvOptions& options) override { return recv(buffer, peer, options); }
+  WorkHandle send(const Op&, BufferView buffer, int peer, const SendOptions& options) override {
+    return send(buffer, peer, options);
+  }
+  WorkHandle recv(const Op&, BufferView buffer, int peer, const RecvOptions& options) override {
+    return recv(buffer, peer, options);
+  }
   WorkHandle batch_send_recv(const Op&, const std::vector<P2POp>& ops) override { return batch_send_recv(ops); }
-  WorkHandle reduce(const Op&, BufferView buffer, const ReduceOptions& options) override { return reduce(buffer, options); }
-  WorkHandle gather(const Op&, BufferView input, BufferView output, const GatherOptions& options) override { return gather(input, output, options); }
-  WorkHandle scatter(const Op&, BufferView input, BufferView output, const ScatterOptions& options) override { return scatter(input, output, options); }
-  WorkHandle all_to_all(const Op&, BufferView input, BufferView output, const AllToAllOptions& options) override { return all_to_all(input, output, options); }
-  WorkHandle all_to_allv(const Op&, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output, const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override { return all_to_allv(input, send_counts, output, recv_counts, options); }
+  WorkHandle reduce(const Op&, BufferView buffer, const ReduceOptions& options) override {
+    return reduce(buffer, options);
+  }
+  WorkHandle gather(const Op&, BufferView input, BufferView output, const GatherOptions& options) override {
+    return gather(input, output, options);
+  }
+  WorkHandle scatter(const Op&, BufferView input, BufferView output, const ScatterOptions& options) override {
+    return scatter(input, output, options);
+  }
+  WorkHandle all_to_all(const Op&, BufferView input, BufferView output, const AllToAllOptions& options) override {
+    return all_to_all(input, output, options);
+  }
+  WorkHandle all_to_allv(const Op&, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override {
+    return all_to_allv(input, send_counts, output, recv_counts, options);
+  }
 
   // True for backends whose collectives take host memory (gloo, shm).
   bool works_on_host_memory() const;

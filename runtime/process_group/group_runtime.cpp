@@ -63,6 +63,16 @@ Op GroupRuntime::numbered(Op op) {
   return op;
 }
 
+OpContext GroupRuntime::admit(const Op& op) {
+  health_->check_usable(op.name);
+  Op numbered_op = numbered(op);
+  OpContext ctx;
+  ctx.seq = numbered_op.seq;
+  ctx.what = std::move(numbered_op.label);
+  ctx.timeout = numbered_op.timeout;
+  return ctx;
+}
+
 void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
   try {
     body(ctx);
@@ -87,12 +97,7 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
 
 WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
   Shared& s = *shared_;
-  health_->check_usable(op.name);
-  Op numbered_op = numbered(op);
-  OpContext ctx;
-  ctx.seq = numbered_op.seq;
-  ctx.what = std::move(numbered_op.label);
-  ctx.timeout = numbered_op.timeout;
+  OpContext ctx = admit(op);
   // Inline only while the comm thread holds no op: otherwise this one would overtake them.
   const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||
                          (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);

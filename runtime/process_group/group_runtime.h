@@ -38,6 +38,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fastrun/runtime/process_group/async_work.h"
@@ -123,6 +124,17 @@ class GroupRuntime {
   // call from any thread, also after the runtime is gone (then it does nothing).
   std::function<void(std::exception_ptr error)> in_flight_failer() const;
 
+  // A point-to-point op the transport runs its own way (shm's mailboxes, gloo's unbound
+  // buffers: they progress when their Work is waited on or polled, not on the comm thread):
+  // refused once the group failed, with run()'s check and BackendError; numbered (point-to-point
+  // apart) and labelled like any op; then `post(ctx)` posts it with that context ("send #3",
+  // the op's timeout) and returns its Work, which times it out with op_timeout_message() under
+  // that label. No thread and no copy: the small-message path costs what it did.
+  template <class Post>
+  WorkHandle post(const Op& op, Post&& post) {
+    return std::forward<Post>(post)(admit(op));
+  }
+
   // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs
   // `body` inline or on the comm thread (see above). Errors of the body are in the Work.
   WorkHandle run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body);
@@ -135,6 +147,7 @@ class GroupRuntime {
 
  private:
   struct Shared;  // what a queued op needs: outlives the runtime when the thread is left behind
+  OpContext admit(const Op& op);  // refuses it after a failure, else numbers it (run and post)
   static void run_body(Shared& s, const OpContext& ctx, const Body& body);
   static void fail_in_flight(Shared& s, const std::exception_ptr& error);
 

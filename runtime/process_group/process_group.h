@@ -68,6 +68,7 @@ class ProcessGroup {
   // label and timeout) through its group runtime. The other, without an Op, issues a bare op
   // (a backend used directly: the backend's runtime numbers it); a class that implements the
   // virtual form and is called in this form through its own type adds `using ProcessGroup::x;`.
+
   // In place on `buffer` (every rank the same count and dtype).
   WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) {
     return all_reduce(Op::bare("all_reduce"), buffer, options);
@@ -82,17 +83,15 @@ class ProcessGroup {
   WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {}) {
     return all_gather(Op::bare("all_gather"), input, output, options);
   }
-  virtual WorkHandle all_gather(const Op& op, BufferView input, BufferView output, const AllGatherOptions& options) = 0;
+  virtual WorkHandle all_gather(const Op& op, BufferView input, BufferView output,
+                                const AllGatherOptions& options) = 0;
   // input.count == output.count * size(); rank r receives the reduction of block r.
-  WorkHandle reduce_scatter(BufferView input, BufferView output,
-                                    const ReduceScatterOptions& options = {}) {
+  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) {
     return reduce_scatter(Op::bare("reduce_scatter"), input, output, options);
   }
   virtual WorkHandle reduce_scatter(const Op& op, BufferView input, BufferView output,
                                     const ReduceScatterOptions& options) = 0;
-  WorkHandle barrier(const BarrierOptions& options = {}) {
-    return barrier(Op::bare("barrier"), options);
-  }
+  WorkHandle barrier(const BarrierOptions& options = {}) { return barrier(Op::bare("barrier"), options); }
   virtual WorkHandle barrier(const Op& op, const BarrierOptions& options) = 0;
 
   // --- Point-to-point (MPI/c10d semantics). Both return at once; the Work completes when the
@@ -137,18 +136,18 @@ class ProcessGroup {
   WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) {
     return all_to_all(Op::bare("all_to_all"), input, output, options);
   }
-  virtual WorkHandle all_to_all(const Op& op, BufferView input, BufferView output, const AllToAllOptions& options) = 0;
+  virtual WorkHandle all_to_all(const Op& op, BufferView input, BufferView output,
+                                const AllToAllOptions& options) = 0;
   // Per-rank counts: send_counts[r] elements (input blocks back to back, in rank order) go to
   // rank r; recv_counts[r] elements come from rank r. sum(send_counts) == input.count,
   // sum(recv_counts) == output.count, and rank r's send_counts[me] must equal my
   // recv_counts[r] (a mismatch fails the op on the ranks concerned).
   WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
-                                 const std::vector<std::size_t>& recv_counts,
-                                 const AllToAllOptions& options = {}) {
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) {
     return all_to_allv(Op::bare("all_to_allv"), input, send_counts, output, recv_counts, options);
   }
-  virtual WorkHandle all_to_allv(const Op& op, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
-                                 const std::vector<std::size_t>& recv_counts,
+  virtual WorkHandle all_to_allv(const Op& op, BufferView input, const std::vector<std::size_t>& send_counts,
+                                 BufferView output, const std::vector<std::size_t>& recv_counts,
                                  const AllToAllOptions& options) = 0;
 };
 

@@ -91,7 +91,7 @@ class GlooGroup final : public ProcessGroup {
   // `call` is the op as it came (op.h): the runtime runs it under its number and timeout.
   WorkHandle run(const Op& call, OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers, GroupRuntime::Body body);
   // Posts point-to-point ops (checked) as unbound buffers; one Work waits for them all.
-  WorkHandle post_p2p(const char* op, const std::vector<P2POp>& ops);
+  WorkHandle post_p2p(const char* op, const Op& call, const std::vector<P2POp>& ops);
 
   int rank_;
   int size_;
@@ -457,19 +457,23 @@ WorkHandle GlooGroup::run(const Op& call, OpDesc op, std::size_t bytes, std::vec
 
 // ---------------------------------------------------------------------------- point-to-point
 
-WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
-  const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
-  health->check_usable(op);
-  auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, op, p2p_names_, &translate);
-  {
-    std::lock_guard lock(transport_->mutex);
-    std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });
-    transport_->p2p.push_back(work);
-  }
-  // A transport failure between check_usable and the registration above missed this Work: its
-  // buffers would wait for a parked thread until the op timeout.
-  if (health->failed()) work->abort(std::make_exception_ptr(health->unusable(op)));
-  return work;
+// Through the runtime like any op (refused after a failure, numbered, labelled), then posted as
+// unbound buffers on the caller's thread.
+WorkHandle GlooGroup::post_p2p(const char* what, const Op& call, const std::vector<P2POp>& ops) {
+  return runtime_->post(call, [&](OpContext op) -> WorkHandle {
+    const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
+    auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, what, std::move(op.what), p2p_names_,
+                                              &translate);
+    {
+      std::lock_guard lock(transport_->mutex);
+      std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });
+      transport_->p2p.push_back(work);
+    }
+    // A transport failure between the runtime's check and the registration above missed this
+    // Work: its buffers would wait for a parked thread until the op timeout.
+    if (health->failed()) work->abort(std::make_exception_ptr(health->unusable(what)));
+    return work;
+  });
 }
 
 // Runs on the failed Gloo transport thread (transport_failure.h): every op in flight and every
@@ -505,20 +509,20 @@ void on_transport_failure(TransportState& s, const std::string& what) {
 WorkHandle GlooGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   check_cpu(buffer, "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
-  return post_p2p("send", {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+  return post_p2p("send", call, {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
 WorkHandle GlooGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   check_cpu(buffer, "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
-  return post_p2p("recv", {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+  return post_p2p("recv", call, {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
 WorkHandle GlooGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) check_cpu(op.buffer, "batch_send_recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
   if (ops.empty()) return completed_work();
-  return post_p2p("batch_send_recv", ops);
+  return post_p2p("batch_send_recv", call, ops);
 }
 
 // ---------------------------------------------------------------------------- rooted, all-to-all

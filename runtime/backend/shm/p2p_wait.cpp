@@ -127,7 +127,8 @@ std::exception_ptr P2PEngine::timeout_error(Batch& batch, Duration timeout) {
       if (auto op = w.lock(); op && !op->done) pending.push_back(describe(*op));
   }
   return std::make_exception_ptr(TimeoutError(
-      op_timeout_message({group_label(global_rank_at(rank_, global_ranks_), group_, "shm"), batch.what, timeout,
+      op_timeout_message({group_label(global_rank_at(rank_, global_ranks_), group_, "shm"),
+                          batch.label.empty() ? std::string(batch.what) : batch.label, timeout,
                           std::move(pending), "the peer has not posted the matching send/recv"})));
 }
 

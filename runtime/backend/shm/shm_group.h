@@ -109,7 +109,7 @@ class ShmGroup final : public ProcessGroup {
   void all_gather_chunks(const BufferView& in, const BufferView& out);
   void reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op);
   void reduce_chunks(const BufferView& b, ReduceOp op, int root);
-  WorkHandle post_p2p(const char* op, std::span<const P2POp> ops);
+  WorkHandle post_p2p(const char* op, const Op& call, std::span<const P2POp> ops);
   // Runs a collective made of point-to-point messages (plus this rank's own local copy).
   WorkHandle run_p2p(const Op& call, std::size_t bytes, std::vector<P2POp> ops,
                      std::function<void()> local_copy);

@@ -46,10 +46,10 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
   chan_->set_idle_hook(&progress_all_p2p);
 }
 
-WorkHandle ShmGroup::post_p2p(const char* op, std::span<const P2POp> ops) {
-  if (runtime_->health().failed())
-    return std::make_shared<CompletedWork>(std::make_exception_ptr(runtime_->health().unusable(op)));
-  return p2p_->post(ops, op);
+// Through the runtime like any op (refused after a failure, numbered, labelled), then straight
+// into the mailboxes on the caller's thread: the Work progresses when waited on or polled.
+WorkHandle ShmGroup::post_p2p(const char* op, const Op& call, std::span<const P2POp> ops) {
+  return runtime_->post(call, [&](OpContext ctx) { return p2p_->post(ops, op, std::move(ctx.what)); });
 }
 
 // Inline on the caller's thread whatever the size (bytes = 0 for run()), unless earlier ops are
@@ -73,21 +73,21 @@ WorkHandle ShmGroup::send(const Op& call, BufferView buffer, int peer, const Sen
   check_host("send", buffer);
   if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
   const P2POp one{P2POp::Kind::send, buffer, peer, options.tag};
-  return post_p2p("send", {&one, 1});
+  return post_p2p("send", call, {&one, 1});
 }
 
 WorkHandle ShmGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   check_host("recv", buffer);
   if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
   const P2POp one{P2POp::Kind::recv, buffer, peer, options.tag};
-  return post_p2p("recv", {&one, 1});
+  return post_p2p("recv", call, {&one, 1});
 }
 
 WorkHandle ShmGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) check_host("batch_send_recv", op.buffer);
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
   if (ops.empty()) return std::make_shared<CompletedWork>();
-  return post_p2p("batch_send_recv", ops);
+  return post_p2p("batch_send_recv", call, ops);
 }
 
 // ---------------------------------------------------------------------------- reduce
