@@ -52,25 +52,21 @@ GroupRuntime::~GroupRuntime() {
   if (thread_ && shared_->config.detach_on_failure && health_->failed()) thread_->abandon();
 }
 
-Op GroupRuntime::numbered(Op op) {
+std::uint64_t GroupRuntime::take_number(const Op& op) {
   std::uint64_t& last = op.point_to_point ? p2p_seq_ : seq_;
-  if (!op.numbered()) {
-    op.seq = last + 1;
-    op.label = fmt::format("{} #{}", op.name, op.seq);
-  }
-  last = op.seq;
-  if (op.timeout == Duration::zero()) op.timeout = health_->op_timeout();
-  return op;
+  last = op.numbered() ? op.seq : last + 1;
+  return last;
 }
 
-OpContext GroupRuntime::admit(const Op& op) {
-  health_->check_usable(op.name);
-  Op numbered_op = numbered(op);
-  OpContext ctx;
-  ctx.seq = numbered_op.seq;
-  ctx.what = std::move(numbered_op.label);
-  ctx.timeout = numbered_op.timeout;
-  return ctx;
+Op GroupRuntime::numbered(Op op) {
+  if (!op.numbered()) {
+    op.seq = take_number(op);
+    op.label = fmt::format("{} #{}", op.name, op.seq);
+  } else {
+    take_number(op);
+  }
+  if (op.timeout == Duration::zero()) op.timeout = health_->op_timeout();
+  return op;
 }
 
 void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
@@ -97,7 +93,12 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
 
 WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
   Shared& s = *shared_;
-  OpContext ctx = admit(op);
+  health_->check_usable(op.name);
+  Op numbered_op = numbered(op);
+  OpContext ctx;
+  ctx.seq = numbered_op.seq;
+  ctx.what = std::move(numbered_op.label);
+  ctx.timeout = numbered_op.timeout;
   // Inline only while the comm thread holds no op: otherwise this one would overtake them.
   const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||
                          (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);

@@ -127,12 +127,13 @@ class GroupRuntime {
   // A point-to-point op the transport runs its own way (shm's mailboxes, gloo's unbound
   // buffers: they progress when their Work is waited on or polled, not on the comm thread):
   // refused once the group failed, with run()'s check and BackendError; numbered (point-to-point
-  // apart) and labelled like any op; then `post(ctx)` posts it with that context ("send #3",
-  // the op's timeout) and returns its Work, which times it out with op_timeout_message() under
-  // that label. No thread and no copy: the small-message path costs what it did.
+  // apart) like any op; then `post(seq)` posts it as op #seq and returns its Work, which names
+  // it "send #3" in its timeout message. No thread, no copy, and nothing formatted until a
+  // message needs it: the small-message path costs what it did.
   template <class Post>
   WorkHandle post(const Op& op, Post&& post) {
-    return std::forward<Post>(post)(admit(op));
+    health_->check_usable(op.name);
+    return std::forward<Post>(post)(take_number(op));
   }
 
   // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs
@@ -147,7 +148,7 @@ class GroupRuntime {
 
  private:
   struct Shared;  // what a queued op needs: outlives the runtime when the thread is left behind
-  OpContext admit(const Op& op);  // refuses it after a failure, else numbers it (run and post)
+  std::uint64_t take_number(const Op& op);  // its number, or the next of its kind: now the last
   static void run_body(Shared& s, const OpContext& ctx, const Body& body);
   static void fail_in_flight(Shared& s, const std::exception_ptr& error);
 

@@ -460,10 +460,9 @@ WorkHandle GlooGroup::run(const Op& call, OpDesc op, std::size_t bytes, std::vec
 // Through the runtime like any op (refused after a failure, numbered, labelled), then posted as
 // unbound buffers on the caller's thread.
 WorkHandle GlooGroup::post_p2p(const char* what, const Op& call, const std::vector<P2POp>& ops) {
-  return runtime_->post(call, [&](OpContext op) -> WorkHandle {
+  return runtime_->post(call, [&](std::uint64_t seq) -> WorkHandle {
     const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
-    auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, what, std::move(op.what), p2p_names_,
-                                              &translate);
+    auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, what, seq, p2p_names_, &translate);
     {
       std::lock_guard lock(transport_->mutex);
       std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });

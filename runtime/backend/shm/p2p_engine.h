@@ -86,8 +86,8 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
 
   // Posts `ops` (already checked; tags may be negative: internal collectives) and returns one
   // Work for all of them. `what` names them in errors ("send", "gather"; a static string),
-  // `label` in the timeout message: the op's, as its group runtime numbered it ("send #3").
-  WorkHandle post(std::span<const P2POp> ops, const char* what, std::string label);
+  // `seq` the op's number (group_runtime.h): its timeout message says "send #3".
+  WorkHandle post(std::span<const P2POp> ops, const char* what, std::uint64_t seq);
   // Posts, runs `meanwhile` (a collective's own block: it overlaps the peers' copies of ours),
   // then waits (for collectives built on point-to-point; runs on the group's op thread).
   void run(std::span<const P2POp> ops, const char* what, Duration timeout, const std::function<void()>& meanwhile);
@@ -109,7 +109,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   class BatchWork;
 
   // Posting and matching (p2p_engine.cpp).
-  std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what, std::string label = {});
+  std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what, std::uint64_t seq = 0);
   // Waiting (p2p_wait.cpp): wait() takes mutex_ itself; so do its helpers.
   void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
   bool test(const std::shared_ptr<Batch>& batch);

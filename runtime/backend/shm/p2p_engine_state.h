@@ -58,7 +58,7 @@ struct P2PEngine::Header {
 
 struct P2PEngine::Batch {
   const char* what;   // "send", "gather": where errors happen (a static string)
-  std::string label;  // "send #3": the op in its timeout message (empty: `what`)
+  std::uint64_t seq = 0;  // op #seq as its group runtime numbered it (0: a collective's part)
   std::size_t remaining = 0;
   std::exception_ptr error;
   // For messages and health checks; inline for the usual one or two ops (no allocation per send).

@@ -2,6 +2,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fastrun/runtime/backend/shm/p2p_engine_state.h"
 #include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/error.h"
@@ -128,7 +130,8 @@ std::exception_ptr P2PEngine::timeout_error(Batch& batch, Duration timeout) {
   }
   return std::make_exception_ptr(TimeoutError(
       op_timeout_message({group_label(global_rank_at(rank_, global_ranks_), group_, "shm"),
-                          batch.label.empty() ? std::string(batch.what) : batch.label, timeout,
+                          batch.seq != 0 ? fmt::format("{} #{}", batch.what, batch.seq) : std::string(batch.what),
+                          timeout,
                           std::move(pending), "the peer has not posted the matching send/recv"})));
 }
 

@@ -49,7 +49,7 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
 // Through the runtime like any op (refused after a failure, numbered, labelled), then straight
 // into the mailboxes on the caller's thread: the Work progresses when waited on or polled.
 WorkHandle ShmGroup::post_p2p(const char* op, const Op& call, std::span<const P2POp> ops) {
-  return runtime_->post(call, [&](OpContext ctx) { return p2p_->post(ops, op, std::move(ctx.what)); });
+  return runtime_->post(call, [&](std::uint64_t seq) { return p2p_->post(ops, op, seq); });
 }
 
 // Inline on the caller's thread whatever the size (bytes = 0 for run()), unless earlier ops are
