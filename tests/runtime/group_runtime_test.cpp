@@ -317,3 +317,27 @@ TEST_CASE("group runtime: an op takes the number its Group gave it", "[runtime][
   rt.run("all_reduce", 8, body);  // bare again: one more than the last
   CHECK(seen == std::vector<std::string>{"all_reduce #1", "broadcast #5", "all_gather #9", "barrier #5", "all_reduce #6"});
 }
+
+TEST_CASE("group runtime: a posted send/recv is numbered apart from collectives and refused after a failure",
+          "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
+  std::vector<std::uint64_t> posted;
+  const auto post = [&](std::uint64_t seq) {
+    posted.push_back(seq);
+    return completed_work();
+  };
+  std::vector<std::string> ran;
+  const auto body = [&](const OpContext& op) { ran.push_back(op.what); };
+  rt.run("all_reduce", 8, body);                    // collective #1
+  rt.post(Op::bare("send", true), post);            // bare: the runtime numbers it, p2p #1
+  rt.post(Op::numbered_as("recv", 4, true), post);  // as its Group numbered it
+  rt.post(Op::bare("recv", true), post);            // on from the last: #5
+  rt.run("barrier", 0, body);                       // the collectives count on apart: #2
+  CHECK(posted == std::vector<std::uint64_t>{1, 4, 5});
+  CHECK(ran == std::vector<std::string>{"all_reduce #1", "barrier #2"});
+  // One failure check for both ways to run an op: run()'s refusal, before anything is posted.
+  rt.health().fail("rank 1 died");
+  CHECK_THROWS_WITH(rt.post(Op::bare("send", true), post),
+                    Catch::Contains("send refused: the group is unusable after an earlier failure: rank 1 died"));
+  CHECK(posted.size() == 3);
+}
