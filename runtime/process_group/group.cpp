@@ -10,7 +10,7 @@
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/flight_recorder.h"
 #include "fastrun/runtime/process_group/no_sync.h"
-#include "fastrun/runtime/process_group/op_number.h"
+#include "fastrun/runtime/process_group/op.h"
 #include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/sequence_check.h"
 #include "fastrun/runtime/process_group/shape_check.h"
@@ -72,9 +72,10 @@ WorkHandle Group::forward(OpDesc op, Issue issue) {
   const std::uint64_t slot = flight_->begin(op);
   WorkHandle work;
   try {
-    const OpNumberScope numbered(static_cast<std::uint64_t>(op.seq));  // the backend numbers it so too
+    // The value handed down: the backend runs op #seq under this label (op.h).
+    const Op call = Op::numbered_as(op.op, static_cast<std::uint64_t>(op.seq), op.point_to_point);
     if (check_sequence_ && !op.point_to_point) check_same_op(sequence_group(), op, name_, global_ranks_);
-    work = issue(*pg_);
+    work = issue(*pg_, call);
   } catch (const TimeoutError& e) {
     TimeoutError explained = flight_->explained(e, op);
     flight_->end(slot, false);
@@ -111,13 +112,13 @@ WorkHandle Group::all_reduce(BufferView buffer, const AllReduceOptions& options)
     return completed_work();
   }
   return forward(op_desc("all_reduce", buffer).with_reduce(options.op),
-                 [&](ProcessGroup& pg) { return pg.all_reduce(buffer, options); });
+                 [&](ProcessGroup& pg, const Op& call) { return pg.all_reduce(call, buffer, options); });
 }
 
 WorkHandle Group::broadcast(BufferView buffer, const BroadcastOptions& options) {
   if (no_sync_level() >= 2) return completed_work();  // local: every rank keeps its own buffer
   return forward(op_desc("broadcast", buffer).with_root(options.root),
-                 [&](ProcessGroup& pg) { return pg.broadcast(buffer, options); });
+                 [&](ProcessGroup& pg, const Op& call) { return pg.broadcast(call, buffer, options); });
 }
 
 WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGatherOptions& options) {
@@ -130,7 +131,8 @@ WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGathe
     }
     // Device memory cannot be copied from here: let the backend run it (documented).
   }
-  return forward(op_desc("all_gather", input), [&](ProcessGroup& pg) { return pg.all_gather(input, output, options); });
+  return forward(op_desc("all_gather", input),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.all_gather(call, input, output, options); });
 }
 
 WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -141,12 +143,13 @@ WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const Redu
     return completed_work();
   }
   return forward(op_desc("reduce_scatter", input).with_reduce(options.op),
-                 [&](ProcessGroup& pg) { return pg.reduce_scatter(input, output, options); });
+                 [&](ProcessGroup& pg, const Op& call) { return pg.reduce_scatter(call, input, output, options); });
 }
 
 WorkHandle Group::barrier(const BarrierOptions& options) {
   if (no_sync_level() >= 1) return completed_work();
-  return forward(op_desc("barrier"), [&](ProcessGroup& pg) { return pg.barrier(options); });
+  return forward(op_desc("barrier"),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.barrier(call, options); });
 }
 
 // ---------------------------------------------------------------- point-to-point, rooted, all-to-all
@@ -171,7 +174,8 @@ WorkHandle Group::send(BufferView buffer, int peer, const SendOptions& options) 
     check_peer(where("send"), peer, options.tag, rank(), size());
     return completed_work();
   }
-  return forward(op_desc("send", buffer).with_peer(peer), [&](ProcessGroup& pg) { return pg.send(buffer, peer, options); });
+  return forward(op_desc("send", buffer).with_peer(peer),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.send(call, buffer, peer, options); });
 }
 
 WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) {
@@ -179,7 +183,8 @@ WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) 
     check_peer(where("recv"), peer, options.tag, rank(), size());
     return completed_work();
   }
-  return forward(op_desc("recv", buffer).with_peer(peer), [&](ProcessGroup& pg) { return pg.recv(buffer, peer, options); });
+  return forward(op_desc("recv", buffer).with_peer(peer),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.recv(call, buffer, peer, options); });
 }
 
 WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {
@@ -189,7 +194,7 @@ WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {
   }
   OpDesc d = op_desc("batch_send_recv");
   d.point_to_point = true;
-  return forward(std::move(d), [&](ProcessGroup& pg) { return pg.batch_send_recv(ops); });
+  return forward(std::move(d), [&](ProcessGroup& pg, const Op& call) { return pg.batch_send_recv(call, ops); });
 }
 
 WorkHandle Group::reduce(BufferView buffer, const ReduceOptions& options) {
@@ -198,7 +203,7 @@ WorkHandle Group::reduce(BufferView buffer, const ReduceOptions& options) {
     return completed_work();  // the root's buffer is its own contribution
   }
   return forward(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op),
-                 [&](ProcessGroup& pg) { return pg.reduce(buffer, options); });
+                 [&](ProcessGroup& pg, const Op& call) { return pg.reduce(call, buffer, options); });
 }
 
 WorkHandle Group::gather(BufferView input, BufferView output, const GatherOptions& options) {
@@ -210,7 +215,7 @@ WorkHandle Group::gather(BufferView input, BufferView output, const GatherOption
     return completed_work();
   }
   return forward(op_desc("gather", input).with_root(options.root),
-                 [&](ProcessGroup& pg) { return pg.gather(input, output, options); });
+                 [&](ProcessGroup& pg, const Op& call) { return pg.gather(call, input, output, options); });
 }
 
 WorkHandle Group::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
@@ -222,7 +227,7 @@ WorkHandle Group::scatter(BufferView input, BufferView output, const ScatterOpti
     return completed_work();
   }
   return forward(op_desc("scatter", output).with_root(options.root),
-                 [&](ProcessGroup& pg) { return pg.scatter(input, output, options); });
+                 [&](ProcessGroup& pg, const Op& call) { return pg.scatter(call, input, output, options); });
 }
 
 WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAllOptions& options) {
@@ -233,7 +238,8 @@ WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAll
     copy_bytes(static_cast<char*>(output.data) + at, static_cast<char*>(input.data) + at, block);
     return completed_work();
   }
-  return forward(op_desc("all_to_all", input), [&](ProcessGroup& pg) { return pg.all_to_all(input, output, options); });
+  return forward(op_desc("all_to_all", input),
+                 [&](ProcessGroup& pg, const Op& call) { return pg.all_to_all(call, input, output, options); });
 }
 
 WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
@@ -251,8 +257,8 @@ WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& 
                send_counts[me] * esize);
     return completed_work();
   }
-  return forward(op_desc("all_to_allv", input), [&](ProcessGroup& pg) {
-    return pg.all_to_allv(input, send_counts, output, recv_counts, options);
+  return forward(op_desc("all_to_allv", input), [&](ProcessGroup& pg, const Op& call) {
+    return pg.all_to_allv(call, input, send_counts, output, recv_counts, options);
   });
 }
 

@@ -7,7 +7,8 @@
 //   - a CPU companion group for object collectives: the group itself when its backend works on
 //     host memory (gloo, shm), else a gloo group over the same ranks, made on first use (every
 //     member reaches that first use in the same collective order, so creation is collective);
-//   - op numbering, the one authority (op_number.h: the backend below shows the same number),
+//   - op numbering, the one authority: each op is made here once, as a value (op.h), and
+//     handed down to the backend, which shows the same number,
 //     and a flight record of the last ops (flight_recorder.h): an op that times out
 //     fails with an explanation of which ranks did not reach it and what each was doing, which is
 //     also recorded as the job's failure (docs/errors.md, "How to read a hang");
@@ -61,26 +62,66 @@ class Group : public ProcessGroup {
   ProcessGroup& process_group() { return *pg_; }
   const std::shared_ptr<ProcessGroup>& process_group_ptr() const { return pg_; }
 
-  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) override;
-  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {}) override;
-  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {}) override;
-  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
-  WorkHandle barrier(const BarrierOptions& options = {}) override;
+  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {});
+  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {});
+  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {});
+  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {});
+  WorkHandle barrier(const BarrierOptions& options = {});
 
   // The ProcessGroup ops (process_group.h). Under FASTRUN_NO_SYNC=2 they are local and complete
   // at once: send/recv/batch_send_recv move nothing (a recv buffer keeps its contents); reduce
   // leaves the buffer as it is (this rank's own contribution); gather (at the root), scatter (at
   // the root), all_to_all and all_to_allv copy only this rank's own block; elsewhere the output
   // is untouched. Arguments are checked as on the backends first.
-  WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) override;
-  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) override;
-  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
-  WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) override;
-  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) override;
-  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) override;
-  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) override;
+  WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {});
+  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {});
+  WorkHandle batch_send_recv(const std::vector<P2POp>& ops);
+  WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {});
+  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {});
+  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {});
+  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {});
   WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
-                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) override;
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {});
+
+  // A Group is where ops are born: an op handed to it as a ProcessGroup (DDP's calls, a
+  // user's code written against ProcessGroup) is numbered here like one called above.
+  WorkHandle all_reduce(const Op&, BufferView buffer, const AllReduceOptions& options) override {
+    return all_reduce(buffer, options);
+  }
+  WorkHandle broadcast(const Op&, BufferView buffer, const BroadcastOptions& options) override {
+    return broadcast(buffer, options);
+  }
+  WorkHandle all_gather(const Op&, BufferView input, BufferView output, const AllGatherOptions& options) override {
+    return all_gather(input, output, options);
+  }
+  WorkHandle reduce_scatter(const Op&, BufferView input, BufferView output,
+                            const ReduceScatterOptions& options) override {
+    return reduce_scatter(input, output, options);
+  }
+  WorkHandle barrier(const Op&, const BarrierOptions& options) override { return barrier(options); }
+  WorkHandle send(const Op&, BufferView buffer, int peer, const SendOptions& options) override {
+    return send(buffer, peer, options);
+  }
+  WorkHandle recv(const Op&, BufferView buffer, int peer, const RecvOptions& options) override {
+    return recv(buffer, peer, options);
+  }
+  WorkHandle batch_send_recv(const Op&, const std::vector<P2POp>& ops) override { return batch_send_recv(ops); }
+  WorkHandle reduce(const Op&, BufferView buffer, const ReduceOptions& options) override {
+    return reduce(buffer, options);
+  }
+  WorkHandle gather(const Op&, BufferView input, BufferView output, const GatherOptions& options) override {
+    return gather(input, output, options);
+  }
+  WorkHandle scatter(const Op&, BufferView input, BufferView output, const ScatterOptions& options) override {
+    return scatter(input, output, options);
+  }
+  WorkHandle all_to_all(const Op&, BufferView input, BufferView output, const AllToAllOptions& options) override {
+    return all_to_all(input, output, options);
+  }
+  WorkHandle all_to_allv(const Op&, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override {
+    return all_to_allv(input, send_counts, output, recv_counts, options);
+  }
 
   // True for backends whose collectives take host memory (gloo, shm).
   bool works_on_host_memory() const;
@@ -101,16 +142,18 @@ class Group : public ProcessGroup {
     template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Issue>>>
     Issue(F&& f)  // NOLINT: implicit, so that ops pass their lambda directly
         : fn_(static_cast<const void*>(&f)),
-          call_([](const void* fn, ProcessGroup& pg) { return (*static_cast<const std::decay_t<F>*>(fn))(pg); }) {}
-    WorkHandle operator()(ProcessGroup& pg) const { return call_(fn_, pg); }
+          call_([](const void* fn, ProcessGroup& pg, const Op& op) {
+            return (*static_cast<const std::decay_t<F>*>(fn))(pg, op);
+          }) {}
+    WorkHandle operator()(ProcessGroup& pg, const Op& op) const { return call_(fn_, pg, op); }
 
    private:
     const void* fn_;
-    WorkHandle (*call_)(const void*, ProcessGroup&);
+    WorkHandle (*call_)(const void*, ProcessGroup&, const Op&);
   };
-  // Numbers `op` (and gives the number to the backend: op_number.h), checks it across ranks in
-  // debug mode, records it, issues it on the backend and
-  // wraps its handle so that a timeout is explained (flight_recorder.h).
+  // Numbers `op` and makes it the value handed down (op.h), checks it across ranks in debug
+  // mode, records it, issues it on the backend and wraps its handle so that a timeout is
+  // explained (flight_recorder.h).
   WorkHandle forward(OpDesc op, Issue issue);
   ProcessGroup& sequence_group();  // where fingerprints are exchanged: host memory
   // How the local (NO_SYNC=2) checks name an op: "gather (group of global ranks 0,2)".

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/process_group/op_number.h"
 
 namespace fastrun {
 
@@ -53,10 +52,21 @@ GroupRuntime::~GroupRuntime() {
   if (thread_ && shared_->config.detach_on_failure && health_->failed()) thread_->abandon();
 }
 
-std::uint64_t GroupRuntime::op_number() {
-  const std::uint64_t given = given_op_number();
-  seq_ = given != 0 ? given : seq_ + 1;
-  return seq_;
+std::uint64_t GroupRuntime::take_number(const Op& op) {
+  std::uint64_t& last = op.point_to_point ? p2p_seq_ : seq_;
+  last = op.numbered() ? op.seq : last + 1;
+  return last;
+}
+
+Op GroupRuntime::numbered(Op op) {
+  if (!op.numbered()) {
+    op.seq = take_number(op);
+    op.label = fmt::format("{} #{}", op.name, op.seq);
+  } else {
+    take_number(op);
+  }
+  if (op.timeout == Duration::zero()) op.timeout = health_->op_timeout();
+  return op;
 }
 
 void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
@@ -81,13 +91,14 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
   }
 }
 
-WorkHandle GroupRuntime::run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
+WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
   Shared& s = *shared_;
-  health_->check_usable(op);
+  health_->check_usable(op.name);
+  Op numbered_op = numbered(op);
   OpContext ctx;
-  ctx.seq = op_number();
-  ctx.what = fmt::format("{} #{}", op, ctx.seq);
-  ctx.timeout = health_->op_timeout();
+  ctx.seq = numbered_op.seq;
+  ctx.what = std::move(numbered_op.label);
+  ctx.timeout = numbered_op.timeout;
   // Inline only while the comm thread holds no op: otherwise this one would overtake them.
   const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||
                          (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);

@@ -8,9 +8,10 @@
 //     and the one "unusable after a failure" rule (a BackendError with the same wording on every
 //     backend, thrown when the op is issued), the job's failure record (first writer wins) read
 //     through one FailureWatch, and the peers' liveness;
-//   - op numbers: the number the op's Group gave it (op_number.h: one authority, where the user
-//     calls), used in every message ("all_reduce #7") and by the backend (gloo's tags, shm's op
-//     check); a backend used bare counts its own ops here instead;
+//   - op numbers: the op arrives as a value (op.h) with the number its Group gave it (one
+//     authority, where the user calls), used in every message ("all_reduce #7") and by the
+//     backend (gloo's tags, shm's op check); a bare op (a backend used without a Group) is
+//     numbered here, on from the last;
 //   - one way to run an op (run()): inline on the caller's thread for small ops, on the group's
 //     CommThread for large ones (config.async_from_bytes), never reordering ops: an op issued
 //     while earlier ones are still queued goes to the thread too; it returns a Work
@@ -37,11 +38,13 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/comm_thread.h"
 #include "fastrun/runtime/process_group/group_health.h"
+#include "fastrun/runtime/process_group/op.h"
 
 namespace fastrun {
 
@@ -106,11 +109,12 @@ class GroupRuntime {
   const std::shared_ptr<GroupHealth>& shared_health() const { return health_; }
   const std::string& label() const { return health_->label(); }
 
-  // The number of the op being issued (run() takes it; backends that run ops their own way call
-  // it once per op: nccl): the one its Group gave it (op_number.h), else, for a backend used
-  // bare, one more than the last. Issuing thread.
-  std::uint64_t op_number();
-  // The number of the op issued last (issuing thread).
+  // `op` as this group runs it: its number (the one it came with; a bare op one more than the
+  // last of its kind this runtime ran: collectives and point-to-point are counted apart), its label ("all_reduce #7") and its timeout (the group's op timeout
+  // when it came without one). Every op issued on the group passes here once: run() does it;
+  // nccl, which runs its ops its own way, calls it itself. Issuing thread.
+  Op numbered(Op op);
+  // The number of the collective issued last (issuing thread).
   std::uint64_t last_seq() const { return seq_; }
 
   // Fails every op still queued or running on the comm thread with `error`, for a transport that
@@ -120,19 +124,38 @@ class GroupRuntime {
   // call from any thread, also after the runtime is gone (then it does nothing).
   std::function<void(std::exception_ptr error)> in_flight_failer() const;
 
+  // A point-to-point op the transport runs its own way (shm's mailboxes, gloo's unbound
+  // buffers: they progress when their Work is waited on or polled, not on the comm thread):
+  // refused once the group failed, with run()'s check and BackendError; numbered (point-to-point
+  // apart) like any op; then `post(seq)` posts it as op #seq and returns its Work, which names
+  // it "send #3" in its timeout message. No thread, no copy, and nothing formatted until a
+  // message needs it: the small-message path costs what it did.
+  template <class Post>
+  WorkHandle post(const Op& op, Post&& post) {
+    health_->check_usable(op.name);
+    return std::forward<Post>(post)(take_number(op));
+  }
+
   // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs
   // `body` inline or on the comm thread (see above). Errors of the body are in the Work.
-  WorkHandle run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body);
-  WorkHandle run(const char* op, std::size_t bytes, Body body) { return run(op, bytes, {}, std::move(body)); }
+  WorkHandle run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body);
+  WorkHandle run(const Op& op, std::size_t bytes, Body body) { return run(op, bytes, {}, std::move(body)); }
+  // A bare op named `op` (numbered here).
+  WorkHandle run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
+    return run(Op::bare(op), bytes, std::move(buffers), std::move(body));
+  }
+  WorkHandle run(const char* op, std::size_t bytes, Body body) { return run(Op::bare(op), bytes, {}, std::move(body)); }
 
  private:
   struct Shared;  // what a queued op needs: outlives the runtime when the thread is left behind
+  std::uint64_t take_number(const Op& op);  // its number, or the next of its kind: now the last
   static void run_body(Shared& s, const OpContext& ctx, const Body& body);
   static void fail_in_flight(Shared& s, const std::exception_ptr& error);
 
   std::shared_ptr<GroupHealth> health_;
   std::shared_ptr<Shared> shared_;
-  std::uint64_t seq_ = 0;  // the last op's number; issuing thread only
+  std::uint64_t seq_ = 0;      // the last collective's number; issuing thread only
+  std::uint64_t p2p_seq_ = 0;  // the last point-to-point op's
   std::string thread_name_;
   std::unique_ptr<CommThread> thread_;  // started on the first op that needs it
 };

@@ -45,7 +45,10 @@ void check_same_op(ProcessGroup& pg, const OpDesc& op, const std::string& group_
   const auto n = static_cast<std::size_t>(pg.size());
   Fingerprint mine = fingerprint(op);
   std::vector<std::int64_t> words(n * Fingerprint::kWords);
-  pg.all_gather(view_of(mine.words.data(), Fingerprint::kWords), view_of(words.data(), words.size()))->wait();
+  // The exchange is part of op #seq: the backend names it by that number ("all_gather #12").
+  pg.all_gather(Op::numbered_as("all_gather", static_cast<std::uint64_t>(op.seq)),
+                view_of(mine.words.data(), Fingerprint::kWords), view_of(words.data(), words.size()), {})
+      ->wait();
   std::vector<Fingerprint> all(n);
   for (std::size_t r = 0; r < n; ++r)
     std::memcpy(all[r].words.data(), words.data() + r * Fingerprint::kWords, sizeof(Fingerprint::words));

@@ -1,4 +1,4 @@
-// One numbering authority (process_group/op_number.h): the Group numbers an op where the user
+// One numbering authority (process_group/op.h): the Group numbers an op where the user
 // calls it, and the backend under it names the op by that number, across a mix of collectives,
 // rooted ops built on point-to-point, empty ops and point-to-point (numbered apart), with and
 // without FASTRUN_DEBUG=sequence (whose exchange before each collective is part of that op).

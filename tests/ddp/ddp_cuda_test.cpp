@@ -40,35 +40,35 @@ class SplitAllReduceGroup final : public ProcessGroup {
   int size() const override { return nccl_.size(); }
   std::string backend_name() const override { return nccl_.backend_name(); }
 
-  WorkHandle all_reduce(BufferView bucket, const AllReduceOptions& options) override {
+  WorkHandle all_reduce(const Op& call, BufferView bucket, const AllReduceOptions& options) override {
     reduced.push_back({bucket, options.op});
     DeviceBuffer scattered = nccl_suite::poisoned(bucket.bytes());
-    nccl_.reduce_scatter(bucket, scattered.view(bucket.count, bucket.dtype), {options.op})->wait();
+    nccl_.reduce_scatter(call, bucket, scattered.view(bucket.count, bucket.dtype), {options.op})->wait();
     const DeviceBuffer poison = nccl_suite::poisoned(bucket.bytes());
     ddp::copy_scaled(bucket.data, poison.data(), bucket.count, bucket.dtype, DeviceKind::cuda, 1.0);
-    nccl_.all_gather(scattered.view(bucket.count, bucket.dtype), bucket)->wait();
+    nccl_.all_gather(call, scattered.view(bucket.count, bucket.dtype), bucket, {})->wait();
     return completed_work();  // both halves were waited for: the bucket holds the result
   }
-  WorkHandle broadcast(BufferView b, const BroadcastOptions& o) override { return nccl_.broadcast(b, o); }
-  WorkHandle all_gather(BufferView i, BufferView o, const AllGatherOptions& op) override {
-    return nccl_.all_gather(i, o, op);
+  WorkHandle broadcast(const Op& call, BufferView b, const BroadcastOptions& o) override { return nccl_.broadcast(call, b, o); }
+  WorkHandle all_gather(const Op& call, BufferView i, BufferView o, const AllGatherOptions& op) override {
+    return nccl_.all_gather(call, i, o, op);
   }
-  WorkHandle reduce_scatter(BufferView i, BufferView o, const ReduceScatterOptions& op) override {
-    return nccl_.reduce_scatter(i, o, op);
+  WorkHandle reduce_scatter(const Op& call, BufferView i, BufferView o, const ReduceScatterOptions& op) override {
+    return nccl_.reduce_scatter(call, i, o, op);
   }
-  WorkHandle barrier(const BarrierOptions& o) override { return nccl_.barrier(o); }
-  WorkHandle send(BufferView b, int peer, const SendOptions& o) override { return nccl_.send(b, peer, o); }
-  WorkHandle recv(BufferView b, int peer, const RecvOptions& o) override { return nccl_.recv(b, peer, o); }
-  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override { return nccl_.batch_send_recv(ops); }
-  WorkHandle reduce(BufferView b, const ReduceOptions& o) override { return nccl_.reduce(b, o); }
-  WorkHandle gather(BufferView i, BufferView o, const GatherOptions& op) override { return nccl_.gather(i, o, op); }
-  WorkHandle scatter(BufferView i, BufferView o, const ScatterOptions& op) override { return nccl_.scatter(i, o, op); }
-  WorkHandle all_to_all(BufferView i, BufferView o, const AllToAllOptions& op) override {
-    return nccl_.all_to_all(i, o, op);
+  WorkHandle barrier(const Op& call, const BarrierOptions& o) override { return nccl_.barrier(call, o); }
+  WorkHandle send(const Op& call, BufferView b, int peer, const SendOptions& o) override { return nccl_.send(call, b, peer, o); }
+  WorkHandle recv(const Op& call, BufferView b, int peer, const RecvOptions& o) override { return nccl_.recv(call, b, peer, o); }
+  WorkHandle batch_send_recv(const Op& call, const std::vector<P2POp>& ops) override { return nccl_.batch_send_recv(call, ops); }
+  WorkHandle reduce(const Op& call, BufferView b, const ReduceOptions& o) override { return nccl_.reduce(call, b, o); }
+  WorkHandle gather(const Op& call, BufferView i, BufferView o, const GatherOptions& op) override { return nccl_.gather(call, i, o, op); }
+  WorkHandle scatter(const Op& call, BufferView i, BufferView o, const ScatterOptions& op) override { return nccl_.scatter(call, i, o, op); }
+  WorkHandle all_to_all(const Op& call, BufferView i, BufferView o, const AllToAllOptions& op) override {
+    return nccl_.all_to_all(call, i, o, op);
   }
-  WorkHandle all_to_allv(BufferView i, const std::vector<std::size_t>& sc, BufferView o,
+  WorkHandle all_to_allv(const Op& call, BufferView i, const std::vector<std::size_t>& sc, BufferView o,
                          const std::vector<std::size_t>& rc, const AllToAllOptions& op) override {
-    return nccl_.all_to_allv(i, sc, o, rc, op);
+    return nccl_.all_to_allv(call, i, sc, o, rc, op);
   }
 
   struct Call {

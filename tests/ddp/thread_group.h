@@ -105,7 +105,7 @@ class ThreadGroup : public ProcessGroup {
   std::string backend_name() const override { return "threads"; }
 
   // Reduces with the CPU backends' kernel in rank order, so the bits are what shm and gloo give.
-  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options) override {
+  WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override {
     issued.push_back(fmt::format("all_reduce {} {}", buffer.count, dtype_name(buffer.dtype)));
     apply_prescale(buffer, options.prescale);  // DDP's pre-division, as the CPU backends do it
     hub_->in_[rank_] = buffer;
@@ -118,36 +118,36 @@ class ThreadGroup : public ProcessGroup {
     if (!result.empty()) std::memcpy(buffer.data, result.data(), result.size());
     return std::make_shared<DoneWork>();
   }
-  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options) override {
+  WorkHandle broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) override {
     issued.push_back(fmt::format("broadcast {} {}", buffer.count, dtype_name(buffer.dtype)));
     return run(buffer, buffer, [&](std::vector<double>& out) {
       out.resize(buffer.count);
       for (std::size_t i = 0; i < buffer.count; ++i) out[i] = load(hub_->in_[options.root], i);
     });
   }
-  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions&) override {
+  WorkHandle all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) override {
     issued.push_back(fmt::format("all_gather {} {}", input.count, dtype_name(input.dtype)));
     return run(input, output, [&](std::vector<double>& out) {
       for (int r = 0; r < size(); ++r)
         for (std::size_t i = 0; i < hub_->in_[r].count; ++i) out.push_back(load(hub_->in_[r], i));
     });
   }
-  WorkHandle reduce_scatter(BufferView, BufferView, const ReduceScatterOptions&) override {
+  WorkHandle reduce_scatter(const Op& call, BufferView, BufferView, const ReduceScatterOptions&) override {
     throw BackendError("thread group: reduce_scatter not implemented");
   }
-  WorkHandle barrier(const BarrierOptions&) override {
+  WorkHandle barrier(const Op& call, const BarrierOptions&) override {
     hub_->arrive(rank_);
     return std::make_shared<DoneWork>();
   }
   // DDP uses none of these.
-  WorkHandle send(BufferView, int, const SendOptions&) override { return unused("send"); }
-  WorkHandle recv(BufferView, int, const RecvOptions&) override { return unused("recv"); }
-  WorkHandle batch_send_recv(const std::vector<P2POp>&) override { return unused("batch_send_recv"); }
-  WorkHandle reduce(BufferView, const ReduceOptions&) override { return unused("reduce"); }
-  WorkHandle gather(BufferView, BufferView, const GatherOptions&) override { return unused("gather"); }
-  WorkHandle scatter(BufferView, BufferView, const ScatterOptions&) override { return unused("scatter"); }
-  WorkHandle all_to_all(BufferView, BufferView, const AllToAllOptions&) override { return unused("all_to_all"); }
-  WorkHandle all_to_allv(BufferView, const std::vector<std::size_t>&, BufferView, const std::vector<std::size_t>&,
+  WorkHandle send(const Op& call, BufferView, int, const SendOptions&) override { return unused("send"); }
+  WorkHandle recv(const Op& call, BufferView, int, const RecvOptions&) override { return unused("recv"); }
+  WorkHandle batch_send_recv(const Op& call, const std::vector<P2POp>&) override { return unused("batch_send_recv"); }
+  WorkHandle reduce(const Op& call, BufferView, const ReduceOptions&) override { return unused("reduce"); }
+  WorkHandle gather(const Op& call, BufferView, BufferView, const GatherOptions&) override { return unused("gather"); }
+  WorkHandle scatter(const Op& call, BufferView, BufferView, const ScatterOptions&) override { return unused("scatter"); }
+  WorkHandle all_to_all(const Op& call, BufferView, BufferView, const AllToAllOptions&) override { return unused("all_to_all"); }
+  WorkHandle all_to_allv(const Op& call, BufferView, const std::vector<std::size_t>&, BufferView, const std::vector<std::size_t>&,
                          const AllToAllOptions&) override {
     return unused("all_to_allv");
   }

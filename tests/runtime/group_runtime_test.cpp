@@ -16,7 +16,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
-#include "fastrun/runtime/process_group/op_number.h"
+#include "fastrun/runtime/process_group/op.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/store/job_keys.h"
@@ -308,17 +308,36 @@ TEST_CASE("group runtime: an op takes the number its Group gave it", "[runtime][
   std::vector<std::string> seen;
   const auto body = [&](const OpContext& op) { seen.push_back(op.what); };
   rt.run("all_reduce", 8, body);  // bare (no Group): the runtime counts
-  {
-    const OpNumberScope numbered(5);  // what Group::forward holds while it issues its op #5
-    rt.run("broadcast", 8, body);
-    CHECK(rt.op_number() == 5);  // nccl's way: the same number, however often it asks
-    {
-      const OpNumberScope inner(9);
-      rt.run("all_gather", 8, body);
-    }
-    rt.run("barrier", 0, body);  // the outer number again once the inner scope is gone
-  }
+  const Op fifth = Op::numbered_as("broadcast", 5);  // what Group::forward hands down for its op #5
+  rt.run(fifth, 8, body);
+  CHECK(rt.numbered(fifth).seq == 5);  // nccl's way: the same number, however often it asks
+  CHECK(rt.numbered(fifth).timeout == rt.health().op_timeout());  // none given: the group's
+  rt.run(Op::numbered_as("all_gather", 9), 8, body);
+  rt.run(Op::numbered_as("barrier", 5), 0, body);  // a number given is taken as it is
   rt.run("all_reduce", 8, body);  // bare again: one more than the last
   CHECK(seen == std::vector<std::string>{"all_reduce #1", "broadcast #5", "all_gather #9", "barrier #5", "all_reduce #6"});
-  CHECK(given_op_number() == 0);
+}
+
+TEST_CASE("group runtime: a posted send/recv is numbered apart from collectives and refused after a failure",
+          "[runtime][group_runtime]") {
+  GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
+  std::vector<std::uint64_t> posted;
+  const auto post = [&](std::uint64_t seq) {
+    posted.push_back(seq);
+    return completed_work();
+  };
+  std::vector<std::string> ran;
+  const auto body = [&](const OpContext& op) { ran.push_back(op.what); };
+  rt.run("all_reduce", 8, body);                    // collective #1
+  rt.post(Op::bare("send", true), post);            // bare: the runtime numbers it, p2p #1
+  rt.post(Op::numbered_as("recv", 4, true), post);  // as its Group numbered it
+  rt.post(Op::bare("recv", true), post);            // on from the last: #5
+  rt.run("barrier", 0, body);                       // the collectives count on apart: #2
+  CHECK(posted == std::vector<std::uint64_t>{1, 4, 5});
+  CHECK(ran == std::vector<std::string>{"all_reduce #1", "barrier #2"});
+  // One failure check for both ways to run an op: run()'s refusal, before anything is posted.
+  rt.health().fail("rank 1 died");
+  CHECK_THROWS_WITH(rt.post(Op::bare("send", true), post),
+                    Catch::Contains("send refused: the group is unusable after an earlier failure: rank 1 died"));
+  CHECK(posted.size() == 3);
 }

@@ -70,27 +70,28 @@ class GlooGroup final : public ProcessGroup {
   int size() const override { return size_; }
   std::string backend_name() const override { return "gloo"; }
 
-  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options) override;
-  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options) override;
-  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options) override;
-  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) override;
-  WorkHandle barrier(const BarrierOptions& options) override;
+  WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
+  WorkHandle broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) override;
+  WorkHandle all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions& options) override;
+  WorkHandle reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) override;
+  WorkHandle barrier(const Op& call, const BarrierOptions& options) override;
 
-  WorkHandle send(BufferView buffer, int peer, const SendOptions& options) override;
-  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options) override;
-  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
-  WorkHandle reduce(BufferView buffer, const ReduceOptions& options) override;
-  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options) override;
-  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options) override;
-  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options) override;
-  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+  WorkHandle send(const Op& call, BufferView buffer, int peer, const SendOptions& options) override;
+  WorkHandle recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) override;
+  WorkHandle batch_send_recv(const Op& call, const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(const Op& call, BufferView buffer, const ReduceOptions& options) override;
+  WorkHandle gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) override;
+  WorkHandle scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) override;
+  WorkHandle all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions& options) override;
+  WorkHandle all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                          const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override;
 
  private:
   // Runs an op through the group runtime and records it for the stalled-op check.
-  WorkHandle run(OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers, GroupRuntime::Body body);
+  // `call` is the op as it came (op.h): the runtime runs it under its number and timeout.
+  WorkHandle run(const Op& call, OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers, GroupRuntime::Body body);
   // Posts point-to-point ops (checked) as unbound buffers; one Work waits for them all.
-  WorkHandle post_p2p(const char* op, const std::vector<P2POp>& ops);
+  WorkHandle post_p2p(const char* op, const Op& call, const std::vector<P2POp>& ops);
 
   int rank_;
   int size_;
@@ -352,30 +353,30 @@ void run_allreduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, Re
 
 // Each op's body runs on the comm thread on op-owned copies of the caller's buffers
 // (ctx.buffer(i), in the order given to run(); group_runtime.h), numbered by their Group
-// (op_number.h; equal on every rank): the op number is gloo's tag.
+// (op.h; equal on every rank): the op number is gloo's tag.
 std::uint32_t tag_of(const OpContext& op) { return static_cast<std::uint32_t>(op.seq); }
 
-WorkHandle GlooGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
+WorkHandle GlooGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   check_cpu(buffer, "all_reduce");
   check_prescale("all_reduce", buffer, options.prescale);
   if (size_ == 1 || buffer.count == 0) {  // avg over one rank is the value
     apply_prescale(buffer, options.prescale);
     return completed_work();
   }
-  return run(op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(), {{buffer, OpBuffer::read_write}},
+  return run(call, op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(), {{buffer, OpBuffer::read_write}},
                        [ctx = context_, op = options.op, prescale = options.prescale](const OpContext& o) {
                          apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
                          run_allreduce(ctx, o.buffer(0), op, tag_of(o), o.timeout);
                        });
 }
 
-WorkHandle GlooGroup::broadcast(BufferView buffer, const BroadcastOptions& options) {
+WorkHandle GlooGroup::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   check_cpu(buffer, "broadcast");
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("broadcast: root {} is not a rank of this group of {} ranks", options.root, size_));
   if (size_ == 1 || buffer.count == 0) return completed_work();
   const auto access = options.root == rank_ ? OpBuffer::read : OpBuffer::write;
-  return run(op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), {{buffer, access}},
+  return run(call, op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), {{buffer, access}},
                        [ctx = context_, root = options.root](const OpContext& op) {
                          const BufferView& b = op.buffer(0);
                          ::gloo::BroadcastOptions o(ctx);
@@ -387,7 +388,7 @@ WorkHandle GlooGroup::broadcast(BufferView buffer, const BroadcastOptions& optio
                        });
 }
 
-WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
+WorkHandle GlooGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   check_cpu(input, "all_gather");
   check_cpu(output, "all_gather");
   check_all_gather_shapes("all_gather", input, output, size_);
@@ -402,7 +403,7 @@ WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllG
       input.data == static_cast<std::uint8_t*>(output.data) + input.bytes() * static_cast<std::size_t>(rank_);
   std::vector<OpBuffer> buffers{{output, in_place ? OpBuffer::read_write : OpBuffer::write}};
   if (!in_place) buffers.push_back({input, OpBuffer::read});
-  return run(op_desc("all_gather", input), output.bytes(), std::move(buffers),
+  return run(call, op_desc("all_gather", input), output.bytes(), std::move(buffers),
              [ctx = context_, in_place](const OpContext& op) {
                const BufferView& out = op.buffer(0);
                ::gloo::AllgatherOptions o(ctx);
@@ -417,7 +418,7 @@ WorkHandle GlooGroup::all_gather(BufferView input, BufferView output, const AllG
              });
 }
 
-WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
+WorkHandle GlooGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   check_cpu(input, "reduce_scatter");
   check_cpu(output, "reduce_scatter");
   check_reduce_scatter_shapes("reduce_scatter", input, output, size_);
@@ -427,7 +428,7 @@ WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const 
     if (output.data != input.data) std::memmove(output.data, input.data, block);
     return completed_work();
   }
-  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
+  return run(call, op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
              {{input, OpBuffer::read}, {output, OpBuffer::write}},
              [ctx = context_, op = options.op](const OpContext& o) {
                const BufferView &in = o.buffer(0), &out = o.buffer(1);
@@ -436,9 +437,9 @@ WorkHandle GlooGroup::reduce_scatter(BufferView input, BufferView output, const 
              });
 }
 
-WorkHandle GlooGroup::barrier(const BarrierOptions&) {
+WorkHandle GlooGroup::barrier(const Op& call, const BarrierOptions&) {
   if (size_ == 1) return completed_work();
-  return run(op_desc("barrier"), 0, {}, [ctx = context_](const OpContext& op) {
+  return run(call, op_desc("barrier"), 0, {}, [ctx = context_](const OpContext& op) {
     ::gloo::BarrierOptions o(ctx);
     o.setTag(tag_of(op));
     o.setTimeout(op.timeout);
@@ -446,8 +447,9 @@ WorkHandle GlooGroup::barrier(const BarrierOptions&) {
   });
 }
 
-WorkHandle GlooGroup::run(OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers, GroupRuntime::Body body) {
-  WorkHandle work = runtime_->run(op.op.c_str(), bytes, std::move(buffers), std::move(body));
+WorkHandle GlooGroup::run(const Op& call, OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers,
+                          GroupRuntime::Body body) {
+  WorkHandle work = runtime_->run(call, bytes, std::move(buffers), std::move(body));
   op.seq = static_cast<std::int64_t>(runtime_->last_seq());
   if (op_check_) op_check_->record(op);
   return work;
@@ -455,19 +457,22 @@ WorkHandle GlooGroup::run(OpDesc op, std::size_t bytes, std::vector<OpBuffer> bu
 
 // ---------------------------------------------------------------------------- point-to-point
 
-WorkHandle GlooGroup::post_p2p(const char* op, const std::vector<P2POp>& ops) {
-  const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
-  health->check_usable(op);
-  auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, op, p2p_names_, &translate);
-  {
-    std::lock_guard lock(transport_->mutex);
-    std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });
-    transport_->p2p.push_back(work);
-  }
-  // A transport failure between check_usable and the registration above missed this Work: its
-  // buffers would wait for a parked thread until the op timeout.
-  if (health->failed()) work->abort(std::make_exception_ptr(health->unusable(op)));
-  return work;
+// Through the runtime like any op (refused after a failure, numbered, labelled), then posted as
+// unbound buffers on the caller's thread.
+WorkHandle GlooGroup::post_p2p(const char* what, const Op& call, const std::vector<P2POp>& ops) {
+  return runtime_->post(call, [&](std::uint64_t seq) -> WorkHandle {
+    const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
+    auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, what, seq, p2p_names_, &translate);
+    {
+      std::lock_guard lock(transport_->mutex);
+      std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });
+      transport_->p2p.push_back(work);
+    }
+    // A transport failure between the runtime's check and the registration above missed this
+    // Work: its buffers would wait for a parked thread until the op timeout.
+    if (health->failed()) work->abort(std::make_exception_ptr(health->unusable(what)));
+    return work;
+  });
 }
 
 // Runs on the failed Gloo transport thread (transport_failure.h): every op in flight and every
@@ -500,40 +505,40 @@ void on_transport_failure(TransportState& s, const std::string& what) {
     if (auto work = std::static_pointer_cast<GlooP2PWork>(w.lock())) work->abort(error, own_transport);
 }
 
-WorkHandle GlooGroup::send(BufferView buffer, int peer, const SendOptions& options) {
+WorkHandle GlooGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   check_cpu(buffer, "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
-  return post_p2p("send", {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+  return post_p2p("send", call, {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
-WorkHandle GlooGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
+WorkHandle GlooGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   check_cpu(buffer, "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
-  return post_p2p("recv", {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+  return post_p2p("recv", call, {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
-WorkHandle GlooGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+WorkHandle GlooGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) check_cpu(op.buffer, "batch_send_recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
   if (ops.empty()) return completed_work();
-  return post_p2p("batch_send_recv", ops);
+  return post_p2p("batch_send_recv", call, ops);
 }
 
 // ---------------------------------------------------------------------------- rooted, all-to-all
 
-WorkHandle GlooGroup::reduce(BufferView buffer, const ReduceOptions& options) {
+WorkHandle GlooGroup::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   check_cpu(buffer, "reduce");
   check_root(op_where("reduce", name_), options.root, size_);
   if (size_ == 1 || buffer.count == 0) return completed_work();  // one rank: every op gives the value
   // Only the root's buffer is written (with the reduction); the others' are only read.
   const auto access = rank_ == options.root ? OpBuffer::read_write : OpBuffer::read;
-  return run(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
+  return run(call, op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
              {{buffer, access}}, [ctx = context_, op = options.op, root = options.root](const OpContext& o) {
                run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout);
              });
 }
 
-WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
+WorkHandle GlooGroup::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
   const int root = options.root;
   check_cpu(input, "gather");
   if (rank_ == root) check_cpu(output, "gather");
@@ -545,13 +550,13 @@ WorkHandle GlooGroup::gather(BufferView input, BufferView output, const GatherOp
   }
   std::vector<OpBuffer> buffers{{input, OpBuffer::read}};
   if (rank_ == root) buffers.push_back({output, OpBuffer::write});
-  return run(op_desc("gather", input).with_root(root), input.bytes() * static_cast<std::size_t>(size_),
+  return run(call, op_desc("gather", input).with_root(root), input.bytes() * static_cast<std::size_t>(size_),
              std::move(buffers), [ctx = context_, output, root](const OpContext& o) {
                run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o), o.timeout);
              });
 }
 
-WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+WorkHandle GlooGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
   const int root = options.root;
   check_cpu(output, "scatter");
   if (rank_ == root) check_cpu(input, "scatter");
@@ -563,13 +568,13 @@ WorkHandle GlooGroup::scatter(BufferView input, BufferView output, const Scatter
   }
   std::vector<OpBuffer> buffers{{output, OpBuffer::write}};
   if (rank_ == root) buffers.push_back({input, OpBuffer::read});
-  return run(op_desc("scatter", output).with_root(root), output.bytes() * static_cast<std::size_t>(size_),
+  return run(call, op_desc("scatter", output).with_root(root), output.bytes() * static_cast<std::size_t>(size_),
              std::move(buffers), [ctx = context_, input, root](const OpContext& o) {
                run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o), o.timeout);
              });
 }
 
-WorkHandle GlooGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
+WorkHandle GlooGroup::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
   check_cpu(input, "all_to_all");
   check_cpu(output, "all_to_all");
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
@@ -578,13 +583,13 @@ WorkHandle GlooGroup::all_to_all(BufferView input, BufferView output, const AllT
     if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
-  return run(op_desc("all_to_all", input), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+  return run(call, op_desc("all_to_all", input), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
                        [ctx = context_](const OpContext& o) {
                          run_all_to_all(ctx, o.buffer(0), o.buffer(1), tag_of(o), o.timeout);
                        });
 }
 
-WorkHandle GlooGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+WorkHandle GlooGroup::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                                   const std::vector<std::size_t>& recv_counts, const AllToAllOptions&) {
   check_cpu(input, "all_to_allv");
   check_cpu(output, "all_to_allv");
@@ -594,7 +599,7 @@ WorkHandle GlooGroup::all_to_allv(BufferView input, const std::vector<std::size_
     return completed_work();
   }
   // Without its counts: they differ between ranks by design, so they are no sign of a mismatch.
-  return run(op_desc("all_to_allv"), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+  return run(call, op_desc("all_to_allv"), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
                        [ctx = context_, send_counts, recv_counts](const OpContext& o) {
                          run_all_to_allv(ctx, o.buffer(0), send_counts, o.buffer(1), recv_counts, tag_of(o),
                                          o.timeout);

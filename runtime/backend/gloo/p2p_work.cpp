@@ -27,8 +27,9 @@ std::string p2p_size_mismatch(std::string_view backend, std::string_view op, con
 }
 
 GlooP2PWork::GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> health, const std::vector<P2POp>& ops,
-                         const char* what, const P2PNames& names, TranslateError translate)
-    : health_(std::move(health)), what_(what), names_(names), translate_(translate) {
+                         const char* what, std::uint64_t seq, const P2PNames& names,
+                         TranslateError translate)
+    : health_(std::move(health)), what_(what), seq_(seq), names_(names), translate_(translate) {
   static char empty;  // Gloo wants an address even for an empty message
   messages_.reserve(ops.size());
   try {
@@ -51,7 +52,7 @@ GlooP2PWork::GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> 
       messages_.push_back(std::move(m));
     }
   } catch (...) {
-    std::rethrow_exception(translate_(*health_, what_, std::current_exception()));
+    std::rethrow_exception(translate_(*health_, fmt::format("{} #{}", what_, seq_), std::current_exception()));
   }
 }
 
@@ -135,7 +136,7 @@ void GlooP2PWork::wait(Duration timeout) {
         if (!error_) error_ = aborted_;
       }
     } catch (...) {
-      error_ = translate_(*health_, what_, std::current_exception());
+      error_ = translate_(*health_, fmt::format("{} #{}", what_, seq_), std::current_exception());
       health_->fail(error_);  // the group is unusable after a failed send/recv, as after any op
     }
     done_ = true;

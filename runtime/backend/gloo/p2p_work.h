@@ -51,7 +51,7 @@ class GlooP2PWork final : public Work {
  public:
   static constexpr std::uint64_t kNoLength = ~std::uint64_t{0};
   GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> health, const std::vector<P2POp>& ops,
-              const char* what, const P2PNames& names, TranslateError translate);
+              const char* what, std::uint64_t seq, const P2PNames& names, TranslateError translate);
   ~GlooP2PWork() override;
   GlooP2PWork(const GlooP2PWork&) = delete;
   GlooP2PWork& operator=(const GlooP2PWork&) = delete;
@@ -78,7 +78,8 @@ class GlooP2PWork final : public Work {
 
   std::shared_ptr<GroupHealth> health_;
   std::vector<Message> messages_;
-  std::string what_;
+  std::string what_;   // "recv": where a wrong-sized message was found
+  std::uint64_t seq_;  // op #seq (group_runtime.h): Gloo's errors name it "recv #3"
   P2PNames names_;
   TranslateError translate_;
   std::mutex mutex_;

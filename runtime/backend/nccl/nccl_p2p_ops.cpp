@@ -36,40 +36,40 @@ WorkHandle NcclProcessGroup::enqueue_p2p(std::string op, std::vector<P2POp> ops)
   });
 }
 
-WorkHandle NcclProcessGroup::send(BufferView buffer, int peer, const SendOptions& options) {
+WorkHandle NcclProcessGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   require_device(buffer, "send", "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
-  return enqueue_p2p(fmt::format("send #{} ({} to rank {})", runtime_.op_number(), describe_view(buffer), peer),
+  return enqueue_p2p(fmt::format("send #{} ({} to rank {})", runtime_.numbered(call).seq, describe_view(buffer), peer),
                      {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
-WorkHandle NcclProcessGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
+WorkHandle NcclProcessGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   require_device(buffer, "recv", "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
-  return enqueue_p2p(fmt::format("recv #{} ({} from rank {})", runtime_.op_number(), describe_view(buffer), peer),
+  return enqueue_p2p(fmt::format("recv #{} ({} from rank {})", runtime_.numbered(call).seq, describe_view(buffer), peer),
                      {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
-WorkHandle NcclProcessGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+WorkHandle NcclProcessGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) require_device(op.buffer, "batch_send_recv", op.kind == P2POp::Kind::send ? "send" : "recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
-  return enqueue_p2p(fmt::format("batch_send_recv #{} ({} ops)", runtime_.op_number(), ops.size()), ops);
+  return enqueue_p2p(fmt::format("batch_send_recv #{} ({} ops)", runtime_.numbered(call).seq, ops.size()), ops);
 }
 
-WorkHandle NcclProcessGroup::reduce(BufferView buffer, const ReduceOptions& options) {
+WorkHandle NcclProcessGroup::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   require_device(buffer, "reduce", "in-place");
   check_root(op_where("reduce", name_), options.root, size_);
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
   const int root = options.root;
-  return enqueue(fmt::format("reduce #{} ({}, {}, root {})", runtime_.op_number(), describe_view(buffer),
+  return enqueue(fmt::format("reduce #{} ({}, {}, root {})", runtime_.numbered(call).seq, describe_view(buffer),
                              reduce_op_name(options.op), root),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclReduce(buffer.data, buffer.data, buffer.count, type, op, root, comm, s);
                  });
 }
 
-WorkHandle NcclProcessGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
+WorkHandle NcclProcessGroup::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
   const int root = options.root;
   require_device(input, "gather", "input");
   if (rank_ == root) require_device(output, "gather", "output");
@@ -88,11 +88,11 @@ WorkHandle NcclProcessGroup::gather(BufferView input, BufferView output, const G
   } else {
     ops.push_back(send_op(input, root));
   }
-  return enqueue_p2p(fmt::format("gather #{} ({} per rank, root {})", runtime_.op_number(), describe_view(input), root),
+  return enqueue_p2p(fmt::format("gather #{} ({} per rank, root {})", runtime_.numbered(call).seq, describe_view(input), root),
                      std::move(ops));
 }
 
-WorkHandle NcclProcessGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+WorkHandle NcclProcessGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
   const int root = options.root;
   require_device(output, "scatter", "output");
   if (rank_ == root) require_device(input, "scatter", "input");
@@ -106,11 +106,11 @@ WorkHandle NcclProcessGroup::scatter(BufferView input, BufferView output, const 
   } else {
     ops.push_back(recv_op(output, root));
   }
-  return enqueue_p2p(fmt::format("scatter #{} ({} per rank, root {})", runtime_.op_number(), describe_view(output), root),
+  return enqueue_p2p(fmt::format("scatter #{} ({} per rank, root {})", runtime_.numbered(call).seq, describe_view(output), root),
                      std::move(ops));
 }
 
-WorkHandle NcclProcessGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
+WorkHandle NcclProcessGroup::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
   require_device(input, "all_to_all", "input");
   require_device(output, "all_to_all", "output");
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
@@ -120,10 +120,10 @@ WorkHandle NcclProcessGroup::all_to_all(BufferView input, BufferView output, con
     ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
   }
-  return enqueue_p2p(fmt::format("all_to_all #{} ({})", runtime_.op_number(), describe_view(input)), std::move(ops));
+  return enqueue_p2p(fmt::format("all_to_all #{} ({})", runtime_.numbered(call).seq, describe_view(input)), std::move(ops));
 }
 
-WorkHandle NcclProcessGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts,
+WorkHandle NcclProcessGroup::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts,
                                          BufferView output, const std::vector<std::size_t>& recv_counts,
                                          const AllToAllOptions&) {
   require_device(input, "all_to_allv", "input");
@@ -139,7 +139,7 @@ WorkHandle NcclProcessGroup::all_to_allv(BufferView input, const std::vector<std
     in_at += send_counts[q];
     out_at += recv_counts[q];
   }
-  return enqueue_p2p(fmt::format("all_to_allv #{} ({} in, {} out)", runtime_.op_number(), describe_view(input),
+  return enqueue_p2p(fmt::format("all_to_allv #{} ({} in, {} out)", runtime_.numbered(call).seq, describe_view(input),
                                  describe_view(output)),
                      std::move(ops));
 }

@@ -194,57 +194,57 @@ WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
   return std::make_shared<NcclWork>(state_, std::move(record));
 }
 
-WorkHandle NcclProcessGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
+WorkHandle NcclProcessGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   require_device(buffer, "all_reduce", "in-place");
   check_prescale(fmt::format("{}: all_reduce", label_), buffer, options.prescale);  // host buffers only
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("all_reduce #{} ({}, {})", runtime_.op_number(), describe_view(buffer), reduce_op_name(options.op)),
+  return enqueue(fmt::format("all_reduce #{} ({}, {})", runtime_.numbered(call).seq, describe_view(buffer), reduce_op_name(options.op)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclAllReduce(buffer.data, buffer.data, buffer.count, type, op, comm, s);
                  });
 }
 
-WorkHandle NcclProcessGroup::broadcast(BufferView buffer, const BroadcastOptions& options) {
+WorkHandle NcclProcessGroup::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   require_device(buffer, "broadcast", "in-place");
   if (options.root < 0 || options.root >= size_) {
     throw BackendError(fmt::format("{}: broadcast: root {} is not a rank of the group; accepted: 0..{}", label_,
                                    options.root, size_ - 1));
   }
   const ncclDataType_t type = to_nccl(buffer.dtype);
-  return enqueue(fmt::format("broadcast #{} ({}, root {})", runtime_.op_number(), describe_view(buffer), options.root),
+  return enqueue(fmt::format("broadcast #{} ({}, root {})", runtime_.numbered(call).seq, describe_view(buffer), options.root),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclBroadcast(buffer.data, buffer.data, buffer.count, type, options.root, comm, s);
                  });
 }
 
-WorkHandle NcclProcessGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
+WorkHandle NcclProcessGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   require_device(input, "all_gather", "input");
   require_device(output, "all_gather", "output");
   check_all_gather_shapes(fmt::format("{}: all_gather", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
-  return enqueue(fmt::format("all_gather #{} ({} per rank)", runtime_.op_number(), describe_view(input)),
+  return enqueue(fmt::format("all_gather #{} ({} per rank)", runtime_.numbered(call).seq, describe_view(input)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclAllGather(input.data, output.data, input.count, type, comm, s);
                  });
 }
 
-WorkHandle NcclProcessGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
+WorkHandle NcclProcessGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   require_device(input, "reduce_scatter", "input");
   require_device(output, "reduce_scatter", "output");
   check_reduce_scatter_shapes(fmt::format("{}: reduce_scatter", label_), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", runtime_.op_number(), describe_view(output),
+  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", runtime_.numbered(call).seq, describe_view(output),
                              reduce_op_name(options.op)),
                  [=](ncclComm_t comm, cudaStream_t s) {
                    return ncclReduceScatter(input.data, output.data, output.count, type, op, comm, s);
                  });
 }
 
-WorkHandle NcclProcessGroup::barrier(const BarrierOptions&) {
+WorkHandle NcclProcessGroup::barrier(const Op& call, const BarrierOptions&) {
   void* scratch = barrier_scratch_.data();
-  return enqueue(fmt::format("barrier #{}", runtime_.op_number()), [=](ncclComm_t comm, cudaStream_t s) {
+  return enqueue(fmt::format("barrier #{}", runtime_.numbered(call).seq), [=](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
   });
 }

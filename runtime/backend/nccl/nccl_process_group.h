@@ -37,25 +37,25 @@ class NcclProcessGroup final : public ProcessGroup {
   int size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
 
-  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) override;
-  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {}) override;
-  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {}) override;
-  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
-  WorkHandle barrier(const BarrierOptions& options = {}) override;
+  WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
+  WorkHandle broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) override;
+  WorkHandle all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions& options) override;
+  WorkHandle reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) override;
+  WorkHandle barrier(const Op& call, const BarrierOptions& options) override;
 
   // nccl_p2p_ops.cpp. NCCL has no tags: they are checked, then messages between two ranks match
   // in posting order. A lone send or recv occupies the group's stream until its peer posts the
   // other side, so two ranks that each send before they recv deadlock: post both in one
   // batch_send_recv (ncclGroupStart/End), as with torch's batch_isend_irecv.
-  WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) override;
-  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) override;
-  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
-  WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) override;
-  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) override;
-  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) override;
-  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) override;
-  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
-                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) override;
+  WorkHandle send(const Op& call, BufferView buffer, int peer, const SendOptions& options) override;
+  WorkHandle recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) override;
+  WorkHandle batch_send_recv(const Op& call, const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(const Op& call, BufferView buffer, const ReduceOptions& options) override;
+  WorkHandle gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) override;
+  WorkHandle scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) override;
+  WorkHandle all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions& options) override;
+  WorkHandle all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override;
 
   // The group's stream, for the GPU checks' deliberate stall (testing.h).
   cudaStream_t stream() const { return stream_.get(); }

@@ -101,8 +101,8 @@ bool P2PEngine::size_matches(const Header& h, const std::shared_ptr<Op>& op) {
 
 // ---------------------------------------------------------------------------- posting
 
-WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what) {
-  return std::make_shared<BatchWork>(shared_from_this(), start(ops, what));
+WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
+  return std::make_shared<BatchWork>(shared_from_this(), start(ops, what, seq));
 }
 
 void P2PEngine::run(std::span<const P2POp> ops, const char* what, Duration timeout,
@@ -115,9 +115,10 @@ void P2PEngine::run(std::span<const P2POp> ops, const char* what, Duration timeo
 // Queues each send with its protocol (eager through the ring, or rendezvous where the receiver
 // can read this rank's memory and the message is large) and matches each recv; then moves what
 // it can at once.
-std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, const char* what) {
+std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
   auto batch = std::make_shared<Batch>();
   batch->what = what;
+  batch->seq = seq;
   std::lock_guard lock(mutex_);
   if (health_->failed()) {  // a failed p2p op or collective: the group's one record says why
     batch->error = std::make_exception_ptr(health_->unusable(what));

@@ -85,8 +85,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   P2PEngine& operator=(const P2PEngine&) = delete;
 
   // Posts `ops` (already checked; tags may be negative: internal collectives) and returns one
-  // Work for all of them. `what` names them in errors ("send", "gather"; a static string).
-  WorkHandle post(std::span<const P2POp> ops, const char* what);
+  // Work for all of them. `what` names them in errors ("send", "gather"; a static string),
+  // `seq` the op's number (group_runtime.h): its timeout message says "send #3".
+  WorkHandle post(std::span<const P2POp> ops, const char* what, std::uint64_t seq);
   // Posts, runs `meanwhile` (a collective's own block: it overlaps the peers' copies of ours),
   // then waits (for collectives built on point-to-point; runs on the group's op thread).
   void run(std::span<const P2POp> ops, const char* what, Duration timeout, const std::function<void()>& meanwhile);
@@ -108,7 +109,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   class BatchWork;
 
   // Posting and matching (p2p_engine.cpp).
-  std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what);
+  std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what, std::uint64_t seq = 0);
   // Waiting (p2p_wait.cpp): wait() takes mutex_ itself; so do its helpers.
   void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
   bool test(const std::shared_ptr<Batch>& batch);

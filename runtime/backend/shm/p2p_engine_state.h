@@ -17,6 +17,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <boost/container/small_vector.hpp>
@@ -56,7 +57,8 @@ struct P2PEngine::Header {
 // and the claim word's generation in `tag`.
 
 struct P2PEngine::Batch {
-  const char* what;
+  const char* what;   // "send", "gather": where errors happen (a static string)
+  std::uint64_t seq = 0;  // op #seq as its group runtime numbered it (0: a collective's part)
   std::size_t remaining = 0;
   std::exception_ptr error;
   // For messages and health checks; inline for the usual one or two ops (no allocation per send).

@@ -2,6 +2,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fastrun/runtime/backend/shm/p2p_engine_state.h"
 #include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/error.h"
@@ -127,7 +129,9 @@ std::exception_ptr P2PEngine::timeout_error(Batch& batch, Duration timeout) {
       if (auto op = w.lock(); op && !op->done) pending.push_back(describe(*op));
   }
   return std::make_exception_ptr(TimeoutError(
-      op_timeout_message({group_label(global_rank_at(rank_, global_ranks_), group_, "shm"), batch.what, timeout,
+      op_timeout_message({group_label(global_rank_at(rank_, global_ranks_), group_, "shm"),
+                          batch.seq != 0 ? fmt::format("{} #{}", batch.what, batch.seq) : std::string(batch.what),
+                          timeout,
                           std::move(pending), "the peer has not posted the matching send/recv"})));
 }
 

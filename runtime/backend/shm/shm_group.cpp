@@ -66,14 +66,13 @@ ShmGroup::~ShmGroup() {
   if (p2p_) p2p_->detach();
 }
 
-WorkHandle ShmGroup::run(const OpDesc& op, std::size_t bytes, std::function<void()> body) {
-  const Duration timeout = runtime_->health().op_timeout();
-  return runtime_->run(op.op.c_str(), bytes,
-                       [this, timeout, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
+WorkHandle ShmGroup::run(const Op& call, const OpDesc& op, std::size_t bytes, std::function<void()> body) {
+  return runtime_->run(call, bytes,
+                       [this, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
                          if (chan_) {
                            current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
                            f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
-                           chan_->begin_op(current_op_.c_str(), timeout, f);
+                           chan_->begin_op(current_op_.c_str(), ctx.timeout, f);
                          }
                          body();
                        });
@@ -90,10 +89,10 @@ void ShmGroup::check_host(const char* op, const BufferView& b) const {
 
 // ---------------------------------------------------------------------------- all_reduce
 
-WorkHandle ShmGroup::all_reduce(BufferView buffer, const AllReduceOptions& options) {
+WorkHandle ShmGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   check_host("all_reduce", buffer);
   check_prescale(fmt::format("shm all_reduce on group '{}'", name_), buffer, options.prescale);
-  return run(op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(),
+  return run(call, op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(),
              [this, buffer, op = options.op, prescale = options.prescale] {
                apply_prescale(buffer, prescale);  // part of the op: on the comm thread when the op runs there
                if (!chan_ || buffer.count == 0) return;
@@ -196,12 +195,12 @@ void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
 
 // ---------------------------------------------------------------------------- broadcast
 
-WorkHandle ShmGroup::broadcast(BufferView buffer, const BroadcastOptions& options) {
+WorkHandle ShmGroup::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   check_host("broadcast", buffer);
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
                                   options.root, size_ - 1));
-  return run(op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), [this, buffer, root = options.root] {
+  return run(call, op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), [this, buffer, root = options.root] {
     if (chan_ && buffer.count > 0) broadcast_chunks(buffer, root);
   });
 }
@@ -233,11 +232,11 @@ void ShmGroup::broadcast_chunks(const BufferView& b, int root) {
 
 // ---------------------------------------------------------------------------- all_gather
 
-WorkHandle ShmGroup::all_gather(BufferView input, BufferView output, const AllGatherOptions&) {
+WorkHandle ShmGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   check_host("all_gather", input);
   check_host("all_gather", output);
   check_all_gather_shapes(fmt::format("shm all_gather on group '{}'", name_), input, output, size_);
-  return run(op_desc("all_gather", input), output.bytes(), [this, input, output] {
+  return run(call, op_desc("all_gather", input), output.bytes(), [this, input, output] {
     if (input.count == 0) return;
     std::byte* own = bytes_of(output) + static_cast<std::size_t>(rank_) * input.bytes();
     if (own != input.data) std::memmove(own, input.data, input.bytes());
@@ -272,11 +271,11 @@ void ShmGroup::all_gather_chunks(const BufferView& in, const BufferView& out) {
 
 // ---------------------------------------------------------------------------- reduce_scatter
 
-WorkHandle ShmGroup::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
+WorkHandle ShmGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   check_host("reduce_scatter", input);
   check_host("reduce_scatter", output);
   check_reduce_scatter_shapes(fmt::format("shm reduce_scatter on group '{}'", name_), input, output, size_);
-  return run(op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
+  return run(call, op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
              [this, input, output, op = options.op] {
                if (output.count == 0) return;
                if (!chan_) {  // one rank: every op of a single value is the value itself
@@ -325,8 +324,8 @@ void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out
 
 // ---------------------------------------------------------------------------- barrier
 
-WorkHandle ShmGroup::barrier(const BarrierOptions&) {
-  return run(op_desc("barrier"), 0, [this] {
+WorkHandle ShmGroup::barrier(const Op& call, const BarrierOptions&) {
+  return run(call, op_desc("barrier"), 0, [this] {
     if (!chan_) return;
     const std::uint32_t k = chan_->next_step();
     chan_->publish(k);

@@ -73,25 +73,25 @@ class ShmGroup final : public ProcessGroup {
   int size() const override { return size_; }
   std::string backend_name() const override { return "shm"; }
 
-  WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) override;
-  WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {}) override;
-  WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {}) override;
-  WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) override;
-  WorkHandle barrier(const BarrierOptions& options = {}) override;
+  WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
+  WorkHandle broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) override;
+  WorkHandle all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions& options) override;
+  WorkHandle reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) override;
+  WorkHandle barrier(const Op& call, const BarrierOptions& options) override;
 
   // Point-to-point, rooted and all-to-all ops (shm_p2p_ops.cpp). send/recv go through the
   // mailboxes (p2p_engine.h) and progress when their Works are waited on or polled; gather,
   // scatter and the all-to-alls are point-to-point batches run like any other op (in issue
   // order, inline or on the comm thread); reduce runs on the channel.
-  WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) override;
-  WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) override;
-  WorkHandle batch_send_recv(const std::vector<P2POp>& ops) override;
-  WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) override;
-  WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) override;
-  WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) override;
-  WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) override;
-  WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
-                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) override;
+  WorkHandle send(const Op& call, BufferView buffer, int peer, const SendOptions& options) override;
+  WorkHandle recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) override;
+  WorkHandle batch_send_recv(const Op& call, const std::vector<P2POp>& ops) override;
+  WorkHandle reduce(const Op& call, BufferView buffer, const ReduceOptions& options) override;
+  WorkHandle gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) override;
+  WorkHandle scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) override;
+  WorkHandle all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions& options) override;
+  WorkHandle all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+                         const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override;
 
   // Builds the mailboxes (collective: every rank of a group of 2+ calls it once, after set-up).
   void start_p2p(const GroupSpec& spec, const std::string& segment_name);
@@ -99,7 +99,8 @@ class ShmGroup final : public ProcessGroup {
  private:
   // Runs `body` (which captures its arguments by value) through the group runtime; `op`
   // describes it for the peers' check (op_fingerprint.h; its number is set when it runs).
-  WorkHandle run(const OpDesc& op, std::size_t bytes, std::function<void()> body);
+  // `call` is the op as it came (op.h): the runtime runs it under its number and timeout.
+  WorkHandle run(const Op& call, const OpDesc& op, std::size_t bytes, std::function<void()> body);
   void check_host(const char* op, const BufferView& b) const;
 
   void all_reduce_small(const BufferView& b, ReduceOp op);
@@ -108,9 +109,9 @@ class ShmGroup final : public ProcessGroup {
   void all_gather_chunks(const BufferView& in, const BufferView& out);
   void reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op);
   void reduce_chunks(const BufferView& b, ReduceOp op, int root);
-  WorkHandle post_p2p(const char* op, std::span<const P2POp> ops);
+  WorkHandle post_p2p(const char* op, const Op& call, std::span<const P2POp> ops);
   // Runs a collective made of point-to-point messages (plus this rank's own local copy).
-  WorkHandle run_p2p(const char* op, std::size_t bytes, std::vector<P2POp> ops,
+  WorkHandle run_p2p(const Op& call, std::size_t bytes, std::vector<P2POp> ops,
                      std::function<void()> local_copy);
 
   int rank_;

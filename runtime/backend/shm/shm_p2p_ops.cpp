@@ -46,10 +46,10 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
   chan_->set_idle_hook(&progress_all_p2p);
 }
 
-WorkHandle ShmGroup::post_p2p(const char* op, std::span<const P2POp> ops) {
-  if (runtime_->health().failed())
-    return std::make_shared<CompletedWork>(std::make_exception_ptr(runtime_->health().unusable(op)));
-  return p2p_->post(ops, op);
+// Through the runtime like any op (refused after a failure, numbered, labelled), then straight
+// into the mailboxes on the caller's thread: the Work progresses when waited on or polled.
+WorkHandle ShmGroup::post_p2p(const char* op, const Op& call, std::span<const P2POp> ops) {
+  return runtime_->post(call, [&](std::uint64_t seq) { return p2p_->post(ops, op, seq); });
 }
 
 // Inline on the caller's thread whatever the size (bytes = 0 for run()), unless earlier ops are
@@ -58,44 +58,44 @@ WorkHandle ShmGroup::post_p2p(const char* op, std::span<const P2POp> ops) {
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-WorkHandle ShmGroup::run_p2p(const char* op, std::size_t /*bytes*/, std::vector<P2POp> ops,
+WorkHandle ShmGroup::run_p2p(const Op& call, std::size_t /*bytes*/, std::vector<P2POp> ops,
                              std::function<void()> local_copy) {
-  return run(op_desc(op), 0,
-             std::function<void()>([this, op, ops = std::move(ops), local_copy = std::move(local_copy)] {
-               if (p2p_ && !ops.empty()) p2p_->run(ops, op, runtime_->health().op_timeout(), local_copy);
+  return run(call, op_desc(call.name.c_str()), 0,
+             std::function<void()>([this, name = call.name, ops = std::move(ops), local_copy = std::move(local_copy)] {
+               if (p2p_ && !ops.empty()) p2p_->run(ops, name.c_str(), runtime_->health().op_timeout(), local_copy);
                else local_copy();
              }));
 }
 
 // ---------------------------------------------------------------------------- send / recv
 
-WorkHandle ShmGroup::send(BufferView buffer, int peer, const SendOptions& options) {
+WorkHandle ShmGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   check_host("send", buffer);
   if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
   const P2POp one{P2POp::Kind::send, buffer, peer, options.tag};
-  return post_p2p("send", {&one, 1});
+  return post_p2p("send", call, {&one, 1});
 }
 
-WorkHandle ShmGroup::recv(BufferView buffer, int peer, const RecvOptions& options) {
+WorkHandle ShmGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   check_host("recv", buffer);
   if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
   const P2POp one{P2POp::Kind::recv, buffer, peer, options.tag};
-  return post_p2p("recv", {&one, 1});
+  return post_p2p("recv", call, {&one, 1});
 }
 
-WorkHandle ShmGroup::batch_send_recv(const std::vector<P2POp>& ops) {
+WorkHandle ShmGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) check_host("batch_send_recv", op.buffer);
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
   if (ops.empty()) return std::make_shared<CompletedWork>();
-  return post_p2p("batch_send_recv", ops);
+  return post_p2p("batch_send_recv", call, ops);
 }
 
 // ---------------------------------------------------------------------------- reduce
 
-WorkHandle ShmGroup::reduce(BufferView buffer, const ReduceOptions& options) {
+WorkHandle ShmGroup::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   check_host("reduce", buffer);
   check_root(op_where("reduce", name_), options.root, size_);
-  return run(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
+  return run(call, op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
              std::function<void()>([this, buffer, op = options.op, root = options.root] {
                if (chan_ && buffer.count > 0) reduce_chunks(buffer, op, root);
              }));
@@ -129,7 +129,7 @@ void ShmGroup::reduce_chunks(const BufferView& b, ReduceOp op, int root) {
 
 // ---------------------------------------------------------------------------- gather / scatter
 
-WorkHandle ShmGroup::gather(BufferView input, BufferView output, const GatherOptions& options) {
+WorkHandle ShmGroup::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
   const int root = options.root;
   check_host("gather", input);
   if (rank_ == root) check_host("gather", output);
@@ -145,10 +145,10 @@ WorkHandle ShmGroup::gather(BufferView input, BufferView output, const GatherOpt
   } else {
     ops.push_back(send_op(input, root));
   }
-  return run_p2p("gather", input.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
+  return run_p2p(call, input.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
 }
 
-WorkHandle ShmGroup::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
+WorkHandle ShmGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
   const int root = options.root;
   check_host("scatter", output);
   if (rank_ == root) check_host("scatter", input);
@@ -164,12 +164,12 @@ WorkHandle ShmGroup::scatter(BufferView input, BufferView output, const ScatterO
   } else {
     ops.push_back(recv_op(output, root));
   }
-  return run_p2p("scatter", output.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
+  return run_p2p(call, output.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
 }
 
 // ---------------------------------------------------------------------------- all-to-all
 
-WorkHandle ShmGroup::all_to_all(BufferView input, BufferView output, const AllToAllOptions&) {
+WorkHandle ShmGroup::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
   check_host("all_to_all", input);
   check_host("all_to_all", output);
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
@@ -182,11 +182,11 @@ WorkHandle ShmGroup::all_to_all(BufferView input, BufferView output, const AllTo
       ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     }
   const std::size_t own = static_cast<std::size_t>(rank_) * n;
-  return run_p2p("all_to_all", input.bytes(), std::move(ops),
+  return run_p2p(call, input.bytes(), std::move(ops),
                  [input, output, own, n] { copy(block(output, own, n), block(input, own, n)); });
 }
 
-WorkHandle ShmGroup::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+WorkHandle ShmGroup::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                                  const std::vector<std::size_t>& recv_counts, const AllToAllOptions&) {
   check_host("all_to_allv", input);
   check_host("all_to_allv", output);
@@ -209,7 +209,7 @@ WorkHandle ShmGroup::all_to_allv(BufferView input, const std::vector<std::size_t
     out_at += recv_counts[q];
   }
   const std::size_t own = send_counts[me];
-  return run_p2p("all_to_allv", input.bytes(), std::move(ops), [input, output, own_in, own_out, own] {
+  return run_p2p(call, input.bytes(), std::move(ops), [input, output, own_in, own_out, own] {
     copy(block(output, own_out, own), block(input, own_in, own));
   });
 }
