@@ -36,13 +36,13 @@
 
 #include "allreduce_pattern.h"
 #include "bench_registry.h"
-#include "fastrun/tools/flags/number_flags.h"
-#include "memory_rate.h"
-#include "forked_group.h"
 #include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"
+#include "fastrun/tools/flags/number_flags.h"
+#include "forked_group.h"
+#include "memory_rate.h"
 
 #ifndef FASTRUN_MPI_ALLREDUCE_BENCH
 #define FASTRUN_MPI_ALLREDUCE_BENCH ""
@@ -67,8 +67,8 @@ struct Args {
   int rounds = 3;
   std::size_t bound_mib = 0;  // per array of the c = a + b measurement; 0 = 4 x the last-level cache
   std::string mpi = FASTRUN_MPI_ALLREDUCE_BENCH;  // "" = not built
-  bool mpi_malloc_raised = true;  // Open MPI runs with glibc's mmap and trim thresholds raised
-  std::string pattern = "both";   // back-to-back, single or both
+  bool mpi_malloc_raised = true;                  // Open MPI runs with glibc's mmap and trim thresholds raised
+  std::string pattern = "both";                   // back-to-back, single or both
   bool wants(const char* kind) const {
     return pattern == "both" || pattern == (kind == kBackToBack ? "back-to-back" : "single");
   }
@@ -301,16 +301,19 @@ int run(int argc, char** argv) {
   for (const char* kind : {kBackToBack, kSingle})
     if (a.wants(kind)) kinds.push_back(kind);
   const double n = a.nproc;
-  fmt::print("# all-reduce, float32 sum, {} ranks, in place: fastrun shm vs Open MPI, median of {} alternating rounds\n",
-             a.nproc, a.rounds);
+  fmt::print(
+      "# all-reduce, float32 sum, {} ranks, in place: fastrun shm vs Open MPI, median of {} alternating rounds\n",
+      a.nproc, a.rounds);
   if (a.wants(kBackToBack))
     fmt::print("# b2b: 3..2000 calls back to back (about 64 MiB in all), the slowest rank's mean per call\n");
   if (a.wants(kSingle))
-    fmt::print("# 1x: the OSU pattern, barrier then one timed call, the slowest rank's time, median of 100 calls "
-               "(fewer from 32 MiB: 2 GiB in all, at least 8)\n");
-  fmt::print("# memory: c = a + b on {} threads, 3 arrays of {} MiB (last-level cache {} MiB): {:.1f} GB/s, 12 bytes "
-             "per element; bound = {} bytes of traffic per byte reduced at that rate ({} times)\n",
-             a.nproc, array_bytes >> 20, llc >> 20, rate / 1e9, a.nproc * (a.nproc + 1), kinds[0]);
+    fmt::print(
+        "# 1x: the OSU pattern, barrier then one timed call, the slowest rank's time, median of 100 calls "
+        "(fewer from 32 MiB: 2 GiB in all, at least 8)\n");
+  fmt::print(
+      "# memory: c = a + b on {} threads, 3 arrays of {} MiB (last-level cache {} MiB): {:.1f} GB/s, 12 bytes "
+      "per element; bound = {} bytes of traffic per byte reduced at that rate ({} times)\n",
+      a.nproc, array_bytes >> 20, llc >> 20, rate / 1e9, a.nproc * (a.nproc + 1), kinds[0]);
   fmt::print("# at size: the same with c = a + b on arrays of the row's size (add GB/s)\n");
   if (!no_mpi.empty()) fmt::print("# Open MPI left out: {}\n", no_mpi);
   else fmt::print("# Open MPI: glibc mmap/trim thresholds {}\n", a.mpi_malloc_raised ? "raised to 4 GiB" : "default");
@@ -326,8 +329,9 @@ int run(int argc, char** argv) {
       const double t = median(ours[kind][bytes]);
       const auto it = theirs[kind].find(bytes);
       const bool mpi = it != theirs[kind].end();
-      row += fmt::format(" {:>12.1f} {:>12} {:>9}", t * 1e6, mpi ? fmt::format("{:.1f}", median(it->second) * 1e6) : "-",
-                         mpi ? fmt::format("{:.2f}", median(it->second) / t) : "-");
+      row +=
+          fmt::format(" {:>12.1f} {:>12} {:>9}", t * 1e6, mpi ? fmt::format("{:.1f}", median(it->second) * 1e6) : "-",
+                      mpi ? fmt::format("{:.2f}", median(it->second) / t) : "-");
     }
     const double t = median(first);
     const double busbw = static_cast<double>(bytes) / t / 1e9 * 2 * (n - 1) / n;

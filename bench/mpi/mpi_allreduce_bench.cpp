@@ -69,9 +69,15 @@ int main(int argc, char** argv) {
   std::int64_t min_bytes = 0, max_bytes = 0;
   int rounds = 3;
   CLI::App app("Open MPI's MPI_Allreduce at sizes MIN..MAX bytes (doubling)", "fastrun-mpi-allreduce");
-  app.add_option("MIN_BYTES", min_bytes, "smallest message")->required()->check(CLI::Range(std::int64_t{4}, std::int64_t{1} << 40));
-  app.add_option("MAX_BYTES", max_bytes, "largest message")->required()->check(CLI::Range(std::int64_t{4}, std::int64_t{1} << 40));
-  app.add_option("ROUNDS", rounds, "timed rounds; the best is shown")->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("MIN_BYTES", min_bytes, "smallest message")
+      ->required()
+      ->check(CLI::Range(std::int64_t{4}, std::int64_t{1} << 40));
+  app.add_option("MAX_BYTES", max_bytes, "largest message")
+      ->required()
+      ->check(CLI::Range(std::int64_t{4}, std::int64_t{1} << 40));
+  app.add_option("ROUNDS", rounds, "timed rounds; the best is shown")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   std::string pattern = "both";
   app.add_option("PATTERN", pattern, "back-to-back, single (barrier, one timed call) or both")
       ->check(CLI::IsMember({"back-to-back", "single", "both"}))
