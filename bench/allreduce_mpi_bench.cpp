@@ -1,5 +1,5 @@
 // fastrun-bench allreduce-mpi [--nproc N] [--min 4K] [--max 256M] [--rounds R] [--mpi PATH|none]
-//                             [--pattern back-to-back|single|both]
+//                             [--pattern back-to-back|single|both] [--bind default|core|none]
 // fastrun's shm all-reduce against Open MPI's MPI_Allreduce, measured in the same run, against
 // this machine's memory bound (docs/benchmarks.md, "All-reduce against Open MPI").
 //
@@ -69,6 +69,9 @@ struct Args {
   std::string mpi = FASTRUN_MPI_ALLREDUCE_BENCH;  // "" = not built
   bool mpi_malloc_raised = true;                  // Open MPI runs with glibc's mmap and trim thresholds raised
   std::string pattern = "both";                   // back-to-back, single or both
+  // default: each as it runs by default (fastrun's ranks unbound, mpirun binds to cores);
+  // core: both bound, rank r to the r-th allowed CPU; none: neither.
+  std::string bind = "default";
   bool wants(const char* kind) const {
     return pattern == "both" || pattern == (kind == kBackToBack ? "back-to-back" : "single");
   }
@@ -94,6 +97,12 @@ Args parse(int argc, char** argv) {
       ->check(CLI::IsMember({"back-to-back", "single", "both"}))
       ->type_name("back-to-back|single|both")
       ->default_str("both");
+  app.add_option("--bind", a.bind,
+                 "default: each as by default (fastrun's ranks unbound, Open MPI's bound to cores); core: both "
+                 "bound, rank r to the r-th CPU; none: neither")
+      ->check(CLI::IsMember({"default", "core", "none"}))
+      ->type_name("default|core|none")
+      ->default_str("default");
   flags::integer(app, "--bound-mib", a.bound_mib,
                  "MiB per array of the past-the-caches c = a + b rate (default 4 x the last-level cache, within 1/6 "
                  "of MemAvailable)",
@@ -147,6 +156,7 @@ double single(ProcessGroup& g, const BufferView& v) {
 // One rank of the fastrun sweep; rank 0 writes "<pattern> <bytes> <seconds>" lines to `out`.
 void fastrun_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, int out) {
   auto g = forked_group("shm", rank, a.nproc, address, run_id);
+  if (a.bind == "core") pin_to_cpu(rank);
   for (std::size_t bytes = a.min; bytes <= a.max; bytes *= 2) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<float> buf(count, 1.0f + static_cast<float>(rank));
@@ -238,6 +248,10 @@ void mpi_round(const Args& a, Results& into) {
     // mmap threshold each one is a fresh mmap whose pages fault in, and a freed top of the heap
     // is trimmed: raising both thresholds (the "MPI's best") keeps the buffer's pages.
     std::vector<std::string> argv_s = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", np};
+    if (a.bind != "default") {
+      argv_s.push_back("--bind-to");
+      argv_s.push_back(a.bind);
+    }
     if (a.mpi_malloc_raised)
       for (const char* v : {"MALLOC_MMAP_THRESHOLD_=4294967296", "MALLOC_TRIM_THRESHOLD_=4294967296"}) {
         argv_s.push_back("-x");
@@ -315,6 +329,10 @@ int run(int argc, char** argv) {
       "per element; bound = {} bytes of traffic per byte reduced at that rate ({} times)\n",
       a.nproc, array_bytes >> 20, llc >> 20, rate / 1e9, a.nproc * (a.nproc + 1), kinds[0]);
   fmt::print("# at size: the same with c = a + b on arrays of the row's size (add GB/s)\n");
+  fmt::print("# binding: {}\n", a.bind == "default"
+                                    ? "each its default (fastrun's ranks unbound, Open MPI's bound to cores)"
+                                : a.bind == "core" ? "both bound, rank r to the r-th allowed CPU"
+                                                   : "neither bound");
   if (!no_mpi.empty()) fmt::print("# Open MPI left out: {}\n", no_mpi);
   else fmt::print("# Open MPI: glibc mmap/trim thresholds {}\n", a.mpi_malloc_raised ? "raised to 4 GiB" : "default");
   std::string head = fmt::format("# {:>8}", "size");
