@@ -91,18 +91,14 @@ Args parse(int argc, char** argv) {
       ->check(CLI::IsMember({"raised", "default"}))
       ->type_name("raised|default")
       ->default_str("raised");
-  app.add_option("--pattern", a.pattern,
-                 "calls timed back to back, single calls after a barrier (the OSU pattern; median of up to 100), "
-                 "or both side by side")
-      ->check(CLI::IsMember({"back-to-back", "single", "both"}))
-      ->type_name("back-to-back|single|both")
-      ->default_str("both");
-  app.add_option("--bind", a.bind,
-                 "default: each as by default (fastrun's ranks unbound, Open MPI's bound to cores); core: both "
-                 "bound, rank r to the r-th CPU; none: neither")
-      ->check(CLI::IsMember({"default", "core", "none"}))
-      ->type_name("default|core|none")
-      ->default_str("default");
+  flags::choice(app, "--pattern", a.pattern,
+                "calls timed back to back, single calls after a barrier (the OSU pattern; median of up to 100), or "
+                "both side by side",
+                {"back-to-back", "single", "both"});
+  flags::choice(app, "--bind", a.bind,
+                "default: each as by default (fastrun's ranks unbound, Open MPI's bound to cores); core: both bound, "
+                "rank r to the r-th CPU; none: neither",
+                {"default", "core", "none"});
   flags::integer(app, "--bound-mib", a.bound_mib,
                  "MiB per array of the past-the-caches c = a + b rate (default 4 x the last-level cache, within 1/6 "
                  "of MemAvailable)",
