@@ -104,6 +104,7 @@ void AsyncWork::give_up(std::unique_lock<std::mutex>& lock, std::exception_ptr e
 void AsyncWork::wait(Duration timeout) {
   using clock = std::chrono::steady_clock;
   if (timeout <= Duration::zero()) timeout = default_timeout_;
+  if (runner_ && timeout >= default_timeout_) runner_();  // ends done_ (or failed) when it ran the op
   const auto deadline = clock::now() + timeout;
   const Duration slice = FailureWatch::kPollInterval / 2;
   Duration stall_interval = StalledOpCheck::kFirstCheck;

@@ -67,6 +67,11 @@ class AsyncWork final : public Work {
   // Runs `touch` unless a wait() gave up on this op; false when skipped.
   bool touch_caller_memory(const std::function<void()>& touch);
 
+  // `run_here` (CommThread::runner) runs the op on the waiting thread if it has not started yet
+  // and is next; wait() calls it first unless it gives up sooner than the op's own timeout (it
+  // could not leave an op it runs itself). Set once, before the Work is handed out.
+  void set_runner(std::function<bool()> run_here) { runner_ = std::move(run_here); }
+
   void wait(Duration timeout = Duration::zero()) override;
   bool completed() override;
 
@@ -81,6 +86,7 @@ class AsyncWork final : public Work {
   std::function<void(const std::string&)> on_abort_;
   Duration release_grace_;
   std::function<void()> on_stall_;
+  std::function<bool()> runner_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -23,24 +23,52 @@ CommThread::~CommThread() {
   else thread_.join();
 }
 
-void CommThread::post(std::function<void()> task) {
+std::uint64_t CommThread::post(std::function<void()> task) {
+  std::uint64_t ticket = 0;
   {
     std::lock_guard lock(queue_->mutex);
-    queue_->tasks.push_back(std::move(task));
+    ticket = queue_->next_ticket++;
+    queue_->tasks.push_back(Task{ticket, std::move(task)});
   }
   queue_->cv.notify_one();
+  return ticket;
+}
+
+std::function<bool()> CommThread::runner(std::uint64_t ticket) const {
+  return [weak = std::weak_ptr<Queue>(queue_), ticket] {
+    auto queue = weak.lock();
+    if (!queue) return false;
+    std::unique_lock run(queue->run_mutex, std::try_to_lock);
+    if (!run.owns_lock()) return false;  // a task runs on the thread now: ours waits its turn there
+    std::function<void()> task;
+    {
+      std::lock_guard lock(queue->mutex);
+      if (queue->tasks.empty() || queue->tasks.front().ticket != ticket) return false;
+      task = std::move(queue->tasks.front().run);
+      queue->tasks.pop_front();
+    }
+    task();
+    return true;
+  };
 }
 
 void CommThread::abandon() { abandoned_ = true; }
 
 void CommThread::run(std::shared_ptr<Queue> queue) {
   for (;;) {
-    std::function<void()> task;
     {
       std::unique_lock lock(queue->mutex);
       queue->cv.wait(lock, [&] { return queue->stop || !queue->tasks.empty(); });
       if (queue->tasks.empty()) return;  // stop requested and drained
-      task = std::move(queue->tasks.front());
+    }
+    // The run lock before taking the task: a waiter running the front one (runner()) finishes
+    // it before the next starts here.
+    std::lock_guard run(queue->run_mutex);
+    std::function<void()> task;
+    {
+      std::lock_guard lock(queue->mutex);
+      if (queue->tasks.empty()) continue;  // a waiter ran it
+      task = std::move(queue->tasks.front().run);
       queue->tasks.pop_front();
     }
     task();

@@ -142,8 +142,8 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
     s.in_flight.push_back(work);
   }
   s.pending.fetch_add(1, std::memory_order_relaxed);
-  thread_->post([shared = shared_, work, staged, ctx = std::move(ctx), buffers = std::move(buffers),
-                 body = std::move(body)]() mutable {
+  const std::uint64_t ticket = thread_->post([shared = shared_, work, staged, ctx = std::move(ctx),
+                                              buffers = std::move(buffers), body = std::move(body)]() mutable {
     Shared& s = *shared;
     std::exception_ptr error;
     std::function<void()> write_back;
@@ -180,6 +180,7 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
     else if (write_back) work->complete(write_back);
     else work->complete();
   });
+  if (s.config.waiter_runs_queued_op && !staged) work->set_runner(thread_->runner(ticket));
   return work;
 }
 

@@ -64,6 +64,10 @@ struct RuntimeConfig {
   Duration wait_margin{};    // an AsyncWork's default timeout is op_timeout + wait_margin
   Duration release_grace{};  // see AsyncWork
   bool detach_on_failure = false;
+  // A wait() on an op still queued and next to run runs it on the waiting thread (comm_thread.h):
+  // for a backend whose op bodies may run on any thread and never need the caller's buffers
+  // staged (shm).
+  bool waiter_runs_queued_op = false;
 };
 
 // What an op body sees.

@@ -5,6 +5,7 @@
 // these cases too).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -82,6 +83,32 @@ TEST_CASE("group runtime: small ops inline, large ones on the comm thread, never
   large->wait();
   CHECK(order == std::vector<std::uint64_t>{1, 2, 3});
   CHECK(rt.label() == "rank 5 in group 'g' (test)");
+}
+
+TEST_CASE("group runtime: a wait on an op not yet started runs it on the waiting thread, never out of order",
+          "[runtime][group_runtime]") {
+  RuntimeConfig config = config_of(100);
+  config.waiter_runs_queued_op = true;
+  GroupRuntime rt(spec_of(), config);
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  std::vector<std::thread::id> ran_on;
+  auto record = [&](const OpContext& op) {
+    std::lock_guard lock(mutex);
+    order.push_back(op.seq);
+    ran_on.push_back(std::this_thread::get_id());
+  };
+  // Issued and waited at once (the OSU pattern): the comm thread is still waking when the wait
+  // starts, so the waiter runs most of them; 200 tries make "none" impossible short of a bug.
+  for (int i = 0; i < 200; ++i) rt.run("all_reduce", 100, record)->wait();
+  // Issued back to back and waited in reverse (DDP's buckets): whoever runs them, in order.
+  std::vector<WorkHandle> works;
+  for (int i = 0; i < 50; ++i) works.push_back(rt.run("all_reduce", 100, record));
+  for (auto it = works.rbegin(); it != works.rend(); ++it) (*it)->wait();
+  std::lock_guard lock(mutex);
+  REQUIRE(order.size() == 250);
+  for (std::size_t i = 0; i < order.size(); ++i) CHECK(order[i] == i + 1);
+  CHECK(std::count(ran_on.begin(), ran_on.begin() + 200, std::this_thread::get_id()) > 0);
 }
 
 TEST_CASE("group runtime: after a failure every op is refused with one BackendError naming it", "[runtime][group_runtime]") {

@@ -41,6 +41,10 @@ RuntimeConfig shm_runtime_config(bool local) {
   c.async_from_bytes = local ? RuntimeConfig::kNever : kAsyncOpBytes;
   // The channel watches peers and the failure key itself, and names the peer that failed.
   c.wait_watches_failure_key = false;
+  // An op waited at once runs on the waiting thread when the comm thread has not started it
+  // (the OSU pattern: no hand-off, docs/benchmarks.md "Single calls"); one issued and left to
+  // run (DDP's buckets during backward) still overlaps on the thread.
+  c.waiter_runs_queued_op = true;
   // The channel's deadline (which names the ranks that did not arrive) should fire first; the
   // margin covers an op that started a little after its wait() did.
   c.wait_margin = std::chrono::seconds(1);
