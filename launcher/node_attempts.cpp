@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/launcher/job_resources.h"
+#include "fastrun/launcher/node_pulse.h"
 #include "fastrun/launcher/node_records.h"
 #include "fastrun/launcher/node_watch.h"
 #include "fastrun/launcher/restarts.h"
@@ -24,8 +25,6 @@
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
-#include "fastrun/runtime/text/number.h"
-#include "fastrun/runtime/text/split.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -36,18 +35,6 @@ constexpr auto kVerdictSlice = std::chrono::milliseconds(100);
 constexpr auto kLeaveWithin = std::chrono::seconds(5);
 
 std::string key(int attempt, const std::string& what) { return launcher_keys::attempt(attempt) + "/" + what; }
-
-// Attempt n's members (--node-rank of each, node 0 first) as node 0 publishes them: "0,1,3".
-std::string encode_members(const std::vector<int>& members) { return fmt::format("{}", fmt::join(members, ",")); }
-std::vector<int> decode_members(const std::string& key, const std::string& text) {
-  std::vector<int> out;
-  for (const std::string_view field : text::split(text, ',')) {
-    const auto v = text::to_integer(field, 0, kMaxNodes - 1);
-    if (!v) throw StoreError(fmt::format("{}: '{}' is not a list of node ranks (accepted: e.g. 0,1,3)", key, text));
-    out.push_back(static_cast<int>(*v));
-  }
-  return out;
-}
 
 // The job ends between two attempts (a signal to a launcher, recorded under kJobStopped): the
 // code every launcher exits with.
@@ -72,7 +59,7 @@ class NodeAttempts {
     ranks_.resize(static_cast<std::size_t>(max_nodes_));
     first_ = rv_.first_attempt();
     if (first_ == 0) {
-      for (int k = 0; k < plan.nnodes; ++k) members_.push_back(k);
+      members_ = rv_.members();  // all nodes, or those there at the end of the last call
     } else {
       // A node that came back (node_rendezvous.h): node 0 took it into attempt first_.
       const std::string k = key(first_, "members");
@@ -210,25 +197,56 @@ class NodeAttempts {
   std::string decide(int n, const std::optional<NodeFailure>& failure) {
     if (!failure || stopped()) return "end";
     if (min_nodes_ < max_nodes_) {
-      const int lost = failure->lost ? members_.at(static_cast<std::size_t>(failure->node)) : -1;
+      std::vector<int> lost;
+      if (failure->lost) lost.push_back(members_.at(static_cast<std::size_t>(failure->node)));
+      if (!failure->lost && !failure->joining && (failure->final || restarts_ >= so_.job.max_restarts)) return "end";
+      // The watch names the first node it found silent; others may have gone with it (two hosts
+      // of a rack) or while they waited to join: the pulse tells (node_pulse.h).
+      std::vector<int> others, waiting;
+      for (int k : members_)
+        if (k != 0 && std::find(lost.begin(), lost.end(), k) == lost.end()) others.push_back(k);
+      for (int k = 1; k < max_nodes_; ++k)
+        if (std::find(members_.begin(), members_.end(), k) == members_.end() && store_.check({launcher_keys::joining(k)}))
+          waiting.push_back(k);
+      std::vector<int> asked = others;
+      asked.insert(asked.end(), waiting.begin(), waiting.end());
+      const std::vector<int> silent = lost_among(store_, asked);
+      for (int k : silent) {
+        if (std::find(waiting.begin(), waiting.end(), k) != waiting.end()) {
+          store_.delete_key(launcher_keys::joining(k));  // it asked, then went: not taken in
+          std::fprintf(stderr, "fastrun: node %d asked to join, then stopped answering; the job goes on without it\n",
+                       k);
+        } else {
+          lost.push_back(k);
+        }
+      }
+      std::sort(lost.begin(), lost.end());
       std::vector<int> next;
       for (int k : members_)
-        if (k != lost) next.push_back(k);
-      const bool membership = failure->lost || failure->joining;
-      if (!membership && (failure->final || restarts_ >= so_.job.max_restarts)) return "end";
-      admit(n + 1, next);
-      if (lost >= 0 && static_cast<int>(next.size()) < min_nodes_) {
+        if (std::find(lost.begin(), lost.end(), k) == lost.end()) next.push_back(k);
+      if (!lost.empty() && static_cast<int>(next.size()) < min_nodes_) {
+        gone_ = lost;  // leave() does not wait for them to read the end
         stop_job(failure->exit_code,
-                 fmt::format("node {} (host {}) was lost in attempt {} and {} node{} left, fewer than the {} of "
-                             "--nnodes {}:{}",
-                             lost, hosts_[static_cast<std::size_t>(lost)], n, next.size(),
-                             next.size() == 1 ? " is" : "s are", min_nodes_, min_nodes_, max_nodes_));
+                 fmt::format("{} lost in attempt {} and {} node{} left, fewer than the {} of --nnodes {}:{}",
+                             describe_lost(lost), n, next.size(), next.size() == 1 ? " is" : "s are", min_nodes_,
+                             min_nodes_, max_nodes_));
         return "end";
       }
+      admit(n + 1, next);
       store_.set(key(n + 1, "members"), to_bytes(encode_members(next)));
-      return membership ? "resize" : "restart";
+      return failure->lost || failure->joining || !lost.empty() ? "resize" : "restart";
     }
     return !failure->final && restarts_ < so_.job.max_restarts ? "restart" : "end";
+  }
+
+  // "node 2 (host h2) was", "nodes 2 (host h2) and 3 (host h3) were".
+  std::string describe_lost(const std::vector<int>& lost) const {
+    std::vector<std::string> named;
+    for (int k : lost) named.push_back(fmt::format("{} (host {})", k, hosts_[static_cast<std::size_t>(k)]));
+    if (named.size() == 1) return fmt::format("node {} was", named[0]);
+    const std::string last = named.back();
+    named.pop_back();
+    return fmt::format("nodes {} and {} were", fmt::join(named, ", "), last);
   }
 
   // Node 0: the nodes that came back and wait (launcher_keys::joining), into attempt m's members
@@ -402,7 +420,9 @@ class NodeAttempts {
       }
       os::poll_until(Clock::now() + kLeaveWithin, kEvery100ms, [&] {
         for (int k : members_)
-          if (k != 0 && !store_.check({key(n, "left/" + std::to_string(k))})) return false;
+          if (k != 0 && std::find(gone_.begin(), gone_.end(), k) == gone_.end() &&
+              !store_.check({key(n, "left/" + std::to_string(k))}))
+            return false;
         return true;
       });
     } catch (const std::exception& e) {
@@ -419,6 +439,7 @@ class NodeAttempts {
   std::vector<int> members_;  // the current attempt's nodes (--node-rank of each, ascending: node 0 first)
   std::vector<int> lost_;     // the nodes the last change left out (for the notice)
   std::vector<int> joined_;   // the nodes the last change took in
+  std::vector<int> gone_;     // node 0: the nodes lost when too few were left (the job ends without them)
   bool resizing_ = false;     // the next attempt follows a change of nodes
   std::vector<std::string> hosts_;  // every node's host and ranks by --node-rank (those of members)
   std::vector<int> ranks_;
