@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -371,12 +372,38 @@ class NodeAttempts {
   // that joins, before it is there).
   void start_round(int m) {
     const int n = m - 1;
+    // Node 0 of an elastic job: a member whose pulse stands still before it reached the round
+    // (lost after node 0 named the members: during a back-off) ends the job at once, naming it,
+    // rather than after FASTRUN_TIMEOUT. Each node's last pulse and when it last moved.
+    std::map<int, std::pair<std::int64_t, Clock::time_point>> pulses;
+    Clock::time_point looked{};
+    const auto lost_before_start = [&](const std::function<std::vector<int>()>& missing) {
+      const auto now = Clock::now();
+      if (me_ != 0 || min_nodes_ == max_nodes_ || now - looked < NodeWatch::kInterval) return;
+      looked = now;
+      for (int i : missing()) {
+        const int k = members_.at(static_cast<std::size_t>(i));
+        if (k == 0) continue;
+        const std::int64_t v = store_.add(launcher_keys::pulse(k), 0);
+        auto it = pulses.find(k);
+        if (it == pulses.end() || it->second.first != v) {
+          pulses[k] = {v, now};
+        } else if (now - it->second.second >= NodeWatch::kLostAfter) {
+          gone_ = {k};
+          stop_job(1, fmt::format("{} lost before attempt {} started (--nnodes {}:{}; a node lost in the back-off "
+                                  "of a restart ends the job)",
+                                  describe_lost({k}), m, min_nodes_, max_nodes_));
+          std::fprintf(stderr, "fastrun: the job was stopped: %s\n", stopped()->why.c_str());
+          throw JobStopped{1};
+        }
+      }
+    };
     RoundOptions round;
     round.prefix = key(n + 1, "start");
     round.rank = my_index();
     round.size = static_cast<int>(members_.size());
     round.timeout = timeout_;
-    round.poll = [&](const std::function<std::vector<int>()>&) {
+    round.poll = [&](const std::function<std::vector<int>()>& missing) {
       if (const int sig = pending_stop_signal()) {
         stop_job(128 + sig, fmt::format("the launcher on node {} got {} before attempt {} started", me_,
                                         signal_name(sig), n + 1));
@@ -386,6 +413,7 @@ class NodeAttempts {
         std::fprintf(stderr, "fastrun: the job was stopped: %s\n", s->why.c_str());
         throw JobStopped{s->exit_code};
       }
+      lost_before_start(missing);
     };
     round.on_timeout = [&](const std::vector<int>& who) {
       throw TimeoutError(fmt::format("node {}: attempt {} could not start: node{} [{}] did not come back within "

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -153,4 +154,39 @@ TEST_CASE("--nnodes 2:3: two launchers SIGKILLed together leave fewer than MIN a
   CHECK_FALSE(contains(r.err, "starting attempt 1"));
   CHECK(took < 30.0);
   expect_nothing_left(pids, run_id("below-min-two"));
+}
+
+TEST_CASE("--nnodes 2:3: a node lost in the back-off before a restart ends the job at once, naming it",
+          "[launcher][multinode][elastic][restarts][failure]") {
+  TempDir dir;
+  const std::string d = dir.str();
+  const Strings flags = elastic_flags("2:3", run_id("lost-in-backoff"), {"--max-restarts", "3"});
+  // Node 1's ranks fail in attempts 0..2; restart 3 waits 2 s first, and node 2 is killed then.
+  const Strings sleeper = {"--pidfile", d + "/pid-%r", "--sleep", "60"};
+  const Strings failing = {"--on-attempt", "0", "--exit", "3", "--on-attempt", "1", "--exit", "3",
+                           "--on-attempt", "2", "--exit", "3", "--sleep", "60"};
+  Nodes nodes(3, free_port(), {flags, flags, flags}, {sleeper, failing, sleeper}, quiet_env("120"));
+  const std::string notice = "fastrun: starting attempt 3 of the job (restart 3 of --max-restarts 3) in 2 s";
+  const auto deadline = Clock::now() + 60s;
+  while (!contains(read_file(nodes.launchers[2]->err_path()), notice) && Clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(contains(read_file(nodes.launchers[2]->err_path()), notice));
+  const auto killed = Clock::now();
+  nodes.launchers[2]->signal(SIGKILL);
+  const auto r0 = nodes.launchers[0]->finish(60s);
+  const double took = seconds_since(killed);
+  const auto r1 = nodes.launchers[1]->finish(20s);
+  nodes.launchers[2]->finish(10s);
+  INFO("node 0 stderr: " << r0.err);
+  INFO("node 1 stderr: " << r1.err);
+  INFO("from the kill to the end of the job: " << took << " s");
+  CHECK(r0.exit_code == 1);
+  CHECK(r1.exit_code == 1);
+  for (const auto* err : {&r0.err, &r1.err}) {
+    CHECK(contains(*err, "fastrun: the job was stopped: node 2 (host "));
+    CHECK(contains(*err, ") was lost before attempt 3 started (--nnodes 2:3; a node lost in the back-off of a restart "
+                         "ends the job)"));
+  }
+  CHECK(took < 30.0);  // FASTRUN_TIMEOUT is 120 s
+  CHECK(shm_entries("fastrun-" + run_id("lost-in-backoff")).empty());
 }
