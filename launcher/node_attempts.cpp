@@ -43,6 +43,10 @@ struct JobStopped {
   int exit_code;
 };
 
+// Node 0 of an elastic job gave up on an attempt's start round: a member was lost before it
+// started (key "skip"); the next attempt runs on the nodes left.
+struct SkipAttempt {};
+
 class NodeAttempts {
  public:
   NodeAttempts(NodeRendezvous& rendezvous, const NodePlan& plan, SupervisorOptions options)
@@ -70,8 +74,15 @@ class NodeAttempts {
   }
 
   int run() {
-    if (first_ > 0) start_round(first_);
-    for (int n = first_;; ++n) {
+    int start = first_;
+    if (first_ > 0) {
+      try {
+        start = enter(first_);
+      } catch (const JobStopped& stopped) {
+        return leave(first_ - 1, stopped.exit_code);
+      }
+    }
+    for (int n = start;; ++n) {
       // 1. The attempt: a fresh store for its ranks, its own node watch, its ranks.
       open_rank_store(n);
       std::optional<int> code;
@@ -91,7 +102,7 @@ class NodeAttempts {
       if (code) return *code;
       // 3. Every node between the attempts: the back-off, this node's segments, the start round.
       try {
-        between(n);
+        n = between(n) - 1;  // the attempt that starts (later than n + 1 when one was skipped)
       } catch (const JobStopped& stopped) {
         return leave(n, stopped.exit_code);
       }
@@ -343,21 +354,10 @@ class NodeAttempts {
 
   // Between attempt n and n+1: the back-off (the same on every node), the segments this node's
   // ranks left, and the start round, which no node passes before every node reaped attempt n.
-  void between(int n) {
+  int between(int n) {
     // A change of nodes starts at once: the failure was a node, not the program.
     const auto delay = resizing_ ? std::chrono::milliseconds(0) : restart_backoff(restarts_);
-    std::string notice = restart_notice(n + 1, restarts_, so_.job.max_restarts, delay);
-    if (resizing_) {
-      std::string change;
-      if (!lost_.empty()) change += fmt::format(" without lost node{} [{}]", lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
-      if (!joined_.empty()) change += fmt::format("{} with node{} [{}] back", lost_.empty() ? "" : " and",
-                                                  joined_.size() == 1 ? "" : "s", fmt::join(joined_, ", "));
-      notice = fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}){}; a change of "
-                           "nodes does not count against --max-restarts\n",
-                           n + 1, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_, change);
-    }
-    lost_.clear();
-    joined_.clear();
+    std::string notice = resizing_ ? resize_notice(n + 1) : restart_notice(n + 1, restarts_, so_.job.max_restarts, delay);
     std::fputs(notice.c_str(), stderr);
     if (const int sig = wait_before_restart(delay, so_.handle_signals)) {
       stop_job(128 + sig, fmt::format("the launcher on node {} got {} before attempt {} started", me_,
@@ -365,7 +365,52 @@ class NodeAttempts {
       throw JobStopped{128 + sig};
     }
     remove_job_segments(so_.job.run_id);
-    start_round(n + 1);
+    return enter(n + 1);
+  }
+
+  // "fastrun: starting attempt m of the job on K nodes (--nnodes MIN:MAX) without lost node [2] ..."
+  std::string resize_notice(int m) {
+    std::string notice;
+    {
+      std::string change;
+      if (!lost_.empty()) change += fmt::format(" without lost node{} [{}]", lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
+      if (!joined_.empty()) change += fmt::format("{} with node{} [{}] back", lost_.empty() ? "" : " and",
+                                                  joined_.size() == 1 ? "" : "s", fmt::join(joined_, ", "));
+      notice = fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}){}; a change of "
+                           "nodes does not count against --max-restarts\n",
+                           m, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_, change);
+    }
+    lost_.clear();
+    joined_.clear();
+    return notice;
+  }
+
+  // Attempt m's start round; when node 0 skips it (a member lost before it started), the next
+  // one's on the nodes left, and so on. Returns the attempt that starts.
+  int enter(int m) {
+    for (;;) {
+      try {
+        start_round(m);
+        // A member lost at the very end of the round (node 0 skipped it as the others passed).
+        if (min_nodes_ < max_nodes_ && store_.check({key(m, "skip")})) throw SkipAttempt{};
+        return m;
+      } catch (const SkipAttempt&) {
+        const std::string k = key(m + 1, "members");
+        std::vector<int> next = decode_members(k, to_string(store_.get(k, timeout_)));
+        if (std::find(next.begin(), next.end(), me_) == next.end()) {
+          std::fprintf(stderr, "fastrun: node %d was lost to the job before attempt %d started; it goes on without "
+                               "this node\n", me_, m);
+          throw JobStopped{1};
+        }
+        lost_ = lost_between(members_, next);
+        joined_.clear();
+        members_ = std::move(next);
+        ++resized_;
+        const std::string notice = resize_notice(m + 1);
+        std::fputs(notice.c_str(), stderr);
+        ++m;
+      }
+    }
   }
 
   // No node passes attempt m's start round before every member reaped attempt m-1 (and a node
@@ -389,12 +434,24 @@ class NodeAttempts {
         if (it == pulses.end() || it->second.first != v) {
           pulses[k] = {v, now};
         } else if (now - it->second.second >= NodeWatch::kLostAfter) {
-          gone_ = {k};
-          stop_job(1, fmt::format("{} lost before attempt {} started (--nnodes {}:{}; a node lost in the back-off "
-                                  "of a restart ends the job)",
-                                  describe_lost({k}), m, min_nodes_, max_nodes_));
-          std::fprintf(stderr, "fastrun: the job was stopped: %s\n", stopped()->why.c_str());
-          throw JobStopped{1};
+          std::vector<int> next;
+          for (int j : members_)
+            if (j != k) next.push_back(j);
+          if (static_cast<int>(next.size()) < min_nodes_) {
+            gone_ = {k};
+            stop_job(1, fmt::format("{} lost before attempt {} started and {} node{} left, fewer than the {} of "
+                                    "--nnodes {}:{}",
+                                    describe_lost({k}), m, next.size(), next.size() == 1 ? " is" : "s are",
+                                    min_nodes_, min_nodes_, max_nodes_));
+            std::fprintf(stderr, "fastrun: the job was stopped: %s\n", stopped()->why.c_str());
+            throw JobStopped{1};
+          }
+          // Attempt m never starts: the members of m+1 first, then the mark every node polls.
+          std::fprintf(stderr, "fastrun: %s lost before attempt %d started; the job goes on without it\n",
+                       describe_lost({k}).c_str(), m);
+          store_.set(key(m + 1, "members"), to_bytes(encode_members(next)));
+          store_.set(key(m, "skip"), to_bytes("1"));
+          throw SkipAttempt{};
         }
       }
     };
@@ -414,6 +471,7 @@ class NodeAttempts {
         throw JobStopped{s->exit_code};
       }
       lost_before_start(missing);
+      if (min_nodes_ < max_nodes_ && store_.check({key(m, "skip")})) throw SkipAttempt{};
     };
     round.on_timeout = [&](const std::vector<int>& who) {
       throw TimeoutError(fmt::format("node {}: attempt {} could not start: node{} [{}] did not come back within "

@@ -33,6 +33,8 @@
 //   members      attempt n's nodes, e.g. "0,1" (set by node 0 before a "resize" verdict on n-1)
 //   watch/...    attempt n's node watch (failure, heartbeats, done, acks)
 //   start/...    the round every node passes before starting attempt n's ranks (n > 0)
+//   skip         node 0 gave up on attempt n's start round: a member was lost before it (its
+//                pulse stood still); attempt n+1's members, set first, are the nodes left
 //   verdict      node 0's decision once attempt n ended everywhere: "restart", "resize" or "end"
 //   left/<k>     node k read "end" (node 0 keeps the store up until then, or 5 s)
 // and fastrun/launcher/stopped: a signal to a launcher once its ranks were gone (a NodeFailure
