@@ -86,6 +86,15 @@ class Flags {
           "the job spans N nodes, one fastrun per node (docs/multinode.md);\n"
           "MIN:MAX: it goes on without lost nodes while MIN are left",
           [this](const std::string& v) { parse_nnodes(v, out_.job.node); });
+    value("--last-call", "SECS",
+          "with --nnodes MIN:MAX: once MIN nodes are there, start the job on\n"
+          "those present after SECS more seconds (default 30, or\n"
+          "FASTRUN_LAST_CALL; at once when MAX are there)",
+          [this](const std::string& v) {
+            const double s = text::parse_flag_seconds("--last-call", v);
+            if (!(s >= 0 && s <= 86400)) throw ConfigError(fmt::format("--last-call {}: give seconds from 0 to 86400", v));
+            out_.job.node.last_call = s;
+          });
     value("--node-rank", "K", "this node's index, 0..N-1; node 0 hosts the job's store",
           [this](const std::string& v) { out_.job.node.node_rank = text::parse_flag_int("--node-rank", v); });
     value("--master-addr", "HOST", "node 0's address, reachable from every node",

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/launcher/job_resources.h"
+#include "fastrun/launcher/node_pulse.h"
 #include "fastrun/launcher/node_records.h"
 #include "fastrun/launcher/node_watch.h"
 #include "fastrun/launcher/restarts.h"
@@ -24,8 +26,6 @@
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
-#include "fastrun/runtime/text/number.h"
-#include "fastrun/runtime/text/split.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -37,23 +37,15 @@ constexpr auto kLeaveWithin = std::chrono::seconds(5);
 
 std::string key(int attempt, const std::string& what) { return launcher_keys::attempt(attempt) + "/" + what; }
 
-// Attempt n's members (--node-rank of each, node 0 first) as node 0 publishes them: "0,1,3".
-std::string encode_members(const std::vector<int>& members) { return fmt::format("{}", fmt::join(members, ",")); }
-std::vector<int> decode_members(const std::string& key, const std::string& text) {
-  std::vector<int> out;
-  for (const std::string_view field : text::split(text, ',')) {
-    const auto v = text::to_integer(field, 0, kMaxNodes - 1);
-    if (!v) throw StoreError(fmt::format("{}: '{}' is not a list of node ranks (accepted: e.g. 0,1,3)", key, text));
-    out.push_back(static_cast<int>(*v));
-  }
-  return out;
-}
-
 // The job ends between two attempts (a signal to a launcher, recorded under kJobStopped): the
 // code every launcher exits with.
 struct JobStopped {
   int exit_code;
 };
+
+// Node 0 of an elastic job gave up on an attempt's start round: a member was lost before it
+// started (key "skip"); the next attempt runs on the nodes left.
+struct SkipAttempt {};
 
 class NodeAttempts {
  public:
@@ -72,7 +64,7 @@ class NodeAttempts {
     ranks_.resize(static_cast<std::size_t>(max_nodes_));
     first_ = rv_.first_attempt();
     if (first_ == 0) {
-      for (int k = 0; k < plan.nnodes; ++k) members_.push_back(k);
+      members_ = rv_.members();  // all nodes, or those there at the end of the last call
     } else {
       // A node that came back (node_rendezvous.h): node 0 took it into attempt first_.
       const std::string k = key(first_, "members");
@@ -82,8 +74,15 @@ class NodeAttempts {
   }
 
   int run() {
-    if (first_ > 0) start_round(first_);
-    for (int n = first_;; ++n) {
+    int start = first_;
+    if (first_ > 0) {
+      try {
+        start = enter(first_);
+      } catch (const JobStopped& stopped) {
+        return leave(first_ - 1, stopped.exit_code);
+      }
+    }
+    for (int n = start;; ++n) {
       // 1. The attempt: a fresh store for its ranks, its own node watch, its ranks.
       open_rank_store(n);
       std::optional<int> code;
@@ -103,7 +102,7 @@ class NodeAttempts {
       if (code) return *code;
       // 3. Every node between the attempts: the back-off, this node's segments, the start round.
       try {
-        between(n);
+        n = between(n) - 1;  // the attempt that starts (later than n + 1 when one was skipped)
       } catch (const JobStopped& stopped) {
         return leave(n, stopped.exit_code);
       }
@@ -210,25 +209,56 @@ class NodeAttempts {
   std::string decide(int n, const std::optional<NodeFailure>& failure) {
     if (!failure || stopped()) return "end";
     if (min_nodes_ < max_nodes_) {
-      const int lost = failure->lost ? members_.at(static_cast<std::size_t>(failure->node)) : -1;
+      std::vector<int> lost;
+      if (failure->lost) lost.push_back(members_.at(static_cast<std::size_t>(failure->node)));
+      if (!failure->lost && !failure->joining && (failure->final || restarts_ >= so_.job.max_restarts)) return "end";
+      // The watch names the first node it found silent; others may have gone with it (two hosts
+      // of a rack) or while they waited to join: the pulse tells (node_pulse.h).
+      std::vector<int> others, waiting;
+      for (int k : members_)
+        if (k != 0 && std::find(lost.begin(), lost.end(), k) == lost.end()) others.push_back(k);
+      for (int k = 1; k < max_nodes_; ++k)
+        if (std::find(members_.begin(), members_.end(), k) == members_.end() && store_.check({launcher_keys::joining(k)}))
+          waiting.push_back(k);
+      std::vector<int> asked = others;
+      asked.insert(asked.end(), waiting.begin(), waiting.end());
+      const std::vector<int> silent = lost_among(store_, asked);
+      for (int k : silent) {
+        if (std::find(waiting.begin(), waiting.end(), k) != waiting.end()) {
+          store_.delete_key(launcher_keys::joining(k));  // it asked, then went: not taken in
+          std::fprintf(stderr, "fastrun: node %d asked to join, then stopped answering; the job goes on without it\n",
+                       k);
+        } else {
+          lost.push_back(k);
+        }
+      }
+      std::sort(lost.begin(), lost.end());
       std::vector<int> next;
       for (int k : members_)
-        if (k != lost) next.push_back(k);
-      const bool membership = failure->lost || failure->joining;
-      if (!membership && (failure->final || restarts_ >= so_.job.max_restarts)) return "end";
-      admit(n + 1, next);
-      if (lost >= 0 && static_cast<int>(next.size()) < min_nodes_) {
+        if (std::find(lost.begin(), lost.end(), k) == lost.end()) next.push_back(k);
+      if (!lost.empty() && static_cast<int>(next.size()) < min_nodes_) {
+        gone_ = lost;  // leave() does not wait for them to read the end
         stop_job(failure->exit_code,
-                 fmt::format("node {} (host {}) was lost in attempt {} and {} node{} left, fewer than the {} of "
-                             "--nnodes {}:{}",
-                             lost, hosts_[static_cast<std::size_t>(lost)], n, next.size(),
-                             next.size() == 1 ? " is" : "s are", min_nodes_, min_nodes_, max_nodes_));
+                 fmt::format("{} lost in attempt {} and {} node{} left, fewer than the {} of --nnodes {}:{}",
+                             describe_lost(lost), n, next.size(), next.size() == 1 ? " is" : "s are", min_nodes_,
+                             min_nodes_, max_nodes_));
         return "end";
       }
+      admit(n + 1, next);
       store_.set(key(n + 1, "members"), to_bytes(encode_members(next)));
-      return membership ? "resize" : "restart";
+      return failure->lost || failure->joining || !lost.empty() ? "resize" : "restart";
     }
     return !failure->final && restarts_ < so_.job.max_restarts ? "restart" : "end";
+  }
+
+  // "node 2 (host h2) was", "nodes 2 (host h2) and 3 (host h3) were".
+  std::string describe_lost(const std::vector<int>& lost) const {
+    std::vector<std::string> named;
+    for (int k : lost) named.push_back(fmt::format("{} (host {})", k, hosts_[static_cast<std::size_t>(k)]));
+    if (named.size() == 1) return fmt::format("node {} was", named[0]);
+    const std::string last = named.back();
+    named.pop_back();
+    return fmt::format("nodes {} and {} were", fmt::join(named, ", "), last);
   }
 
   // Node 0: the nodes that came back and wait (launcher_keys::joining), into attempt m's members
@@ -324,21 +354,10 @@ class NodeAttempts {
 
   // Between attempt n and n+1: the back-off (the same on every node), the segments this node's
   // ranks left, and the start round, which no node passes before every node reaped attempt n.
-  void between(int n) {
+  int between(int n) {
     // A change of nodes starts at once: the failure was a node, not the program.
     const auto delay = resizing_ ? std::chrono::milliseconds(0) : restart_backoff(restarts_);
-    std::string notice = restart_notice(n + 1, restarts_, so_.job.max_restarts, delay);
-    if (resizing_) {
-      std::string change;
-      if (!lost_.empty()) change += fmt::format(" without lost node{} [{}]", lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
-      if (!joined_.empty()) change += fmt::format("{} with node{} [{}] back", lost_.empty() ? "" : " and",
-                                                  joined_.size() == 1 ? "" : "s", fmt::join(joined_, ", "));
-      notice = fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}){}; a change of "
-                           "nodes does not count against --max-restarts\n",
-                           n + 1, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_, change);
-    }
-    lost_.clear();
-    joined_.clear();
+    std::string notice = resizing_ ? resize_notice(n + 1) : restart_notice(n + 1, restarts_, so_.job.max_restarts, delay);
     std::fputs(notice.c_str(), stderr);
     if (const int sig = wait_before_restart(delay, so_.handle_signals)) {
       stop_job(128 + sig, fmt::format("the launcher on node {} got {} before attempt {} started", me_,
@@ -346,19 +365,102 @@ class NodeAttempts {
       throw JobStopped{128 + sig};
     }
     remove_job_segments(so_.job.run_id);
-    start_round(n + 1);
+    return enter(n + 1);
+  }
+
+  // "fastrun: starting attempt m of the job on K nodes (--nnodes MIN:MAX) without lost node [2] ..."
+  std::string resize_notice(int m) {
+    std::string notice;
+    {
+      std::string change;
+      if (!lost_.empty()) change += fmt::format(" without lost node{} [{}]", lost_.size() == 1 ? "" : "s", fmt::join(lost_, ", "));
+      if (!joined_.empty()) change += fmt::format("{} with node{} [{}] back", lost_.empty() ? "" : " and",
+                                                  joined_.size() == 1 ? "" : "s", fmt::join(joined_, ", "));
+      notice = fmt::format("fastrun: starting attempt {} of the job on {} node{} (--nnodes {}:{}){}; a change of "
+                           "nodes does not count against --max-restarts\n",
+                           m, members_.size(), members_.size() == 1 ? "" : "s", min_nodes_, max_nodes_, change);
+    }
+    lost_.clear();
+    joined_.clear();
+    return notice;
+  }
+
+  // Attempt m's start round; when node 0 skips it (a member lost before it started), the next
+  // one's on the nodes left, and so on. Returns the attempt that starts.
+  int enter(int m) {
+    for (;;) {
+      try {
+        start_round(m);
+        // A member lost at the very end of the round (node 0 skipped it as the others passed).
+        if (min_nodes_ < max_nodes_ && store_.check({key(m, "skip")})) throw SkipAttempt{};
+        return m;
+      } catch (const SkipAttempt&) {
+        const std::string k = key(m + 1, "members");
+        std::vector<int> next = decode_members(k, to_string(store_.get(k, timeout_)));
+        if (std::find(next.begin(), next.end(), me_) == next.end()) {
+          std::fprintf(stderr, "fastrun: node %d was lost to the job before attempt %d started; it goes on without "
+                               "this node\n", me_, m);
+          throw JobStopped{1};
+        }
+        lost_ = lost_between(members_, next);
+        joined_.clear();
+        members_ = std::move(next);
+        ++resized_;
+        const std::string notice = resize_notice(m + 1);
+        std::fputs(notice.c_str(), stderr);
+        ++m;
+      }
+    }
   }
 
   // No node passes attempt m's start round before every member reaped attempt m-1 (and a node
   // that joins, before it is there).
   void start_round(int m) {
     const int n = m - 1;
+    // Node 0 of an elastic job: a member whose pulse stands still before it reached the round
+    // (lost after node 0 named the members: during a back-off) ends the job at once, naming it,
+    // rather than after FASTRUN_TIMEOUT. Each node's last pulse and when it last moved.
+    std::map<int, std::pair<std::int64_t, Clock::time_point>> pulses;
+    Clock::time_point looked{};
+    const auto lost_before_start = [&](const std::function<std::vector<int>()>& missing) {
+      const auto now = Clock::now();
+      if (me_ != 0 || min_nodes_ == max_nodes_ || now - looked < NodeWatch::kInterval) return;
+      looked = now;
+      for (int i : missing()) {
+        const int k = members_.at(static_cast<std::size_t>(i));
+        if (k == 0) continue;
+        const std::int64_t v = store_.add(launcher_keys::pulse(k), 0);
+        auto it = pulses.find(k);
+        if (it == pulses.end() || it->second.first != v) {
+          pulses[k] = {v, now};
+        } else if (now - it->second.second >= NodeWatch::kLostAfter) {
+          std::vector<int> next;
+          for (int j : members_)
+            if (j != k) next.push_back(j);
+          if (static_cast<int>(next.size()) < min_nodes_) {
+            gone_ = {k};
+            stop_job(1, fmt::format("{} lost before attempt {} started and {} node{} left, fewer than the {} of "
+                                    "--nnodes {}:{}",
+                                    describe_lost({k}), m, next.size(), next.size() == 1 ? " is" : "s are",
+                                    min_nodes_, min_nodes_, max_nodes_));
+            std::fprintf(stderr, "fastrun: the job was stopped: %s\n", stopped()->why.c_str());
+            throw JobStopped{1};
+          }
+          // Attempt m never starts: the members of m+1 first, then the mark every node polls.
+          std::fprintf(stderr, "fastrun: %s lost before attempt %d started; the job goes on without it\n",
+                       describe_lost({k}).c_str(), m);
+          store_.set(key(m + 1, "members"), to_bytes(encode_members(next)));
+          store_.set(key(m, "skip"), to_bytes("1"));
+          throw SkipAttempt{};
+        }
+      }
+    };
     RoundOptions round;
     round.prefix = key(n + 1, "start");
     round.rank = my_index();
     round.size = static_cast<int>(members_.size());
     round.timeout = timeout_;
-    round.poll = [&](const std::function<std::vector<int>()>&) {
+    round.poll = [&](const std::function<std::vector<int>()>& missing) {
       if (const int sig = pending_stop_signal()) {
         stop_job(128 + sig, fmt::format("the launcher on node {} got {} before attempt {} started", me_,
                                         signal_name(sig), n + 1));
@@ -368,6 +470,8 @@ class NodeAttempts {
         std::fprintf(stderr, "fastrun: the job was stopped: %s\n", s->why.c_str());
         throw JobStopped{s->exit_code};
       }
+      lost_before_start(missing);
+      if (min_nodes_ < max_nodes_ && store_.check({key(m, "skip")})) throw SkipAttempt{};
     };
     round.on_timeout = [&](const std::vector<int>& who) {
       throw TimeoutError(fmt::format("node {}: attempt {} could not start: node{} [{}] did not come back within "
@@ -402,7 +506,9 @@ class NodeAttempts {
       }
       os::poll_until(Clock::now() + kLeaveWithin, kEvery100ms, [&] {
         for (int k : members_)
-          if (k != 0 && !store_.check({key(n, "left/" + std::to_string(k))})) return false;
+          if (k != 0 && std::find(gone_.begin(), gone_.end(), k) == gone_.end() &&
+              !store_.check({key(n, "left/" + std::to_string(k))}))
+            return false;
         return true;
       });
     } catch (const std::exception& e) {
@@ -419,6 +525,7 @@ class NodeAttempts {
   std::vector<int> members_;  // the current attempt's nodes (--node-rank of each, ascending: node 0 first)
   std::vector<int> lost_;     // the nodes the last change left out (for the notice)
   std::vector<int> joined_;   // the nodes the last change took in
+  std::vector<int> gone_;     // node 0: the nodes lost when too few were left (the job ends without them)
   bool resizing_ = false;     // the next attempt follows a change of nodes
   std::vector<std::string> hosts_;  // every node's host and ranks by --node-rank (those of members)
   std::vector<int> ranks_;

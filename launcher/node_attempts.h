@@ -13,23 +13,28 @@
 // is left) or "restart". On "restart" every node waits the back-off (restarts.h), removes its
 // node's segments, and meets the others in the attempt's start round before starting its ranks.
 //
-// Elastic membership (--nnodes MIN:MAX, docs/multinode.md): a lost node (its heartbeat stopped)
-// is not final while MIN nodes are left. Node 0 then publishes attempt n+1's members (their
-// --node-rank, ascending) and says "resize"; the next attempt starts at once on them, renumbered
+// Elastic membership (--nnodes MIN:MAX, docs/multinode.md): attempt 0 runs on the nodes there at
+// the end of the last call (node_rendezvous.h). A lost node (its heartbeat stopped) is not final
+// while MIN nodes are left. Node 0 then leaves out every other node whose pulse stood still too
+// (node_pulse.h: nodes lost together), publishes attempt n+1's members (their --node-rank,
+// ascending) and says "resize"; the next attempt starts at once on them, renumbered
 // 0..K-1 in that order (node 0 stays node 0), its ranks contiguous in node order. A resize does
 // not count against --max-restarts: it is the machine, not the program, that failed, and the
 // job can only shrink MAX - MIN times. Fewer than MIN left: the job ends, recorded under
-// fastrun/launcher/stopped naming the lost node and MIN, so that every node says why.
+// fastrun/launcher/stopped naming the lost nodes and MIN, so that every node says why.
 // A launcher started again with a lost node's --node-rank (node_rendezvous.h) asks to join under
 // launcher_keys::joining(k); node 0's watch sees it while its ranks run and stops the attempt
-// (a "joining" record); node 0 takes every waiting node into the next attempt's members, up to
-// MAX, and tells each one that attempt's number (joining(k)/admitted). Also a "resize".
+// (a "joining" record); node 0 takes every waiting node whose pulse moves into the next
+// attempt's members, up to MAX, and tells each one that attempt's number (joining(k)/admitted).
+// Also a "resize". A node that arrived after the last call asks the same way.
 //
 // Keys in the launcher store, attempt n's under fastrun/launcher/attempt/<n>/:
 //   store        the address of attempt n's rank store (set by node 0)
 //   members      attempt n's nodes, e.g. "0,1" (set by node 0 before a "resize" verdict on n-1)
 //   watch/...    attempt n's node watch (failure, heartbeats, done, acks)
 //   start/...    the round every node passes before starting attempt n's ranks (n > 0)
+//   skip         node 0 gave up on attempt n's start round: a member was lost before it (its
+//                pulse stood still); attempt n+1's members, set first, are the nodes left
 //   verdict      node 0's decision once attempt n ended everywhere: "restart", "resize" or "end"
 //   left/<k>     node k read "end" (node 0 keeps the store up until then, or 5 s)
 // and fastrun/launcher/stopped: a signal to a launcher once its ranks were gone (a NodeFailure

@@ -1,5 +1,7 @@
 #include "fastrun/launcher/node_options.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "fastrun/runtime/cluster/engine_job.h"
@@ -158,6 +160,8 @@ NodePlan plan_nodes(const NodeOptions& flags) {
     throw ConfigError(fmt::format("{} {}: give a port from {} to 65535{}", port_from, p, min_port,
                                   plan.nnodes > 1 ? " that every node can reach on the master" : ""));
   plan.master_port = static_cast<std::uint16_t>(p);
+  const double last_call = flags.last_call ? *flags.last_call : env::get_seconds(env::kLastCall);
+  plan.last_call = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(last_call * 1000)));
   if (engine && (!addr_given || !port_given)) plan.master_from = engine->master_from;
   return plan;
 }

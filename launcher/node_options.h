@@ -2,6 +2,7 @@
 // One launcher per node (docs/multinode.md): which node this launcher is, and where node 0 hosts
 // the job's TCP store. From the flags --nnodes, --node-rank, --master-addr, --master-port, each
 // falling back to its FASTRUN_* variable. Pure and tested; plan_nodes() is the only check.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@ struct NodeOptions {
   std::optional<int> node_rank;
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
+  std::optional<double> last_call;  // --last-call SECS (elastic membership); nullopt = FASTRUN_LAST_CALL
 };
 
 // Checked. multi_node() is false for the ordinary one-launcher job (shm store, nothing shared).
@@ -25,6 +27,9 @@ struct NodePlan {
   std::string master_addr;         // host of node 0 (multi_node only)
   std::uint16_t master_port = 0;   // port of the job's store there (0: one node, pick one)
   std::string master_from;         // where srun/mpirun's variables gave them ("" = flags or FASTRUN_*)
+  // Elastic jobs: once MIN nodes are there, node 0 starts the job on those present this long after
+  // the MIN-th arrived (at once when all MAX are there): torchrun's last call (node_rendezvous.h).
+  std::chrono::milliseconds last_call{30000};
   bool multi_node() const { return !master_addr.empty(); }
   // --nnodes MIN:MAX with MIN < MAX: a lost node shrinks the job instead of ending it (node_attempts.h).
   bool elastic() const { return min_nnodes < nnodes; }

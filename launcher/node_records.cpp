@@ -3,10 +3,14 @@
 #include <climits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "fastrun/launcher/node_options.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/store/record.h"
+#include "fastrun/runtime/text/number.h"
+#include "fastrun/runtime/text/split.h"
 
 namespace fastrun::launcher {
 
@@ -58,6 +62,18 @@ NodeFailure decode_node_failure(const std::string& text) {
     *flag = it->get<bool>();
   }
   return f;
+}
+
+std::string encode_members(const std::vector<int>& members) { return fmt::format("{}", fmt::join(members, ",")); }
+
+std::vector<int> decode_members(const std::string& key, const std::string& text) {
+  std::vector<int> out;
+  for (const std::string_view field : text::split(text, ',')) {
+    const auto v = text::to_integer(field, 0, kMaxNodes - 1);
+    if (!v) throw StoreError(fmt::format("{}: '{}' is not a list of node ranks (accepted: e.g. 0,1,3)", key, text));
+    out.push_back(static_cast<int>(*v));
+  }
+  return out;
 }
 
 }  // namespace fastrun::launcher

@@ -3,8 +3,10 @@
 // only fastrun's launchers read), each encoded and decoded here and nowhere else:
 //   fastrun/launcher/node/<k>   NodeEntry   {"ranks":4,"host":"h","pid":123}
 //   fastrun/launcher/failure    NodeFailure {"exit_code":1,"node":2,"why":"...","final":true}
+//   fastrun/launcher/attempt/<n>/members   an attempt's nodes, "0,1,3" (--nnodes MIN:MAX)
 // Decoding a malformed record is a StoreError naming the key, the field and what is accepted.
 #include <string>
+#include <vector>
 
 namespace fastrun::launcher {
 
@@ -37,5 +39,10 @@ struct NodeFailure {
 
 std::string encode(const NodeFailure& f);
 NodeFailure decode_node_failure(const std::string& text);
+
+// An elastic job's attempt members (node_attempts.h): their --node-rank, ascending, node 0 first,
+// as "0,1,3". Decoding anything else is a StoreError naming `key`.
+std::string encode_members(const std::vector<int>& members);
+std::vector<int> decode_members(const std::string& key, const std::string& text);
 
 }  // namespace fastrun::launcher

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/launcher/free_port.h"
+#include "fastrun/launcher/node_pulse.h"
 #include "fastrun/launcher/node_records.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/cluster/local_address.h"
@@ -110,9 +111,12 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     client_->set(launcher_keys::kNnodes, to_bytes(fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)));
     client_->set(launcher_keys::kRankMaster, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
   }
+  if (me != 0) check_same_nnodes();
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
   const std::string mine = encode(NodeEntry{job.world_size, self_host, static_cast<long>(::getpid())});
   const std::string got = set_if_absent(*client_, launcher_keys::node(me), mine);
+  // An elastic job's node 0 tells the live nodes from the lost ones by this (node_pulse.h).
+  if (plan_.elastic() && me != 0) pulse_ = std::make_unique<NodePulse>(address_, token_, me);
   if (got != mine && plan_.elastic() && me != 0) {
     // --nnodes MIN:MAX: this node's place is an earlier launcher's, lost or running; node 0
     // takes this one into its next attempt (node_attempts.h), or it times out.
@@ -126,6 +130,10 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     throw ConfigError(fmt::format("--node-rank {}: node {} already joined this job from host {} (pid {}); give each "
                                   "launcher its own node rank, 0 to {}",
                                   me, me, other.host, other.pid, plan_.nnodes - 1));
+  }
+  if (plan_.elastic()) {
+    meet_after_last_call(job, options, mine, self_host);
+    return;
   }
   // 3. Meet every node in one round (runtime/store/gather.h): each node's entry goes in once,
   // the last node to arrive publishes all of them under one key that the others wait on (O(nodes)
@@ -185,9 +193,110 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   job.node.rank_offset = offset;
   job.node.world_size = world;
   job.node.host = self_host;
+  members_.clear();
+  for (int k = 0; k < plan_.nnodes; ++k) members_.push_back(k);
   adopt_job_settings(job, options);
   log::info("node {} of {} ({}): ranks {}..{} of {}, store {}, run {}", me, plan_.nnodes, self_host, offset,
             offset + job.world_size - 1, world, address_, job.run_id);
+}
+
+// --nnodes MIN:MAX, as torchrun's c10d rendezvous: node 0 starts the job on the nodes present
+// once all MAX are there, or `last_call` after the MIN-th arrived (the window starts once, at the
+// MIN-th arrival: torchrun's _add_to_participants sets its deadline when the count reaches
+// min_nodes and later arrivals do not move it). It publishes attempt 0's members; a node left
+// out (late) asks to join the running job, as a node that comes back does.
+void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& options, const std::string& mine,
+                                          const std::string& self_host) {
+  using Clock = std::chrono::steady_clock;
+  const int me = plan_.node_rank;
+  const std::string members_key = launcher_keys::attempt(0) + "/members";
+  const auto deadline = Clock::now() + timeout_;
+  const auto seconds = [](Duration d) { return std::chrono::duration<double>(d).count(); };
+  std::vector<int> members;
+  if (me == 0) {
+    // One check per node every 100 ms: the node keys are what a launcher claims on arrival.
+    std::optional<Clock::time_point> last_call_ends;
+    std::vector<int> missing;
+    for (;;) {
+      if (const int sig = pending_stop_signal()) throw Interrupted(sig);
+      members = {0};
+      missing.clear();
+      for (int k = 1; k < plan_.nnodes; ++k) (client_->check({launcher_keys::node(k)}) ? members : missing).push_back(k);
+      const auto now = Clock::now();
+      if (missing.empty()) break;
+      if (static_cast<int>(members.size()) >= plan_.min_nnodes) {
+        if (!last_call_ends) {
+          last_call_ends = now + plan_.last_call;
+          std::fprintf(stderr,
+                       "fastrun: node 0: %zu of %d nodes are here (--nnodes %d:%d); the job starts in %.3g s "
+                       "(--last-call, FASTRUN_LAST_CALL) or when all %d are\n",
+                       members.size(), plan_.nnodes, plan_.min_nnodes, plan_.nnodes,
+                       seconds(plan_.last_call), plan_.nnodes);
+        }
+        if (now >= *last_call_ends) break;
+      } else if (now >= deadline) {
+        throw TimeoutError(fmt::format(
+            "node 0 ({}): {} of the {} nodes needed (--nnodes {}:{}) arrived within {:.3g} s: node{} [{}] never "
+            "came (store {}; start a fastrun with --node-rank K --master-addr {} --master-port {} on each, or raise "
+            "FASTRUN_TIMEOUT)",
+            self_host, members.size(), plan_.min_nnodes, plan_.min_nnodes, plan_.nnodes, seconds(timeout_),
+            missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), address_, plan_.master_addr, plan_.master_port));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    client_->set(members_key, to_bytes(encode_members(members)));
+    if (!missing.empty())
+      std::fprintf(stderr,
+                   "fastrun: node 0: starting the job on %zu of %d nodes (--nnodes %d:%d): node%s [%s] did not "
+                   "arrive within the last call of %.3g s and join%s at the next attempt when %s\n",
+                   members.size(), plan_.nnodes, plan_.min_nnodes, plan_.nnodes, missing.size() == 1 ? "" : "s",
+                   fmt::format("{}", fmt::join(missing, ", ")).c_str(), seconds(plan_.last_call),
+                   missing.size() == 1 ? "s" : "", missing.size() == 1 ? "it comes" : "they come");
+  } else {
+    // In slices, so that a signal to this launcher is seen meanwhile.
+    for (;;) {
+      if (const int sig = pending_stop_signal()) throw Interrupted(sig);
+      try {
+        client_->wait({members_key}, std::chrono::milliseconds(100));
+        break;
+      } catch (const TimeoutError&) {
+        if (Clock::now() >= deadline)
+          throw TimeoutError(fmt::format("node {} ({}): node 0 did not start the job within {:.3g} s: fewer than "
+                                         "the {} nodes of --nnodes {}:{} arrived (store {}; raise FASTRUN_TIMEOUT)",
+                                         me, self_host, seconds(timeout_), plan_.min_nnodes, plan_.min_nnodes,
+                                         plan_.nnodes, address_));
+      }
+    }
+    members = decode_members(members_key, to_string(client_->get(members_key, timeout_)));
+    if (std::find(members.begin(), members.end(), me) == members.end()) {
+      // Late: the job started without this node after its last call; it joins the next attempt.
+      join_running_job(mine);
+      adopt_job_settings(job, options);
+      job.node.host = self_host;
+      return;
+    }
+  }
+  // Offsets over the members, in node-rank order.
+  hosts_.assign(static_cast<std::size_t>(plan_.nnodes), std::string());
+  ranks_.assign(static_cast<std::size_t>(plan_.nnodes), 0);
+  int offset = 0, world = 0;
+  for (int k : members) {
+    const NodeEntry e = decode_node_entry(k, to_string(client_->get(launcher_keys::node(k), timeout_)));
+    if (k == me) offset = world;
+    world += e.ranks;
+    hosts_[static_cast<std::size_t>(k)] = e.host;
+    ranks_[static_cast<std::size_t>(k)] = e.ranks;
+  }
+  members_ = members;
+  job.node.nnodes = static_cast<int>(members.size());
+  job.node.node_rank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+  job.node.rank_offset = offset;
+  job.node.world_size = world;
+  job.node.host = self_host;
+  adopt_job_settings(job, options);
+  log::info("node {} ({}) of {} (--nnodes {}:{}; {}): ranks {}..{} of {}, store {}, run {}", job.node.node_rank, me,
+            members.size(), plan_.min_nnodes, plan_.nnodes, self_host, offset, offset + job.world_size - 1, world,
+            address_, job.run_id);
 }
 
 void NodeRendezvous::join_running_job(const std::string& entry) {
@@ -212,6 +321,18 @@ void NodeRendezvous::join_running_job(const std::string& entry) {
   client_->delete_key(admitted);
 }
 
+// Before a node meets the others: an elastic node and a fixed one would wait for each other in
+// different ways (the round, node 0's members), so the set of nodes the job may shrink to
+// (node_attempts.h) is compared first.
+void NodeRendezvous::check_same_nnodes() {
+  const std::string nnodes = to_string(client_->get(launcher_keys::kNnodes, timeout_));
+  if (nnodes != fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes))
+    throw ConfigError(fmt::format("--nnodes {}: node 0 runs this job with --nnodes {}; give every node the same",
+                                  plan_.elastic() ? fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)
+                                                  : std::to_string(plan_.nnodes),
+                                  nnodes));
+}
+
 // Step 5 of agree(), also for a node that joins a running job: what node 0 fixed.
 void NodeRendezvous::adopt_job_settings(JobConfig& job, const JobOptions& options) {
   const std::string run_id = to_string(client_->get(launcher_keys::kRunId, timeout_));
@@ -225,13 +346,6 @@ void NodeRendezvous::adopt_job_settings(JobConfig& job, const JobOptions& option
     throw ConfigError(fmt::format("--max-restarts {} (or FASTRUN_MAX_RESTARTS): node 0 runs this job with "
                                   "--max-restarts {}; give every node the same",
                                   job.max_restarts, max_restarts));
-  // So is the set of nodes it may shrink to (node_attempts.h).
-  const std::string nnodes = to_string(client_->get(launcher_keys::kNnodes, timeout_));
-  if (nnodes != fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes))
-    throw ConfigError(fmt::format("--nnodes {}: node 0 runs this job with --nnodes {}; give every node the same",
-                                  plan_.elastic() ? fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)
-                                                  : std::to_string(plan_.nnodes),
-                                  nnodes));
   job.run_id = run_id;
   job.seed = to_string(client_->get(launcher_keys::kSeed, timeout_));
   job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;

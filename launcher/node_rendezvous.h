@@ -7,8 +7,10 @@
 // Keys (all under "fastrun/launcher/"): node/<k> = "<ranks>\t<host>\t<pid>" (claimed with
 // compare_set, so two launchers with one node rank are refused), run-id, rank-master, and the
 // nodes' round under nodes/ (runtime/store/gather.h: one all-gather of the node entries, O(nodes)).
-// With --nnodes MIN:MAX a launcher whose node/<k> is taken (a lost node started again) does not
-// meet the others: it asks node 0 to take it into the running job (node_attempts.h).
+// With --nnodes MIN:MAX the nodes do not meet in that round: node 0 starts the job on the nodes
+// there once all MAX are, or --last-call seconds after the MIN-th arrived (torchrun's last call),
+// and publishes attempt 0's members; a launcher left out, or whose node/<k> is taken (a lost node
+// started again), asks node 0 to take it into the running job (node_attempts.h).
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +20,8 @@
 #include "fastrun/runtime/store/factory.h"
 
 namespace fastrun::launcher {
+
+class NodePulse;
 
 class NodeRendezvous {
  public:
@@ -46,6 +50,9 @@ class NodeRendezvous {
   // --nnodes MIN:MAX, the one node 0 took it into (node_attempts.h; hosts() and ranks() are then
   // empty: the attempt's members say who runs).
   int first_attempt() const { return first_attempt_; }
+  // The nodes of the first attempt (--node-rank, ascending; after agree(), when first_attempt()
+  // is 0): all of them, or with --nnodes MIN:MAX those present at the end of the last call.
+  const std::vector<int>& members() const { return members_; }
 
  private:
   NodePlan plan_;
@@ -57,7 +64,12 @@ class NodeRendezvous {
   std::vector<std::string> hosts_;
   std::vector<int> ranks_;
   int first_attempt_ = 0;
+  std::vector<int> members_;
+  std::unique_ptr<NodePulse> pulse_;  // node k > 0 of an elastic job, for the whole job
 
+  void meet_after_last_call(JobConfig& job, const JobOptions& options, const std::string& mine,
+                            const std::string& self_host);
+  void check_same_nnodes();
   void join_running_job(const std::string& entry);
   void adopt_job_settings(JobConfig& job, const JobOptions& options);
 };

@@ -26,6 +26,7 @@ namespace launcher_keys {
 std::string attempt(int n) { return fmt::format("fastrun/launcher/attempt/{}", n); }
 std::string node(int node_rank) { return fmt::format("fastrun/launcher/node/{}", node_rank); }
 std::string joining(int node_rank) { return fmt::format("fastrun/launcher/joining/{}", node_rank); }
+std::string pulse(int node_rank) { return fmt::format("fastrun/launcher/pulse/{}", node_rank); }
 std::string heartbeat(int node_rank) { return fmt::format("fastrun/launcher/heartbeat/{}", node_rank); }
 std::string done(int node_rank) { return fmt::format("fastrun/launcher/done/{}", node_rank); }
 std::string ack(int node_rank) { return fmt::format("fastrun/launcher/ack/{}", node_rank); }

@@ -57,6 +57,9 @@ std::string ack(int node_rank);
 // Elastic membership (--nnodes MIN:MAX): a launcher that comes back while the job runs asks to
 // join under joining(k) (k: its --node-rank) and waits for an attempt whose members name it.
 std::string joining(int node_rank);
+// A counter node k > 0 of an elastic job bumps for as long as its launcher lives, attempts and
+// waits to join included (launcher/node_pulse.h): node 0 tells the live nodes from the lost ones.
+std::string pulse(int node_rank);
 }  // namespace launcher_keys
 
 }  // namespace fastrun

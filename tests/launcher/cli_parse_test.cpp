@@ -48,6 +48,8 @@ TEST_CASE("cli parses options and keeps PROGRAM's arguments untouched", "[launch
   auto e = parse_cli({"--nproc", "1", "--nnodes", "2:4", "p"});
   CHECK(e.job.node.min_nnodes == 2);
   CHECK(e.job.node.nnodes == 4);
+  CHECK_FALSE(e.job.node.last_call);  // FASTRUN_LAST_CALL, else 30 s (plan_nodes)
+  CHECK(parse_cli({"--nproc", "1", "--nnodes", "2:4", "--last-call", "2.5", "p"}).job.node.last_call == 2.5);
   CHECK_FALSE(parse_cli({"--nproc", "1", "--nnodes", "1:3", "--nnodes", "3", "p"}).job.node.min_nnodes);  // the last wins
   CHECK(d.job.node.node_rank == 1);
   CHECK(d.job.node.master_addr == "h");
@@ -90,6 +92,8 @@ TEST_CASE("cli rejects bad input with a message naming it", "[launcher][cli]") {
       {{"--nproc", "+3", "p"}, "--nproc '+3': expected a whole number"},
       {{"--nproc", "99999999999", "p"}, "'99999999999': expected a whole number"},
       {{"--nproc", "2", "--kill-timeout", "nan", "p"}, "--kill-timeout 'nan': expected seconds"},
+      {{"--nproc", "2", "--last-call", "-1", "p"}, "--last-call"},
+      {{"--nproc", "2", "--last-call", "86401", "p"}, "--last-call 86401: give seconds from 0 to 86400"},
       {{"--nproc", "2", "--log-dir", "", "p"}, "--log-dir is empty"},
       {{"--nproc", "2", "-x", "p"}, "unknown option '-x'; see fastrun --help"},
       {{"--bogus", "--nproc", "2", "p"}, "unknown option '--bogus'"},
