@@ -16,6 +16,7 @@
 
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/process.h"
+#include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/shm/segment_names.h"
 
 namespace fastrun::launcher {
@@ -47,8 +48,9 @@ void wait_for_ranks(const pid_t* ranks, std::size_t n, long deadline) {
 
 // Unlinks the job's store and segments: getdents64 on /dev/shm, no allocation.
 void sweep(const Plan& plan) {
-  const int dir = ::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return;
+  const os::UniqueFd dir_fd(::open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd) return;
+  const int dir = dir_fd.get();
   alignas(8) char buf[8192];
   for (;;) {
     const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
@@ -63,7 +65,6 @@ void sweep(const Plan& plan) {
       off += e->d_reclen;
     }
   }
-  ::close(dir);
 }
 
 [[noreturn]] void janitor_main(int in, Plan& plan) {

@@ -25,6 +25,7 @@
 #include "fastrun/runtime/process_group/peer_info.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -317,7 +318,9 @@ void NodeRendezvous::join_running_job(const std::string& entry) {
                                      me, std::chrono::duration<double>(timeout_).count(), me));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  first_attempt_ = std::stoi(to_string(client_->get(admitted, timeout_)));
+  // Node 0's records: a damaged one is refused, naming its key (stoi read '3x' as 3).
+  first_attempt_ = static_cast<int>(
+      text::parse_integer(fmt::format("store key {}", admitted), to_string(client_->get(admitted, timeout_)), 0, INT32_MAX));
   client_->delete_key(admitted);
 }
 
@@ -351,7 +354,9 @@ void NodeRendezvous::adopt_job_settings(JobConfig& job, const JobOptions& option
   job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;
   job.store_address = address_;
   job.rank_master_addr = plan_.master_addr;
-  job.rank_master_port = std::stoi(to_string(client_->get(launcher_keys::kRankMaster, timeout_)));
+  job.rank_master_port = static_cast<int>(text::parse_integer(fmt::format("store key {}", launcher_keys::kRankMaster),
+                                                              to_string(client_->get(launcher_keys::kRankMaster, timeout_)),
+                                                              1, 65535));
   job.node.store_token = token_;
   // The address gloo binds on this node: the one that routes to node 0, unless the user chose.
   if (!env::raw(env::kGlooHost)) job.node.gloo_host = cluster::local_address_towards(plan_.master_addr, plan_.master_port);

@@ -35,6 +35,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
 #include "fastrun/runtime/os/fd_control.h"
+#include "fastrun/runtime/os/unique_fd.h"
 
 namespace fastrun {
 namespace {
@@ -315,14 +316,14 @@ int launch_self(int argc, char** argv, const SelfLaunchOptions& options) {
     int out[2], err[2];
     check_syscall(::pipe2(out, O_CLOEXEC), "pipe2");
     check_syscall(::pipe2(err, O_CLOEXEC), "pipe2");
+    // The write ends live on as 1 and 2 once dup2'd; these close the originals, on a throw too.
+    const os::UniqueFd out_write(out[1]), err_write(err[1]);
     std::fflush(stdout);
     std::fflush(stderr);
     j->saved_out = os::checked_fcntl(1, F_DUPFD_CLOEXEC, 3, "rank 0's stdout, kept for the relay");
     j->saved_err = os::checked_fcntl(2, F_DUPFD_CLOEXEC, 3, "rank 0's stderr, kept for the relay");
     os::checked_dup2(out[1], 1, "rank 0's stdout, onto its relay pipe");  // dup2 clears O_CLOEXEC on 1 and 2
     os::checked_dup2(err[1], 2, "rank 0's stderr, onto its relay pipe");
-    ::close(out[1]);
-    ::close(err[1]);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a pipe now: keep it line-buffered like a terminal
     self.out = out[0];
     self.err = err[0];

@@ -11,6 +11,7 @@
 #include "fastrun/runtime/process_group/flight_monitor.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 #include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun {
 namespace {
@@ -39,12 +40,10 @@ std::map<std::string, GroupState> parse_answer(const std::string& text) {
     const auto b = a == std::string::npos ? a : line.find('\t', a + 1);
     const auto c = b == std::string::npos ? b : line.find('\t', b + 1);
     if (c == std::string::npos) continue;
+    const auto seq = text::to_integer(std::string_view(line).substr(a + 1, b - a - 1));
+    if (!seq) continue;
     GroupState s;
-    try {
-      s.last_seq = std::stoll(line.substr(a + 1, b - a - 1));
-    } catch (const std::exception&) {
-      continue;
-    }
+    s.last_seq = *seq;
     s.busy = line.substr(b + 1, c - b - 1) == "1";
     s.line = line.substr(c + 1);
     out[line.substr(0, a)] = s;

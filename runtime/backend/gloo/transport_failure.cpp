@@ -12,6 +12,8 @@
 
 #include <gloo/common/logging.h>
 
+#include "fastrun/runtime/text/number.h"
+
 namespace fastrun::gloo_backend {
 namespace {
 
@@ -66,10 +68,7 @@ std::set<pid_t> current_threads() {
   std::set<pid_t> tids;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    try {
-      tids.insert(static_cast<pid_t>(std::stol(e.path().filename().string())));
-    } catch (const std::exception&) {
-    }
+    if (const auto tid = text::to_integer(e.path().filename().string(), 1, INT32_MAX)) tids.insert(static_cast<pid_t>(*tid));
   }
   return tids;
 }
