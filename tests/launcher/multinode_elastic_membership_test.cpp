@@ -44,7 +44,7 @@ Strings two_attempts(const std::string& d) {
 
 }  // namespace
 
-TEST_CASE("--nnodes 2:3 with 2 nodes there: the job starts on them after the last call; the third joins the next "
+TEST_CASE("elastic --nnodes 2:3 with 2 nodes there: the job starts on them after the last call and the third joins the next "
           "attempt",
           "[launcher][multinode][elastic]") {
   TempDir dir;
@@ -95,7 +95,7 @@ TEST_CASE("--nnodes 2:3 with 2 nodes there: the job starts on them after the las
   expect_nothing_left(pids, run_id("last-call"));
 }
 
-TEST_CASE("--nnodes 2:4: two launchers SIGKILLed together and the next attempt runs at once on the two left",
+TEST_CASE("elastic --nnodes 2:4: two launchers SIGKILLed together and the next attempt runs at once on the two left",
           "[launcher][multinode][elastic]") {
   TempDir dir;
   const std::string d = dir.str();
@@ -129,7 +129,7 @@ TEST_CASE("--nnodes 2:4: two launchers SIGKILLed together and the next attempt r
   expect_nothing_left(pids, run_id("two-lost"));
 }
 
-TEST_CASE("--nnodes 2:3: two launchers SIGKILLed together leave fewer than MIN and the job ends at once naming both",
+TEST_CASE("elastic --nnodes 2:3: two launchers SIGKILLed together leave fewer than MIN and the job ends at once naming both",
           "[launcher][multinode][elastic][failure]") {
   TempDir dir;
   const std::string d = dir.str();
@@ -156,7 +156,7 @@ TEST_CASE("--nnodes 2:3: two launchers SIGKILLed together leave fewer than MIN a
   expect_nothing_left(pids, run_id("below-min-two"));
 }
 
-TEST_CASE("--nnodes 2:3: a node lost in the back-off before a restart: that attempt is skipped and the next runs "
+TEST_CASE("elastic --nnodes 2:3: a node lost in the back-off before a restart: that attempt is skipped and the next runs "
           "at once on the nodes left",
           "[launcher][multinode][elastic][restarts]") {
   TempDir dir;
