@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -419,41 +418,37 @@ class NodeAttempts {
     const int n = m - 1;
     // Node 0 of an elastic job: a member whose pulse stands still before it reached the round
     // (lost after node 0 named the members: during a back-off) ends the job at once, naming it,
-    // rather than after FASTRUN_TIMEOUT. Each node's last pulse and when it last moved.
-    std::map<int, std::pair<std::int64_t, Clock::time_point>> pulses;
+    // rather than after FASTRUN_TIMEOUT.
+    PulseWatch pulses;
     Clock::time_point looked{};
     const auto lost_before_start = [&](const std::function<std::vector<int>()>& missing) {
       const auto now = Clock::now();
       if (me_ != 0 || min_nodes_ == max_nodes_ || now - looked < NodeWatch::kInterval) return;
       looked = now;
-      for (int i : missing()) {
-        const int k = members_.at(static_cast<std::size_t>(i));
-        if (k == 0) continue;
-        const std::int64_t v = store_.add(launcher_keys::pulse(k), 0);
-        auto it = pulses.find(k);
-        if (it == pulses.end() || it->second.first != v) {
-          pulses[k] = {v, now};
-        } else if (now - it->second.second >= NodeWatch::kLostAfter) {
-          std::vector<int> next;
-          for (int j : members_)
-            if (j != k) next.push_back(j);
-          if (static_cast<int>(next.size()) < min_nodes_) {
-            gone_ = {k};
-            stop_job(1, fmt::format("{} lost before attempt {} started and {} node{} left, fewer than the {} of "
-                                    "--nnodes {}:{}",
-                                    describe_lost({k}), m, next.size(), next.size() == 1 ? " is" : "s are",
-                                    min_nodes_, min_nodes_, max_nodes_));
-            std::fprintf(stderr, "fastrun: the job was stopped: %s\n", stopped()->why.c_str());
-            throw JobStopped{1};
-          }
-          // Attempt m never starts: the members of m+1 first, then the mark every node polls.
-          std::fprintf(stderr, "fastrun: %s lost before attempt %d started; the job goes on without it\n",
-                       describe_lost({k}).c_str(), m);
-          store_.set(key(m + 1, "members"), to_bytes(encode_members(next)));
-          store_.set(key(m, "skip"), to_bytes("1"));
-          throw SkipAttempt{};
-        }
+      std::vector<int> waited_for;
+      for (int i : missing())
+        if (const int k = members_.at(static_cast<std::size_t>(i)); k != 0) waited_for.push_back(k);
+      const std::vector<int> stale = pulses.still(store_, waited_for, now);
+      if (stale.empty()) return;
+      const int k = stale.front();  // one lost with it is found in the next attempt's round
+      std::vector<int> next;
+      for (int j : members_)
+        if (j != k) next.push_back(j);
+      if (static_cast<int>(next.size()) < min_nodes_) {
+        gone_ = {k};
+        stop_job(1, fmt::format("{} lost before attempt {} started and {} node{} left, fewer than the {} of "
+                                "--nnodes {}:{}",
+                                describe_lost({k}), m, next.size(), next.size() == 1 ? " is" : "s are",
+                                min_nodes_, min_nodes_, max_nodes_));
+        std::fprintf(stderr, "fastrun: the job was stopped: %s\n", stopped()->why.c_str());
+        throw JobStopped{1};
       }
+      // Attempt m never starts: the members of m+1 first, then the mark every node polls.
+      std::fprintf(stderr, "fastrun: %s lost before attempt %d started; the job goes on without it\n",
+                   describe_lost({k}).c_str(), m);
+      store_.set(key(m + 1, "members"), to_bytes(encode_members(next)));
+      store_.set(key(m, "skip"), to_bytes("1"));
+      throw SkipAttempt{};
     };
     RoundOptions round;
     round.prefix = key(n + 1, "start");

@@ -1,9 +1,11 @@
 #include "fastrun/launcher/node_pulse.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
 #include "fastrun/launcher/node_watch.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"
 
@@ -38,25 +40,43 @@ NodePulse::~NodePulse() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::vector<int> lost_among(Store& store, const std::vector<int>& nodes) {
-  using Clock = std::chrono::steady_clock;
-  if (nodes.empty()) return {};
-  const auto since = Clock::now();
-  std::vector<std::int64_t> first;
-  for (int k : nodes) first.push_back(store.add(launcher_keys::pulse(k), 0));
-  std::vector<bool> moved(nodes.size(), false);
-  for (;;) {
-    std::this_thread::sleep_for(NodeWatch::kInterval);
-    bool open = false;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      if (!moved[i]) moved[i] = store.add(launcher_keys::pulse(nodes[i]), 0) != first[i];
-      open = open || !moved[i];
+std::vector<int> PulseWatch::still(Store& store, const std::vector<int>& nodes, Clock::time_point now) {
+  std::vector<int> out;
+  for (int k : nodes) {
+    const std::int64_t pulse = store.add(launcher_keys::pulse(k), 0);
+    const auto it = seen_.find(k);
+    if (it == seen_.end()) {
+      seen_.emplace(k, Seen{pulse, now, false});
+    } else if (it->second.pulse != pulse) {
+      it->second = Seen{pulse, now, true};
+    } else if (now - it->second.since >= NodeWatch::kLostAfter) {
+      out.push_back(k);
     }
-    if (!open || Clock::now() - since >= NodeWatch::kLostAfter) break;
+  }
+  return out;
+}
+
+bool PulseWatch::moved(int k) const {
+  const auto it = seen_.find(k);
+  return it != seen_.end() && it->second.moved;
+}
+
+std::vector<int> lost_among(Store& store, const std::vector<int>& nodes) {
+  using Clock = PulseWatch::Clock;
+  if (nodes.empty()) return {};
+  PulseWatch watch;
+  const auto deadline = Clock::now() + NodeWatch::kLostAfter;
+  watch.still(store, nodes, Clock::now());
+  os::BackoffSleeper sleeper({NodeWatch::kInterval, NodeWatch::kInterval});
+  for (;;) {
+    sleeper.sleep(deadline);
+    watch.still(store, nodes, Clock::now());
+    const bool all_moved = std::all_of(nodes.begin(), nodes.end(), [&](int k) { return watch.moved(k); });
+    if (all_moved || Clock::now() >= deadline) break;
   }
   std::vector<int> lost;
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (!moved[i]) lost.push_back(nodes[i]);
+  for (int k : nodes)
+    if (!watch.moved(k)) lost.push_back(k);
   return lost;
 }
 

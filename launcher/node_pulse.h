@@ -7,7 +7,10 @@
 // publishes the members: a node whose pulse moves is there, one whose pulse stays still for
 // NodeWatch::kLostAfter is lost. Two nodes lost at once are then both left out of the next
 // attempt, rather than the second one holding its start round until FASTRUN_TIMEOUT.
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +37,26 @@ class NodePulse {
   std::condition_variable wake_;
   bool stop_ = false;
   std::thread thread_;
+};
+
+// Node 0: the one rule for "lost" by pulse, for a caller that looks now and then (the start
+// round's poll) and for lost_among(). A node counts from the first look at it.
+class PulseWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Reads the pulse of each of `nodes` (node ranks > 0) at `now`; returns those whose pulse
+  // stood still for NodeWatch::kLostAfter, in the order of `nodes`. Throws what the store throws.
+  std::vector<int> still(Store& store, const std::vector<int>& nodes, Clock::time_point now);
+  // Whether node k's pulse moved since the first look at it.
+  bool moved(int k) const;
+
+ private:
+  struct Seen {
+    std::int64_t pulse;
+    Clock::time_point since;  // when it last moved, or the first look
+    bool moved;
+  };
+  std::map<int, Seen> seen_;
 };
 
 // Node 0: the nodes among `nodes` (node ranks > 0) whose pulse stays still for
