@@ -61,7 +61,7 @@ std::uint64_t GroupRuntime::take_number(const Op& op) {
 Op GroupRuntime::numbered(Op op) {
   if (!op.numbered()) {
     op.seq = take_number(op);
-    op.label = fmt::format("{} #{}", op.name, op.seq);
+    op.label = Op::numbered_as(op.name, op.seq, op.point_to_point).label;
   } else {
     take_number(op);
   }
@@ -94,11 +94,11 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
 WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
   Shared& s = *shared_;
   health_->check_usable(op.name);
-  Op numbered_op = numbered(op);
+  // What numbered() does, without copying the op: this runs for every op.
   OpContext ctx;
-  ctx.seq = numbered_op.seq;
-  ctx.what = std::move(numbered_op.label);
-  ctx.timeout = numbered_op.timeout;
+  ctx.seq = take_number(op);
+  ctx.what = op.numbered() ? op.label : Op::numbered_as(op.name, ctx.seq, op.point_to_point).label;
+  ctx.timeout = op.timeout == Duration::zero() ? health_->op_timeout() : op.timeout;
   // Inline only while the comm thread holds no op: otherwise this one would overtake them.
   const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||
                          (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);

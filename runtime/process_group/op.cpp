@@ -1,12 +1,17 @@
 #include "fastrun/runtime/process_group/op.h"
 
-#include <fmt/format.h>
+#include <charconv>
 
 namespace fastrun {
 
 Op Op::numbered_as(std::string name, std::uint64_t seq, bool point_to_point) {
   Op op;
-  op.label = fmt::format("{} #{}", name, seq);
+  // Built by hand, not with fmt::format: this runs for every op a user issues, and formatting
+  // cost about a third of a world-of-one op's ~700 ns (perf, 2026-12-03).
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, seq).ptr;
+  op.label.reserve(name.size() + 2 + static_cast<std::size_t>(end - digits));
+  op.label.append(name).append(" #").append(digits, end);
   op.name = std::move(name);
   op.seq = seq;
   op.point_to_point = point_to_point;

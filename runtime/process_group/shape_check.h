@@ -4,7 +4,9 @@
 // ConfigError whose message starts with `where`. The newer ops take `where` from op_where(),
 // so that every backend words the same mistake the same way ("gather on group 'world': root 5
 // is not a rank of the group (0..2)").
+#include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,43 +16,63 @@
 
 namespace fastrun {
 
+// Where a check runs: the first words of its message. Checks run on every op and almost never
+// fail, so the words are kept as pieces and joined only when one fails (formatting them for
+// every op cost ~100 ns of a ~300 ns small op). Implicit from any string; the pieces' characters
+// must outlive the check call (literals and the group's own name do).
+class Where {
+ public:
+  Where(std::string_view whole) : parts_{whole}, count_(1) {}
+  Where(const std::string& whole) : Where(std::string_view(whole)) {}
+  Where(const char* whole) : Where(std::string_view(whole)) {}
+  // The concatenation of `parts` (at most kMaxParts).
+  static Where joined(std::initializer_list<std::string_view> parts);
+  std::string str() const;
+
+ private:
+  static constexpr std::size_t kMaxParts = 6;
+  Where() = default;
+  std::array<std::string_view, kMaxParts> parts_{};
+  std::size_t count_ = 0;
+};
+
 // "<op> on group '<group>'".
-std::string op_where(std::string_view op, std::string_view group);
+Where op_where(std::string_view op, std::string_view group);
 
 // output.count == input.count * group_size, same dtype.
-void check_all_gather_shapes(std::string_view where, const BufferView& input, const BufferView& output,
+void check_all_gather_shapes(const Where& where, const BufferView& input, const BufferView& output,
                              int group_size);
 // input.count == output.count * group_size, same dtype.
-void check_reduce_scatter_shapes(std::string_view where, const BufferView& input, const BufferView& output,
+void check_reduce_scatter_shapes(const Where& where, const BufferView& input, const BufferView& output,
                                  int group_size);
 
 // An all-reduce's prescale (process_group.h): 1, or a floating dtype (ConfigError otherwise).
-void check_prescale(std::string_view where, const BufferView& buffer, double prescale);
+void check_prescale(const Where& where, const BufferView& buffer, double prescale);
 // Applies it in place (nothing for 1).
 void apply_prescale(const BufferView& buffer, double prescale);
 // 0 <= root < group_size.
-void check_root(std::string_view where, int root, int group_size);
+void check_root(const Where& where, int root, int group_size);
 // 0 <= peer < group_size, peer != rank (no send to self), tag >= 0.
-void check_peer(std::string_view where, int peer, int tag, int rank, int group_size);
+void check_peer(const Where& where, int peer, int tag, int rank, int group_size);
 // What check_peer accepts, without building `where` (a send's fixed cost: call check_peer only
 // when this is false, for the message).
 inline bool peer_ok(int peer, int tag, int rank, int group_size) {
   return peer >= 0 && peer < group_size && peer != rank && tag >= 0;
 }
 // Every op of a batch (kinds, peers, tags); `where` names the batch.
-void check_p2p_batch(std::string_view where, const std::vector<P2POp>& ops, int rank, int group_size);
+void check_p2p_batch(const Where& where, const std::vector<P2POp>& ops, int rank, int group_size);
 // Root check, then at the root: output.count == input.count * group_size, same dtype.
-void check_gather_shapes(std::string_view where, const BufferView& input, const BufferView& output, int root,
+void check_gather_shapes(const Where& where, const BufferView& input, const BufferView& output, int root,
                          int rank, int group_size);
 // Root check, then at the root: input.count == output.count * group_size, same dtype.
-void check_scatter_shapes(std::string_view where, const BufferView& input, const BufferView& output, int root,
+void check_scatter_shapes(const Where& where, const BufferView& input, const BufferView& output, int root,
                           int rank, int group_size);
 // input and output of the same count and dtype, the count a multiple of group_size.
-void check_all_to_all_shapes(std::string_view where, const BufferView& input, const BufferView& output,
+void check_all_to_all_shapes(const Where& where, const BufferView& input, const BufferView& output,
                              int group_size);
 // group_size counts each, summing to the input's and output's counts; same dtype; this rank's
 // own block of one size (send_counts[rank] == recv_counts[rank]).
-void check_all_to_allv_shapes(std::string_view where, const BufferView& input,
+void check_all_to_allv_shapes(const Where& where, const BufferView& input,
                               const std::vector<std::size_t>& send_counts, const BufferView& output,
                               const std::vector<std::size_t>& recv_counts, int rank, int group_size);
 

@@ -196,7 +196,7 @@ WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
 
 WorkHandle NcclProcessGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   require_device(buffer, "all_reduce", "in-place");
-  check_prescale(fmt::format("{}: all_reduce", label_), buffer, options.prescale);  // host buffers only
+  check_prescale(Where::joined({label_, ": all_reduce"}), buffer, options.prescale);  // host buffers only
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
   return enqueue(fmt::format("all_reduce #{} ({}, {})", runtime_.numbered(call).seq, describe_view(buffer), reduce_op_name(options.op)),
@@ -221,7 +221,7 @@ WorkHandle NcclProcessGroup::broadcast(const Op& call, BufferView buffer, const 
 WorkHandle NcclProcessGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   require_device(input, "all_gather", "input");
   require_device(output, "all_gather", "output");
-  check_all_gather_shapes(fmt::format("{}: all_gather", label_), input, output, size_);
+  check_all_gather_shapes(Where::joined({label_, ": all_gather"}), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   return enqueue(fmt::format("all_gather #{} ({} per rank)", runtime_.numbered(call).seq, describe_view(input)),
                  [=](ncclComm_t comm, cudaStream_t s) {
@@ -232,7 +232,7 @@ WorkHandle NcclProcessGroup::all_gather(const Op& call, BufferView input, Buffer
 WorkHandle NcclProcessGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   require_device(input, "reduce_scatter", "input");
   require_device(output, "reduce_scatter", "output");
-  check_reduce_scatter_shapes(fmt::format("{}: reduce_scatter", label_), input, output, size_);
+  check_reduce_scatter_shapes(Where::joined({label_, ": reduce_scatter"}), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
   return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", runtime_.numbered(call).seq, describe_view(output),

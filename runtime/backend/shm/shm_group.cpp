@@ -95,7 +95,7 @@ void ShmGroup::check_host(const char* op, const BufferView& b) const {
 
 WorkHandle ShmGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   check_host("all_reduce", buffer);
-  check_prescale(fmt::format("shm all_reduce on group '{}'", name_), buffer, options.prescale);
+  check_prescale(Where::joined({"shm all_reduce on group '", name_, "'"}), buffer, options.prescale);
   return run(call, op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(),
              [this, buffer, op = options.op, prescale = options.prescale] {
                apply_prescale(buffer, prescale);  // part of the op: on the comm thread when the op runs there
@@ -239,7 +239,7 @@ void ShmGroup::broadcast_chunks(const BufferView& b, int root) {
 WorkHandle ShmGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   check_host("all_gather", input);
   check_host("all_gather", output);
-  check_all_gather_shapes(fmt::format("shm all_gather on group '{}'", name_), input, output, size_);
+  check_all_gather_shapes(Where::joined({"shm all_gather on group '", name_, "'"}), input, output, size_);
   return run(call, op_desc("all_gather", input), output.bytes(), [this, input, output] {
     if (input.count == 0) return;
     std::byte* own = bytes_of(output) + static_cast<std::size_t>(rank_) * input.bytes();
@@ -278,7 +278,7 @@ void ShmGroup::all_gather_chunks(const BufferView& in, const BufferView& out) {
 WorkHandle ShmGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   check_host("reduce_scatter", input);
   check_host("reduce_scatter", output);
-  check_reduce_scatter_shapes(fmt::format("shm reduce_scatter on group '{}'", name_), input, output, size_);
+  check_reduce_scatter_shapes(Where::joined({"shm reduce_scatter on group '", name_, "'"}), input, output, size_);
   return run(call, op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
              [this, input, output, op = options.op] {
                if (output.count == 0) return;
