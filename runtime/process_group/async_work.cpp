@@ -107,8 +107,7 @@ void AsyncWork::wait(Duration timeout) {
   if (runner_ && timeout >= default_timeout_) runner_();  // ends done_ (or failed) when it ran the op
   const auto deadline = clock::now() + timeout;
   const Duration slice = FailureWatch::kPollInterval / 2;
-  Duration stall_interval = StalledOpCheck::kFirstCheck;
-  auto next_stall_check = clock::now() + stall_interval;
+  StallSchedule stall(clock::now());
   std::unique_lock lock(mutex_);
   while (!done_) {
     if (outside_error_) give_up(lock, outside_error_, outside_reason_);
@@ -118,12 +117,10 @@ void AsyncWork::wait(Duration timeout) {
       give_up(lock, std::make_exception_ptr(TimeoutError(reason)), reason);
     }
     cv_.wait_for(lock, std::min<Duration>(slice, Duration(deadline - now)));
-    if (on_stall_ && !done_ && clock::now() >= next_stall_check) {
+    if (on_stall_ && !done_ && stall.due(clock::now())) {
       lock.unlock();
       on_stall_();  // may fail this op from outside: the loop's next round sees it
       lock.lock();
-      stall_interval = std::min<Duration>(2 * stall_interval, StalledOpCheck::kMaxInterval);
-      next_stall_check = clock::now() + stall_interval;
       continue;
     }
     if (done_ || !watch_) continue;

@@ -42,10 +42,11 @@ StalledOpCheck::StalledOpCheck(Store& store, int rank, int size, std::vector<int
       global_ranks_(std::move(global_ranks)),
       group_(std::move(group)) {}
 
-void StalledOpCheck::record(const OpDesc& op) {
-  const Fingerprint f = fingerprint(op);
+void StalledOpCheck::record(const OpDesc& op) { record(fingerprint(op)); }
+
+void StalledOpCheck::record(const Fingerprint& op) {
   std::lock_guard lock(mutex_);
-  ring_[recorded_++ % kHistory] = f;
+  ring_[recorded_++ % kHistory] = op;
 }
 
 std::optional<std::string> StalledOpCheck::check() {

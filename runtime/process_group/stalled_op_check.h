@@ -12,6 +12,7 @@
 // A peer that is not stalled publishes nothing, so a stall where only one side waits (a rank
 // busy computing) gives no verdict; both sides of a mismatch wait, and each finds it.
 // Thread-safety: record() on the issuing thread, check() on any waiting thread.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +39,8 @@ class StalledOpCheck {
 
   // Op #op.seq was issued on this rank.
   void record(const OpDesc& op);
+  // The same from its fingerprint (words[0]: the op number), where the backend made one already.
+  void record(const Fingerprint& op);
   // Publishes this rank's ring and compares it with the peers' that are published: the mismatch
   // message, or nothing (no verdict yet). Never throws (a broken store reads as no verdict).
   std::optional<std::string> check();
@@ -51,6 +54,25 @@ class StalledOpCheck {
   std::string group_;
   std::array<Fingerprint, kHistory> ring_{};
   std::uint64_t recorded_ = 0;
+};
+
+// When a stalled wait runs the check: kFirstCheck after the wait began, then after twice as long
+// each time, at most kMaxInterval apart (a check costs a store write and a read per peer).
+class StallSchedule {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit StallSchedule(Clock::time_point began) : next_(began + StalledOpCheck::kFirstCheck) {}
+  // Whether a check is due at `now`; when it is, the next one is scheduled.
+  bool due(Clock::time_point now) {
+    if (now < next_) return false;
+    interval_ = std::min<Duration>(2 * interval_, StalledOpCheck::kMaxInterval);
+    next_ = now + interval_;
+    return true;
+  }
+
+ private:
+  Duration interval_ = StalledOpCheck::kFirstCheck;
+  Clock::time_point next_;
 };
 
 }  // namespace fastrun

@@ -1,6 +1,7 @@
 // shm backend, by default (no FASTRUN_DEBUG): ranks that issue different collectives fail the op
-// on every rank with a message naming each rank's op (op_fingerprint.h), and ranks that issue
-// the same ones, of every shape and algorithm path, back to back, never do.
+// on every rank with a message naming each rank's op (op_fingerprint.h where the ops meet on the
+// channel's steps, stalled_op_check.h where one of them is made of messages), and ranks that
+// issue the same ones, of every shape and algorithm path, back to back, never do.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -66,6 +67,32 @@ const std::vector<MismatchCase>& mismatch_cases() {
        },
        {"op #7 on group 'world': ranks 0,1 called all_reduce(float32 x 8, sum), rank 2 called all_gather(float32 x "
         "8)"}},
+      // Ops made of messages never meet the others on the steps: both ranks wait until their
+      // stalled waits compare the last ops through the store (stalled_op_check.h), 1 s in.
+      {"gather against all_reduce (messages against steps)", 2,
+       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+         if (g.rank() == 0) g.gather(view_of(f.data(), 10), view_of(f.data() + 10, 20), {0})->wait();
+         else g.all_reduce(view_of(f.data(), 10))->wait();
+       },
+       {"op #1 on group 'world': rank 0 called gather(float32 x 10, root 0), rank 1 called all_reduce(float32 x 10, "
+        "sum)",
+        "found out of step when the op stalled"}},
+      {"gather against scatter (messages against messages)", 2,
+       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+         if (g.rank() == 0) g.gather(view_of(f.data(), 10), view_of(f.data() + 10, 20), {0})->wait();
+         else g.scatter(view_of(f.data(), 0), view_of(f.data() + 10, 10), {0})->wait();
+       },
+       {"rank 0 called gather(float32 x 10, root 0), rank 1 called scatter(float32 x 10, root 0)",
+        "found out of step when the op stalled"}},
+      // The first rank to find it leaves; the others, seeing that, compare at once. A message
+      // names the ranks whose last ops it read, so which of 0 and 2 it names varies.
+      {"all_to_all against all_reduce, 3 ranks", 3,
+       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+         if (g.rank() == 1) g.all_to_all(view_of(f.data(), 30), view_of(f.data() + 30, 30))->wait();
+         else g.all_reduce(view_of(f.data(), 30))->wait();
+       },
+       {"op #1 on group 'world': ", "called all_reduce(float32 x 30, sum)", "rank 1 called all_to_all(float32 x 30)",
+        "found out of step when the op stalled"}},
   };
   return all;
 }

@@ -112,6 +112,10 @@ void Channel::wait_slow(int peer, std::uint32_t k) {
   // between slices.
   if (waiter_.wait([&] { return reached(peer, k); }, [&] { return shares_cpu_with(peer); })) return;
   RankControl& c = control(peer);
+  if (stall_check_ && stall_op_ != op_first_) {  // the op's first slow wait: the stall clock starts
+    stall_op_ = op_first_;
+    stall_ = StallSchedule(Clock::now());
+  }
   for (;;) {
     if (idle_) idle_();
     sleep_slice(c.step, c.sleepers, deadline_, [&] {
@@ -130,6 +134,7 @@ void Channel::check_health(int peer, std::uint32_t k) {
   if (word(control(peer).aborted).load(std::memory_order_acquire) != 0) {
     if (reached(peer, k)) return;
     check_arrived_ops();  // it may have left on a mismatch this rank has not compared yet
+    check_stalled(/*now=*/true);  // or on one in an op that never met the steps
     throw PeerFailure(fmt::format("{}: {} left the group or failed in a collective of its own; see its error",
                                   where(), who(peer)));
   }
@@ -165,6 +170,7 @@ void Channel::check_health(int peer, std::uint32_t k) {
       throw PeerFailure(fmt::format("{}: the job recorded a failure ('{}' = \"{}\")", where(), kFailureKey, *failure));
     }
   }
+  check_stalled(/*now=*/false);
   if (Clock::now() >= deadline_) {
     std::vector<std::string> missing;
     for (int p = 0; p < info_.size; ++p)
@@ -173,6 +179,11 @@ void Channel::check_health(int peer, std::uint32_t k) {
         {group_label(global_rank_at(info_.rank, info_.global_ranks), info_.group, "shm"), op_,
          Duration(timeout_), std::move(missing), fmt::format("they have not reached its step {}", k)}));
   }
+}
+
+void Channel::check_stalled(bool now) {
+  if (!stall_check_ || (!now && !stall_.due(Clock::now()))) return;
+  if (auto mismatch = stall_check_()) throw ConfigError(*mismatch);
 }
 
 std::string Channel::who(int rank) const { return rank_name(rank, info_.global_ranks); }

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@
 #include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
+#include "fastrun/runtime/process_group/stalled_op_check.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::shm {
@@ -98,6 +100,13 @@ class Channel {
   // not throw.
   void set_idle_hook(std::function<void()> hook) { idle_ = std::move(hook); }
 
+  // The group's stalled-op check (stalled_op_check.h): ranks whose ops never meet on the steps
+  // (a collective against an op made of point-to-point messages) would wait for the op timeout.
+  // A slow wait runs it on StallSchedule's times, and once before it reports a peer that left
+  // (that peer may have found the mismatch first); a message fails the op with ConfigError.
+  // Set once, before the first op.
+  void set_stall_check(std::function<std::optional<std::string>()> check) { stall_check_ = std::move(check); }
+
   // Names the operation in wait errors ("all_reduce #7", ...), sets its deadline and leaves its
   // fingerprint for the peers (op_fingerprint.h): the waits of the op compare each peer's with
   // it once and throw ConfigError, naming every rank's op, when they differ.
@@ -128,6 +137,8 @@ class Channel {
   void check_health(int peer, std::uint32_t k);
   std::string who(int rank) const;
   std::function<void()> idle_;  // set_idle_hook
+  // Runs the stall check when due (or `now`), throwing its mismatch as ConfigError.
+  void check_stalled(bool now);
   std::string where() const;
 
   Segment segment_;
@@ -150,6 +161,9 @@ class Channel {
   std::chrono::steady_clock::duration timeout_{};
   SpinThenYield waiter_;  // the channel has one driving thread at a time
   std::atomic<bool> cancelled_{false};
+  std::function<std::optional<std::string>()> stall_check_;  // set_stall_check
+  std::uint32_t stall_op_ = 0;       // op_first_ of the op whose slow wait began stall_
+  StallSchedule stall_{std::chrono::steady_clock::time_point{}};
 };
 
 }  // namespace fastrun::shm

@@ -46,6 +46,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -74,6 +75,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
     std::function<void(int peer)> check_peer;
     // Called after a failure was recorded in the group's health (shm: tell the peers at once).
     std::function<void()> on_failure;
+    // The group's stalled-op check (Channel::set_stall_check): a slow wait runs it on
+    // StallSchedule's times and before it reports a peer's failure; a message fails the batch.
+    std::function<std::optional<std::string>()> stall_check;
   };
 
   // `segment` is mapped and set up (make_p2p_engine); ring (s, d) is at layout.ring_offset.

@@ -8,6 +8,7 @@
 #include "fastrun/runtime/backend/shm/wait_policy.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
+#include "fastrun/runtime/process_group/stalled_op_check.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
 // Waiting on a batch, and failing: there is no progress thread, so the waiting thread moves
@@ -41,6 +42,13 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
   if (!spin(*batch, awaited)) {
     // Steps 3 to 6 repeat until the batch is settled (break) or fails (give_up throws).
     MailboxRank& me = rank_block(rank_);
+    StallSchedule stall(Clock::now());
+    // The stall check's mismatch, as the error that fails the batch (nothing: no verdict).
+    auto mismatch = [&]() -> std::exception_ptr {
+      if (auto text = hooks_.stall_check ? hooks_.stall_check() : std::nullopt)
+        return std::make_exception_ptr(ConfigError(*text));
+      return nullptr;
+    };
     for (;;) {
       // 3. Sleep on the doorbell until a peer publishes something for us (or a slice passes).
       sleep_slice(me.doorbell, me.sleepers, deadline, [&] { return !poll_batch(*batch, awaited); });
@@ -63,8 +71,13 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
           progress();
           if (batch->remaining == 0) break;
         }
+        // A peer that left may have found the ranks out of step: that names the root cause.
+        if (auto error = mismatch()) give_up(error);
         give_up(std::current_exception());
       }
+      //    Ranks whose ops differ may both wait here for good: compare their last ops.
+      if (hooks_.stall_check && stall.due(Clock::now()))
+        if (auto error = mismatch()) give_up(error);
       // 6. The deadline: a timeout naming the ops still pending fails them and the group.
       if (Clock::now() >= deadline) give_up(timeout_error(*batch, timeout));
     }

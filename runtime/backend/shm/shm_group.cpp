@@ -57,6 +57,10 @@ RuntimeConfig shm_runtime_config(bool local) {
 
 ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel, std::shared_ptr<GroupHealth> health)
     : rank_(spec.rank), size_(spec.size), name_(spec.name), chan_(std::move(channel)) {
+  if (chan_ && spec.store) {
+    op_check_ = std::make_shared<StalledOpCheck>(*spec.store, spec.rank, spec.size, spec.global_ranks, spec.name);
+    chan_->set_stall_check([check = op_check_] { return check->check(); });
+  }
   GroupRuntime::Hooks hooks;
   if (Channel* ch = chan_.get()) {
     hooks.op_failed = [ch] { ch->abort(); };  // peers waiting on us fail now instead of at their timeout
@@ -76,6 +80,7 @@ WorkHandle ShmGroup::run(const Op& call, const OpDesc& op, std::size_t bytes, st
                          if (chan_) {
                            current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
                            f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
+                           if (op_check_) op_check_->record(f);  // before any wait of the op
                            chan_->begin_op(current_op_.c_str(), ctx.timeout, f);
                          }
                          body();

@@ -110,8 +110,9 @@ class ShmGroup final : public ProcessGroup {
   void reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op);
   void reduce_chunks(const BufferView& b, ReduceOp op, int root);
   WorkHandle post_p2p(const char* op, const Op& call, std::span<const P2POp> ops);
-  // Runs a collective made of point-to-point messages (plus this rank's own local copy).
-  WorkHandle run_p2p(const Op& call, std::size_t bytes, std::vector<P2POp> ops,
+  // Runs a collective made of point-to-point messages (plus this rank's own local copy); `op`
+  // describes it as the Group does (op_record.h), for the stalled-op check.
+  WorkHandle run_p2p(const Op& call, const OpDesc& op, std::vector<P2POp> ops,
                      std::function<void()> local_copy);
 
   int rank_;
@@ -119,6 +120,10 @@ class ShmGroup final : public ProcessGroup {
   std::string name_;
   std::unique_ptr<Channel> chan_;
   std::shared_ptr<P2PEngine> p2p_;  // null for a group of one
+  // Every op's fingerprint, compared through the store when a wait stalls: the channel compares
+  // ops only where they meet on its steps, and an op made of messages never does
+  // (stalled_op_check.h). Null for a group of one or without a store.
+  std::shared_ptr<StalledOpCheck> op_check_;
   // The op the channel is running (its messages point at this), set by whichever thread drives it.
   std::string current_op_;
   std::unique_ptr<GroupRuntime> runtime_;  // declared last: its thread is joined before the channel goes away

@@ -40,6 +40,7 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
   // The engine records its failures in the group's health itself (by shared_ptr: it may fail
   // while the runtime is being torn down, ~ShmGroup); the hook tells the peers.
   hooks.on_failure = [this] { chan_->abort(); };  // peers in a collective with us fail now too
+  if (op_check_) hooks.stall_check = [check = op_check_] { return check->check(); };
   p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), runtime_->shared_health(), std::move(hooks));
   // No progress thread: a rank blocked in a collective moves pending messages (p2p_progress.h).
   if (p2p_) register_for_progress(p2p_);
@@ -58,9 +59,9 @@ WorkHandle ShmGroup::post_p2p(const char* op, const Op& call, std::span<const P2
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-WorkHandle ShmGroup::run_p2p(const Op& call, std::size_t /*bytes*/, std::vector<P2POp> ops,
+WorkHandle ShmGroup::run_p2p(const Op& call, const OpDesc& op, std::vector<P2POp> ops,
                              std::function<void()> local_copy) {
-  return run(call, op_desc(call.name.c_str()), 0,
+  return run(call, op, 0,
              std::function<void()>([this, name = call.name, ops = std::move(ops), local_copy = std::move(local_copy)] {
                if (p2p_ && !ops.empty()) p2p_->run(ops, name.c_str(), runtime_->health().op_timeout(), local_copy);
                else local_copy();
@@ -145,7 +146,7 @@ WorkHandle ShmGroup::gather(const Op& call, BufferView input, BufferView output,
   } else {
     ops.push_back(send_op(input, root));
   }
-  return run_p2p(call, input.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
+  return run_p2p(call, op_desc("gather", input).with_root(root), std::move(ops), std::move(local));
 }
 
 WorkHandle ShmGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
@@ -164,7 +165,7 @@ WorkHandle ShmGroup::scatter(const Op& call, BufferView input, BufferView output
   } else {
     ops.push_back(recv_op(output, root));
   }
-  return run_p2p(call, output.bytes() * static_cast<std::size_t>(size_), std::move(ops), std::move(local));
+  return run_p2p(call, op_desc("scatter", output).with_root(root), std::move(ops), std::move(local));
 }
 
 // ---------------------------------------------------------------------------- all-to-all
@@ -182,7 +183,7 @@ WorkHandle ShmGroup::all_to_all(const Op& call, BufferView input, BufferView out
       ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     }
   const std::size_t own = static_cast<std::size_t>(rank_) * n;
-  return run_p2p(call, input.bytes(), std::move(ops),
+  return run_p2p(call, op_desc("all_to_all", input), std::move(ops),
                  [input, output, own, n] { copy(block(output, own, n), block(input, own, n)); });
 }
 
@@ -209,7 +210,7 @@ WorkHandle ShmGroup::all_to_allv(const Op& call, BufferView input, const std::ve
     out_at += recv_counts[q];
   }
   const std::size_t own = send_counts[me];
-  return run_p2p(call, input.bytes(), std::move(ops), [input, output, own_in, own_out, own] {
+  return run_p2p(call, op_desc("all_to_allv", input), std::move(ops), [input, output, own_in, own_out, own] {
     copy(block(output, own_out, own), block(input, own_in, own));
   });
 }
