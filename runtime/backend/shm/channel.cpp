@@ -181,6 +181,12 @@ void Channel::check_health(int peer, std::uint32_t k) {
   }
 }
 
+void Channel::reserve_own_regions() {
+  const auto me = static_cast<std::size_t>(info_.rank);
+  segment_.reserve(layout_.region_offset(me, 0), layout_.region_offset(me + 1, 0) - layout_.region_offset(me, 0));
+  own_reserved_ = true;
+}
+
 void Channel::check_stalled(bool now) {
   if (!stall_check_ || (!now && !stall_.due(Clock::now()))) return;
   if (auto mismatch = stall_check_()) throw ConfigError(*mismatch);

@@ -78,7 +78,11 @@ class Channel {
 
   // Before writing into region k%R: every peer must be done reading step k-R, which it is once it
   // reached k-R+kMaxReadLag.
+  // The first write also reserves this rank's regions in /dev/shm (Segment::reserve): the
+  // segment is created with only its control blocks reserved, so a job that never moves data
+  // through the channel (a join and barriers) never allocates them.
   void before_write(std::uint32_t k) {
+    if (!own_reserved_) reserve_own_regions();
     const std::uint32_t need = k - static_cast<std::uint32_t>(layout_.ring) + kMaxReadLag;
     if (static_cast<std::int32_t>(all_reached_ - need) < 0) wait_all(need);
   }
@@ -137,6 +141,7 @@ class Channel {
   void check_health(int peer, std::uint32_t k);
   std::string who(int rank) const;
   std::function<void()> idle_;  // set_idle_hook
+  void reserve_own_regions();
   // Runs the stall check when due (or `now`), throwing its mismatch as ConfigError.
   void check_stalled(bool now);
   std::string where() const;
@@ -161,6 +166,7 @@ class Channel {
   std::chrono::steady_clock::duration timeout_{};
   SpinThenYield waiter_;  // the channel has one driving thread at a time
   std::atomic<bool> cancelled_{false};
+  bool own_reserved_ = false;  // this rank's regions are reserved (before_write)
   std::function<std::optional<std::string>()> stall_check_;  // set_stall_check
   std::uint32_t stall_op_ = 0;       // op_first_ of the op whose slow wait began stall_
   StallSchedule stall_{std::chrono::steady_clock::time_point{}};

@@ -56,7 +56,9 @@ std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::str
   // 1. Rank 0 creates the segment and publishes its name; the others open it and check it.
   Segment seg;
   if (spec.rank == 0) {
-    seg = Segment::create(name, layout.total_bytes());
+    // Only the header and the pairs' control words now: each rank reserves its rings to its
+    // peers before its first send to each (P2PEngine::start).
+    seg = Segment::create(name, layout.total_bytes(), layout.data_offset());
     auto& h = at<MailboxHeader>(seg, 0);
     h.version = kMailboxVersion;
     h.nranks = static_cast<std::uint32_t>(spec.size);

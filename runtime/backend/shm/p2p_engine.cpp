@@ -124,6 +124,16 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
     batch->error = std::make_exception_ptr(health_->unusable(what));
     return batch;
   }
+  // The segment reserves only its control blocks at creation: this rank's ring to a peer is
+  // allocated before the first send to it, so a full /dev/shm fails the post here with a
+  // message instead of a SIGBUS at the first write (Segment::reserve).
+  for (const P2POp& p : ops) {
+    Peer& peer = peers_[static_cast<std::size_t>(p.peer)];
+    if (p.kind != P2POp::Kind::send || peer.ring_reserved) continue;
+    segment_.reserve(layout_.ring_offset(static_cast<std::size_t>(rank_), static_cast<std::size_t>(p.peer)),
+                     layout_.ring_bytes);
+    peer.ring_reserved = true;
+  }
   batch->remaining = ops.size();
   batch->ops.reserve(ops.size());
   for (const P2POp& p : ops) {

@@ -119,6 +119,7 @@ struct P2PEngine::Peer {
   bool discard = false;
   std::size_t got = 0;
   std::uint64_t tail_seen = 0;  // the peer's tail of our ring to it, as last read (progress_out)
+  bool ring_reserved = false;   // our ring to it is allocated in /dev/shm (P2PEngine::start)
   bool i_read_it = false;  // CMA: this rank can read the peer's memory
   bool it_reads_me = false;
   bool i_write_it = false;  // CMA writes (cooperative copies): as i_read_it, until one fails

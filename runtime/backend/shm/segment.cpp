@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -35,10 +36,9 @@ std::byte* map(int fd, std::size_t bytes, const std::string& name) {
 
 }  // namespace
 
-Segment Segment::create(const std::string& name, std::size_t bytes) {
+Segment Segment::create(const std::string& name, std::size_t bytes, std::size_t reserved) {
   Segment s;
-  // Closed on return: the mapping keeps the memory alive.
-  const os::UniqueFd owner(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+  os::UniqueFd owner(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
   const int fd = owner.get();
   if (fd < 0) fail("cannot create", name, errno);
   s.name_ = name;
@@ -47,19 +47,18 @@ Segment Segment::create(const std::string& name, std::size_t bytes) {
     const int err = errno;
     fail(fmt::format("cannot size to {} bytes (is /dev/shm full?)", bytes), name, err);
   }
-  // Reserve the pages now: on a full tmpfs (a container's 64 MiB /dev/shm) a sparse segment
-  // would map fine and then SIGBUS on first touch instead of failing here with a message.
-  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0 && err != EOPNOTSUPP)
-    fail(fmt::format("cannot reserve {} bytes (is /dev/shm full? df /dev/shm)", bytes), name, err);
+  s.fd_ = std::move(owner);
   s.data_ = map(fd, bytes, name);
   s.size_ = bytes;
+  // Reserve the pages the caller asked for now: on a full tmpfs (a container's 64 MiB /dev/shm)
+  // a sparse segment would map fine and then SIGBUS on first touch instead of failing here.
+  s.reserve(0, std::min(reserved, bytes));
   return s;
 }
 
 Segment Segment::open(const std::string& name, std::size_t min_bytes) {
   Segment s;
-  // Closed on return: the mapping keeps the memory alive.
-  const os::UniqueFd owner(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
+  os::UniqueFd owner(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
   const int fd = owner.get();
   if (fd < 0) fail("cannot open (are all ranks of the group on one node?)", name, errno);
   struct stat st {};
@@ -69,13 +68,23 @@ Segment Segment::open(const std::string& name, std::size_t min_bytes) {
     throw BackendError(fmt::format("shm backend: segment '/dev/shm{}' is {} bytes, expected at least {}", name,
                                    bytes, min_bytes));
   s.name_ = name;
+  s.fd_ = std::move(owner);
   s.data_ = map(fd, bytes, name);
   s.size_ = bytes;
   return s;
 }
 
+void Segment::reserve(std::size_t offset, std::size_t bytes) const {
+  if (bytes == 0) return;
+  const int err = ::posix_fallocate(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(bytes));
+  if (err != 0 && err != EOPNOTSUPP)
+    fail(fmt::format("cannot reserve {} bytes at offset {} (is /dev/shm full? df /dev/shm)", bytes, offset), name_,
+         err);
+}
+
 Segment::Segment(Segment&& other) noexcept
     : name_(std::move(other.name_)),
+      fd_(std::move(other.fd_)),
       data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       owns_name_(std::exchange(other.owns_name_, false)) {}
@@ -84,6 +93,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
   if (this != &other) {
     reset();
     name_ = std::move(other.name_);
+    fd_ = std::move(other.fd_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     owns_name_ = std::exchange(other.owns_name_, false);
@@ -103,6 +113,7 @@ void Segment::reset() noexcept {
   if (data_) ::munmap(data_, size_);
   data_ = nullptr;
   size_ = 0;
+  fd_.reset();
 }
 
 }  // namespace fastrun::shm

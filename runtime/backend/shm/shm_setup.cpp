@@ -89,7 +89,9 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
   // 2. Rank 0 creates and initialises the segment and publishes its name; the others open it.
   Segment seg;
   if (spec.rank == 0) {
-    seg = Segment::create(segment_name(spec), layout.total_bytes());
+    // Only the header, control blocks and fingerprints now: each rank reserves its own regions
+    // at its first write (Channel::before_write).
+    seg = Segment::create(segment_name(spec), layout.total_bytes(), layout.data_offset());
     SegmentHeader& h = header(seg);
     h.version = kLayoutVersion;
     h.nranks = static_cast<std::uint32_t>(spec.size);
