@@ -20,7 +20,7 @@
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/launcher/stale_cleanup.h"
 #include "fastrun/launcher/supervisor.h"
-#include "fastrun/runtime/backend/gloo_host.h"
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"

@@ -14,8 +14,8 @@
 #include <optional>
 
 #include "fastrun/launcher/job_config.h"
+#include "fastrun/runtime/backend/shm/common/segment.h"
 #include "fastrun/runtime/process_group/stall_scan.h"
-#include "fastrun/runtime/backend/shm/segment.h"
 #include "fastrun/runtime/process_group/stall_scanner.h"
 
 namespace fastrun::launcher {

@@ -2,7 +2,7 @@
 // names are turned into an address; anything else is a ConfigError that lists the interfaces.
 #include <catch2/catch.hpp>
 
-#include "fastrun/runtime/backend/gloo_host.h"
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/error.h"
 
 using fastrun::resolve_gloo_host;

@@ -37,7 +37,7 @@ set(prefix ${WORK_DIR}/prefix)
 # 2. Only the public surface is installed, and it is closed: every fastrun header an installed
 #    header includes is installed too.
 file(GLOB_RECURSE headers RELATIVE ${prefix}/include ${prefix}/include/*.h)
-foreach(internal fastrun/runtime/backend/shm/channel.h fastrun/runtime/store/tcp/wire.h
+foreach(internal fastrun/runtime/backend/shm/channel/channel.h fastrun/runtime/store/tcp/wire.h
                  fastrun/launcher/output_relay.h fastrun/runtime/log/log.h)
   if(EXISTS ${prefix}/include/${internal})
     message(FATAL_ERROR "internal header installed: ${internal}")

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "fastrun/runtime/backend/shm/segment.h"
+#include "fastrun/runtime/backend/shm/common/segment.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 #include "test_support/scoped_env.h"
 

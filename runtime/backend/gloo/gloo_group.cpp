@@ -1,5 +1,5 @@
 #include "fastrun/runtime/backend/gloo/gloo_group.h"
-#include "fastrun/runtime/backend/gloo_host.h"
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
 #include <signal.h>
@@ -23,11 +23,11 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/gloo_module.h"
 #include "fastrun/runtime/backend/gloo/p2p_work.h"
 #include "fastrun/runtime/backend/gloo/rooted_ops.h"
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
 #include "fastrun/runtime/backend/gloo/transport_failure.h"
-#include "fastrun/runtime/backend/gloo_module.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"

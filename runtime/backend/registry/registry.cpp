@@ -9,7 +9,7 @@
 #include "fastrun/runtime/backend/shm/shm_group.h"
 #include "fastrun/runtime/error.h"
 #ifdef FASTRUN_GLOO_MODULE
-#include "fastrun/runtime/backend/gloo_module.h"
+#include "fastrun/runtime/backend/gloo/gloo_module.h"
 #else
 #include "fastrun/runtime/backend/gloo/gloo_group.h"
 #endif

@@ -29,8 +29,8 @@
 #include <span>
 #include <string>
 
-#include "fastrun/runtime/backend/shm/channel.h"
-#include "fastrun/runtime/backend/shm/p2p_engine.h"
+#include "fastrun/runtime/backend/shm/channel/channel.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/process_group.h"

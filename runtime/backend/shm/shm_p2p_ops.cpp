@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/backend/shm/shm_group.h"
-#include "fastrun/runtime/backend/shm/p2p_progress.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_progress.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/p2p_engine.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/p2p_engine_state.h"
-#include "fastrun/runtime/backend/shm/wait_policy.h"
+#include "fastrun/runtime/backend/shm/common/wait_policy.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
 
 // The pair rings (mailbox_layout.h): every header goes through them, and the eager payloads

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "fastrun/runtime/backend/shm/p2p_engine_state.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 
 // Cooperative rendezvous (messages of kCoopMinBytes or more): the receiver answers the
 // rendezvous with a clear-to-send carrying its buffer's address and copies chunks from the

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/shm/op_fingerprint.h"
+#include "fastrun/runtime/backend/shm/channel/op_fingerprint.h"
 
 #include <atomic>
 

@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "fastrun/runtime/backend/shm/layout.h"
+#include "fastrun/runtime/backend/shm/channel/layout.h"
 #include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/sequence_check.h"
 

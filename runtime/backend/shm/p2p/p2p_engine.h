@@ -52,9 +52,9 @@
 #include <string>
 #include <vector>
 
-#include "fastrun/runtime/backend/shm/mailbox_layout.h"
-#include "fastrun/runtime/backend/shm/segment.h"
-#include "fastrun/runtime/backend/shm/wait_policy.h"
+#include "fastrun/runtime/backend/shm/common/segment.h"
+#include "fastrun/runtime/backend/shm/common/wait_policy.h"
+#include "fastrun/runtime/backend/shm/p2p/mailbox_layout.h"
 #include "fastrun/runtime/process_group/group_health.h"
 #include "fastrun/runtime/process_group/process_group.h"
 

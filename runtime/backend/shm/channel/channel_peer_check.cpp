@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/channel.h"
+#include "fastrun/runtime/backend/shm/channel/channel.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/process_group/process_group.h"

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/gloo_host.h"
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

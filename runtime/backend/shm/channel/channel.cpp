@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/shm/channel.h"
+#include "fastrun/runtime/backend/shm/channel/channel.h"
 
 #include <poll.h>
 #include <signal.h>

@@ -1,11 +1,11 @@
-#include "fastrun/runtime/backend/shm/p2p_engine.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/p2p_engine_state.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 

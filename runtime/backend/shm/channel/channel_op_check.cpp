@@ -1,6 +1,6 @@
 // Channel's comparison of the peers' ops with this rank's (op_fingerprint.h): once per op and
 // peer, right after a wait saw the peer reach a step of the op.
-#include "fastrun/runtime/backend/shm/channel.h"
+#include "fastrun/runtime/backend/shm/channel/channel.h"
 #include "fastrun/runtime/error.h"
 
 namespace fastrun::shm {

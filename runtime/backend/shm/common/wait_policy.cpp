@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/shm/wait_policy.h"
+#include "fastrun/runtime/backend/shm/common/wait_policy.h"
 
 #include <sched.h>
 

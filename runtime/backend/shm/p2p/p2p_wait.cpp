@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/p2p_engine_state.h"
-#include "fastrun/runtime/backend/shm/wait_policy.h"
+#include "fastrun/runtime/backend/shm/common/wait_policy.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/stalled_op_check.h"

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/gloo_module.h"
+#include "fastrun/runtime/backend/gloo/gloo_module.h"
 
 #include <dlfcn.h>
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "fastrun/runtime/backend/shm/layout.h"
+#include "fastrun/runtime/backend/shm/channel/layout.h"
 
 namespace fastrun::shm {
 

@@ -22,7 +22,7 @@
 
 #include <boost/container/small_vector.hpp>
 
-#include "fastrun/runtime/backend/shm/p2p_engine.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 
 namespace fastrun::shm {
 namespace p2p {

@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "fastrun/runtime/backend/shm/layout.h"
-#include "fastrun/runtime/backend/shm/op_fingerprint.h"
-#include "fastrun/runtime/backend/shm/segment.h"
-#include "fastrun/runtime/backend/shm/wait_policy.h"
+#include "fastrun/runtime/backend/shm/channel/layout.h"
+#include "fastrun/runtime/backend/shm/channel/op_fingerprint.h"
+#include "fastrun/runtime/backend/shm/common/segment.h"
+#include "fastrun/runtime/backend/shm/common/wait_policy.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
 #include "fastrun/runtime/process_group/stalled_op_check.h"

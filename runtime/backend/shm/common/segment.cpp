@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/shm/segment.h"
+#include "fastrun/runtime/backend/shm/common/segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,10 +1,10 @@
-#include "fastrun/runtime/backend/shm/p2p_progress.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_progress.h"
 
 #include <algorithm>
 #include <mutex>
 #include <vector>
 
-#include "fastrun/runtime/backend/shm/p2p_engine.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 
 namespace fastrun::shm {
 namespace {

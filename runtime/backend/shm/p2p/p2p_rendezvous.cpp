@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/p2p_engine_state.h"
+#include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
 
 // Rendezvous: a large message's header carries the sender's buffer address; the receiver copies
