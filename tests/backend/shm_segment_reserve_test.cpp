@@ -13,7 +13,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "fastrun/runtime/backend/shm/segment.h"
+#include "fastrun/runtime/backend/shm/common/segment.h"
 #include "fastrun/runtime/error.h"
 #include "test_support/skip.h"
 
