@@ -7,12 +7,14 @@
 #      (without a launcher binary: the program alone with FASTRUN_RANK=0 FASTRUN_WORLD_SIZE=1);
 #      (and, with two GPUs or more, the same with --devices 0,1);
 #   3. the watchdog paths with FASTRUN_NCCL_ON_ERROR=raise: an op timeout (a group whose op
-#      timeout is 1 s, its stream stalled by a sleeping host function), a peer failure marked
+#      timeout is 1 s, its stream stalled by a sleeping host function; the next collective and
+#      point-to-point op are then refused by the group runtime, quoting it), a peer failure marked
 #      under the failure key, and an init whose second rank never joins (aborted at the deadline);
 #   4. the exit policy: after an op timeout the watchdog must end the rank with exit 70;
 #   5. the Catch2 cases tagged [nccl], DDP on CUDA buffers (test_ddp "[cuda]") and the forked
-#      ranks of test_nccl_ranks (one GPU each; cases needing more GPUs than visible skip): they
-#      skip without a GPU; here they must run;
+#      ranks of test_nccl_ranks (one GPU each; cases needing more GPUs than visible skip: with
+#      two GPUs, send/recv numbered by the Group and refused after a failure): they skip without
+#      a GPU; here they must run;
 #   6. the CUDA example trainer: `fastrun --devices 0 train_mlp_cuda` (and --accum 2, and with
 #      two GPUs --devices 0,1) must end with the CPU trainer's single-rank weights on the same
 #      seed, within 1e-4 relative (train_mlp_compare prints PASS/FAIL).

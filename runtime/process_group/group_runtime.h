@@ -115,8 +115,8 @@ class GroupRuntime {
 
   // `op` as this group runs it: its number (the one it came with; a bare op one more than the
   // last of its kind this runtime ran: collectives and point-to-point are counted apart), its label ("all_reduce #7") and its timeout (the group's op timeout
-  // when it came without one). Every op issued on the group passes here once: run() does it;
-  // nccl, which runs its ops its own way, calls it itself. Issuing thread.
+  // when it came without one). run() passes every op here once; post() takes the number alone.
+  // Issuing thread.
   Op numbered(Op op);
   // The number of the collective issued last (issuing thread).
   std::uint64_t last_seq() const { return seq_; }
@@ -128,8 +128,9 @@ class GroupRuntime {
   // call from any thread, also after the runtime is gone (then it does nothing).
   std::function<void(std::exception_ptr error)> in_flight_failer() const;
 
-  // A point-to-point op the transport runs its own way (shm's mailboxes, gloo's unbound
-  // buffers: they progress when their Work is waited on or polled, not on the comm thread):
+  // An op the transport runs its own way (shm's and gloo's point-to-point ops: the mailboxes,
+  // gloo's unbound buffers; every nccl op, on the group's CUDA stream: they progress when their
+  // Work is waited on or polled, or on the device, not on the comm thread):
   // refused once the group failed, with run()'s check and BackendError; numbered (point-to-point
   // apart) like any op; then `post(seq)` posts it as op #seq and returns its Work, which names
   // it "send #3" in its timeout message. No thread, no copy, and nothing formatted until a

@@ -19,7 +19,8 @@ inline double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 // A stalled stream makes an op run past a 1 s op timeout: the watchdog publishes the failure,
-// aborts the communicator, fails the op (wait rethrows TimeoutError) and every later call.
+// aborts the communicator, fails the op (wait rethrows TimeoutError) and every later call,
+// collective or point-to-point, with the group runtime's one refusal (GroupRuntime::post).
 inline Result check_op_timeout() {
   return run_check("watchdog: op timeout fails the wait, publishes the failure, poisons the group", [] {
     auto failure_store = std::make_shared<MemoryStore>();
@@ -41,12 +42,19 @@ inline Result check_op_timeout() {
     if (!failure_store->check({kFailureKey})) return std::string("no failure key published");
     const std::string published = to_string(failure_store->get(kFailureKey, std::chrono::seconds(1)));
     if (published.rfind("rank 0: ", 0) != 0) return "failure key does not start with 'rank 0: ': " + published;
-    try {
-      pg->barrier();
-      return std::string("a collective on the failed group did not throw");
-    } catch (const BackendError& e) {  // the group runtime's one "unusable after a failure" error
-      if (std::string(e.what()).find("earlier failure") == std::string::npos)
-        return std::string("the refusal does not name the earlier failure: ") + e.what();
+    // The group runtime's one "unusable after a failure" error, quoting the first failure. An
+    // empty batch is the point-to-point op a world of one can issue.
+    for (const char* op : {"barrier", "batch_send_recv"}) {
+      try {
+        if (std::string(op) == "barrier") pg->barrier();
+        else pg->batch_send_recv({});
+        return fmt::format("{} on the failed group did not throw", op);
+      } catch (const BackendError& e) {
+        const std::string what = e.what();
+        const std::string refusal = fmt::format("{} refused: the group is unusable after an earlier failure", op);
+        if (what.find(refusal) == std::string::npos || what.find("all_reduce #1") == std::string::npos)
+          return fmt::format("the refusal of {} does not name it and the first failure (all_reduce #1): {}", op, what);
+      }
     }
     return std::string();
   });

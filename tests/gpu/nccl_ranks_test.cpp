@@ -277,6 +277,60 @@ TEST_CASE("nccl ranks: join then exit under the fastrun CLI", "[nccl][gpu][mp][j
 }
 #endif
 
+// send/recv go through the group runtime as on shm and gloo (GroupRuntime::post): an op's label
+// carries the number its Group gave it (point-to-point apart from the collectives), and after a
+// failure the next op is refused with the runtime's one wording, naming the first failure.
+TEST_CASE("nccl ranks: send/recv are numbered by the Group and refused after a failure", "[nccl][gpu][mp][failure]") {
+  if (skipped(2)) return;
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(2);
+  o.timeout = 60s;
+  const auto results = test::run_ranks(
+      2,
+      [](int rank) {
+        pin_to_own_device(rank);
+        auto ctx = join();
+        Group& g = ctx->world();
+        const int peer = 1 - rank;
+        DeviceBuffer out = nccl_suite::to_device(std::vector<double>(4, static_cast<double>(rank)), DType::float32);
+        DeviceBuffer in = nccl_suite::poisoned(16);
+        g.all_reduce(out.view(4, DType::float32))->wait();  // collective #1: not counted with p2p
+        g.batch_send_recv({{P2POp::Kind::send, out.view(4, DType::float32), peer, 0},
+                           {P2POp::Kind::recv, in.view(4, DType::float32), peer, 0}})
+            ->wait();  // p2p op #1
+        // p2p op #2: both ranks receive, neither sends. Rank 1 gives up first (its wait's timeout
+        // fails its group and marks the job's failure); rank 0's group fails then (through the
+        // mark, or NCCL's own error: the model names the peer, a real NCCL may not).
+        std::string failure;
+        try {
+          g.recv(in.view(4, DType::float32), peer)->wait(rank == 1 ? Duration(500ms) : Duration(30s));
+        } catch (const Error& e) {
+          failure = e.what();
+        }
+        RANK_REQUIRE(!failure.empty());
+        if (rank == 1 && failure.find("recv #2 (float32 x 4 from rank 0) timed out") == std::string::npos)
+          throw std::runtime_error("the timeout does not name recv #2: " + failure);
+        // The next op, point-to-point or not, is refused as on every backend.
+        for (const bool p2p : {true, false}) {
+          std::string refusal;
+          try {
+            if (p2p) g.send(out.view(4, DType::float32), peer);
+            else g.all_reduce(out.view(4, DType::float32));
+          } catch (const BackendError& e) {
+            refusal = e.what();
+          }
+          const std::string want = std::string(p2p ? "send" : "all_reduce") +
+                                   " refused: the group is unusable after an earlier failure";
+          if (refusal.find(want) == std::string::npos)
+            throw std::runtime_error(fmt::format("rank {}: want '{}', got '{}'", rank, want, refusal));
+          if (rank == 1 && refusal.find("recv #2") == std::string::npos)
+            throw std::runtime_error("the refusal does not quote the first failure (recv #2): " + refusal);
+        }
+      },
+      o);
+  REQUIRE(test::all_ok(results));
+}
+
 TEST_CASE("nccl ranks: a rank killed mid-collective fails the others, naming it", "[nccl][gpu][mp][failure]") {
   if (const std::string skip = skip_reason(3); !skip.empty()) {
     test::skip_case(skip);

@@ -337,7 +337,7 @@ TEST_CASE("group runtime: an op takes the number its Group gave it", "[runtime][
   rt.run("all_reduce", 8, body);  // bare (no Group): the runtime counts
   const Op fifth = Op::numbered_as("broadcast", 5);  // what Group::forward hands down for its op #5
   rt.run(fifth, 8, body);
-  CHECK(rt.numbered(fifth).seq == 5);  // nccl's way: the same number, however often it asks
+  CHECK(rt.numbered(fifth).seq == 5);  // the same number, however often it is asked
   CHECK(rt.numbered(fifth).timeout == rt.health().op_timeout());  // none given: the group's
   rt.run(Op::numbered_as("all_gather", 9), 8, body);
   rt.run(Op::numbered_as("barrier", 5), 0, body);  // a number given is taken as it is

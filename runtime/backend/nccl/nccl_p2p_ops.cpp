@@ -19,8 +19,8 @@ P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b
 
 }  // namespace
 
-WorkHandle NcclProcessGroup::enqueue_p2p(std::string op, std::vector<P2POp> ops) {
-  return enqueue(std::move(op), [ops = std::move(ops)](ncclComm_t comm, cudaStream_t s) {
+WorkHandle NcclProcessGroup::issue_p2p(const Op& call, const std::string& detail, std::vector<P2POp> ops) {
+  return issue(call, detail, [ops = std::move(ops)](ncclComm_t comm, cudaStream_t s) {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
     for (const P2POp& p : ops) {
@@ -39,21 +39,21 @@ WorkHandle NcclProcessGroup::enqueue_p2p(std::string op, std::vector<P2POp> ops)
 WorkHandle NcclProcessGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   require_device(buffer, "send", "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
-  return enqueue_p2p(fmt::format("send #{} ({} to rank {})", runtime_.numbered(call).seq, describe_view(buffer), peer),
-                     {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
+  return issue_p2p(call, fmt::format("{} to rank {}", describe_view(buffer), peer),
+                   {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
 WorkHandle NcclProcessGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   require_device(buffer, "recv", "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
-  return enqueue_p2p(fmt::format("recv #{} ({} from rank {})", runtime_.numbered(call).seq, describe_view(buffer), peer),
-                     {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
+  return issue_p2p(call, fmt::format("{} from rank {}", describe_view(buffer), peer),
+                   {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
 WorkHandle NcclProcessGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) require_device(op.buffer, "batch_send_recv", op.kind == P2POp::Kind::send ? "send" : "recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
-  return enqueue_p2p(fmt::format("batch_send_recv #{} ({} ops)", runtime_.numbered(call).seq, ops.size()), ops);
+  return issue_p2p(call, fmt::format("{} ops", ops.size()), ops);
 }
 
 WorkHandle NcclProcessGroup::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
@@ -62,11 +62,10 @@ WorkHandle NcclProcessGroup::reduce(const Op& call, BufferView buffer, const Red
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
   const int root = options.root;
-  return enqueue(fmt::format("reduce #{} ({}, {}, root {})", runtime_.numbered(call).seq, describe_view(buffer),
-                             reduce_op_name(options.op), root),
-                 [=](ncclComm_t comm, cudaStream_t s) {
-                   return ncclReduce(buffer.data, buffer.data, buffer.count, type, op, root, comm, s);
-                 });
+  return issue(call, fmt::format("{}, {}, root {}", describe_view(buffer), reduce_op_name(options.op), root),
+               [=](ncclComm_t comm, cudaStream_t s) {
+                 return ncclReduce(buffer.data, buffer.data, buffer.count, type, op, root, comm, s);
+               });
 }
 
 WorkHandle NcclProcessGroup::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
@@ -88,8 +87,7 @@ WorkHandle NcclProcessGroup::gather(const Op& call, BufferView input, BufferView
   } else {
     ops.push_back(send_op(input, root));
   }
-  return enqueue_p2p(fmt::format("gather #{} ({} per rank, root {})", runtime_.numbered(call).seq, describe_view(input), root),
-                     std::move(ops));
+  return issue_p2p(call, fmt::format("{} per rank, root {}", describe_view(input), root), std::move(ops));
 }
 
 WorkHandle NcclProcessGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
@@ -106,8 +104,7 @@ WorkHandle NcclProcessGroup::scatter(const Op& call, BufferView input, BufferVie
   } else {
     ops.push_back(recv_op(output, root));
   }
-  return enqueue_p2p(fmt::format("scatter #{} ({} per rank, root {})", runtime_.numbered(call).seq, describe_view(output), root),
-                     std::move(ops));
+  return issue_p2p(call, fmt::format("{} per rank, root {}", describe_view(output), root), std::move(ops));
 }
 
 WorkHandle NcclProcessGroup::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
@@ -120,7 +117,7 @@ WorkHandle NcclProcessGroup::all_to_all(const Op& call, BufferView input, Buffer
     ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
   }
-  return enqueue_p2p(fmt::format("all_to_all #{} ({})", runtime_.numbered(call).seq, describe_view(input)), std::move(ops));
+  return issue_p2p(call, describe_view(input), std::move(ops));
 }
 
 WorkHandle NcclProcessGroup::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts,
@@ -139,9 +136,7 @@ WorkHandle NcclProcessGroup::all_to_allv(const Op& call, BufferView input, const
     in_at += send_counts[q];
     out_at += recv_counts[q];
   }
-  return enqueue_p2p(fmt::format("all_to_allv #{} ({} in, {} out)", runtime_.numbered(call).seq, describe_view(input),
-                                 describe_view(output)),
-                     std::move(ops));
+  return issue_p2p(call, fmt::format("{} in, {} out", describe_view(input), describe_view(output)), std::move(ops));
 }
 
 }  // namespace fastrun::nccl

@@ -148,6 +148,14 @@ void NcclProcessGroup::require_device(const BufferView& buffer, const char* op, 
   }
 }
 
+WorkHandle NcclProcessGroup::issue(const Op& call, const std::string& detail, const Launch& launch) {
+  return runtime_.post(call, [&](std::uint64_t seq) {
+    std::string label = fmt::format("{} #{}", call.name, seq);
+    if (!detail.empty()) label += fmt::format(" ({})", detail);
+    return enqueue(std::move(label), launch);
+  });
+}
+
 WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
   std::unique_lock lock(state_->comm_mutex);
   state_->check_usable(op);
@@ -199,10 +207,10 @@ WorkHandle NcclProcessGroup::all_reduce(const Op& call, BufferView buffer, const
   check_prescale(Where::joined({label_, ": all_reduce"}), buffer, options.prescale);  // host buffers only
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("all_reduce #{} ({}, {})", runtime_.numbered(call).seq, describe_view(buffer), reduce_op_name(options.op)),
-                 [=](ncclComm_t comm, cudaStream_t s) {
-                   return ncclAllReduce(buffer.data, buffer.data, buffer.count, type, op, comm, s);
-                 });
+  return issue(call, fmt::format("{}, {}", describe_view(buffer), reduce_op_name(options.op)),
+               [=](ncclComm_t comm, cudaStream_t s) {
+                 return ncclAllReduce(buffer.data, buffer.data, buffer.count, type, op, comm, s);
+               });
 }
 
 WorkHandle NcclProcessGroup::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
@@ -212,10 +220,10 @@ WorkHandle NcclProcessGroup::broadcast(const Op& call, BufferView buffer, const 
                                    options.root, size_ - 1));
   }
   const ncclDataType_t type = to_nccl(buffer.dtype);
-  return enqueue(fmt::format("broadcast #{} ({}, root {})", runtime_.numbered(call).seq, describe_view(buffer), options.root),
-                 [=](ncclComm_t comm, cudaStream_t s) {
-                   return ncclBroadcast(buffer.data, buffer.data, buffer.count, type, options.root, comm, s);
-                 });
+  return issue(call, fmt::format("{}, root {}", describe_view(buffer), options.root),
+               [=](ncclComm_t comm, cudaStream_t s) {
+                 return ncclBroadcast(buffer.data, buffer.data, buffer.count, type, options.root, comm, s);
+               });
 }
 
 WorkHandle NcclProcessGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
@@ -223,10 +231,9 @@ WorkHandle NcclProcessGroup::all_gather(const Op& call, BufferView input, Buffer
   require_device(output, "all_gather", "output");
   check_all_gather_shapes(Where::joined({label_, ": all_gather"}), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
-  return enqueue(fmt::format("all_gather #{} ({} per rank)", runtime_.numbered(call).seq, describe_view(input)),
-                 [=](ncclComm_t comm, cudaStream_t s) {
-                   return ncclAllGather(input.data, output.data, input.count, type, comm, s);
-                 });
+  return issue(call, fmt::format("{} per rank", describe_view(input)), [=](ncclComm_t comm, cudaStream_t s) {
+    return ncclAllGather(input.data, output.data, input.count, type, comm, s);
+  });
 }
 
 WorkHandle NcclProcessGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -235,16 +242,15 @@ WorkHandle NcclProcessGroup::reduce_scatter(const Op& call, BufferView input, Bu
   check_reduce_scatter_shapes(Where::joined({label_, ": reduce_scatter"}), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return enqueue(fmt::format("reduce_scatter #{} ({} per rank, {})", runtime_.numbered(call).seq, describe_view(output),
-                             reduce_op_name(options.op)),
-                 [=](ncclComm_t comm, cudaStream_t s) {
-                   return ncclReduceScatter(input.data, output.data, output.count, type, op, comm, s);
-                 });
+  return issue(call, fmt::format("{} per rank, {}", describe_view(output), reduce_op_name(options.op)),
+               [=](ncclComm_t comm, cudaStream_t s) {
+                 return ncclReduceScatter(input.data, output.data, output.count, type, op, comm, s);
+               });
 }
 
 WorkHandle NcclProcessGroup::barrier(const Op& call, const BarrierOptions&) {
   void* scratch = barrier_scratch_.data();
-  return enqueue(fmt::format("barrier #{}", runtime_.numbered(call).seq), [=](ncclComm_t comm, cudaStream_t s) {
+  return issue(call, "", [=](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
   });
 }

@@ -62,12 +62,17 @@ class NcclProcessGroup final : public ProcessGroup {
 
  private:
   using Launch = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
+  // Every op, collective or point-to-point, is issued here, after its argument checks: through
+  // the group runtime's post() (refused once the group failed, numbered: group_runtime.h), then
+  // enqueued as "name #seq (detail)" ("send #3 (float32 x 4 to rank 1)"), the label of its
+  // Work, its watchdog record and its timeout message.
+  WorkHandle issue(const Op& call, const std::string& detail, const Launch& launch);
+  // Issues `ops` as grouped ncclSend/ncclRecv calls (one ncclGroupStart/End).
+  WorkHandle issue_p2p(const Op& call, const std::string& detail, std::vector<P2POp> ops);
   // Validates nothing; enqueues `launch` under the comm mutex, waits out ncclInProgress,
   // records the end event and registers the operation with the watchdog.
   WorkHandle enqueue(std::string op, const Launch& launch);
   void require_device(const BufferView& buffer, const char* op, const char* which) const;
-  // Enqueues `ops` as grouped ncclSend/ncclRecv calls (one ncclGroupStart/End).
-  WorkHandle enqueue_p2p(std::string op, std::vector<P2POp> ops);
 
   struct StreamDeleter { void operator()(CUstream_st* s) const noexcept; };
   struct EventDeleter { void operator()(CUevent_st* e) const noexcept; };
