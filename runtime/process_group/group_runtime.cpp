@@ -58,17 +58,6 @@ std::uint64_t GroupRuntime::take_number(const Op& op) {
   return last;
 }
 
-Op GroupRuntime::numbered(Op op) {
-  if (!op.numbered()) {
-    op.seq = take_number(op);
-    op.label = Op::numbered_as(op.name, op.seq, op.point_to_point).label;
-  } else {
-    take_number(op);
-  }
-  if (op.timeout == Duration::zero()) op.timeout = health_->op_timeout();
-  return op;
-}
-
 void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
   try {
     body(ctx);
@@ -94,7 +83,10 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
 WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
   Shared& s = *shared_;
   health_->check_usable(op.name);
-  // What numbered() does, without copying the op: this runs for every op.
+  // The op as this group runs it: its number (the one it came with; a bare op one more than the
+  // last of its kind: collectives and point-to-point are counted apart), its label
+  // ("all_reduce #7") and its timeout (the group's op timeout when it came without one). Built
+  // without copying the op: this runs for every op.
   OpContext ctx;
   ctx.seq = take_number(op);
   ctx.what = op.numbered() ? op.label : Op::numbered_as(op.name, ctx.seq, op.point_to_point).label;

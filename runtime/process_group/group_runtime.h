@@ -113,11 +113,6 @@ class GroupRuntime {
   const std::shared_ptr<GroupHealth>& shared_health() const { return health_; }
   const std::string& label() const { return health_->label(); }
 
-  // `op` as this group runs it: its number (the one it came with; a bare op one more than the
-  // last of its kind this runtime ran: collectives and point-to-point are counted apart), its label ("all_reduce #7") and its timeout (the group's op timeout
-  // when it came without one). run() passes every op here once; post() takes the number alone.
-  // Issuing thread.
-  Op numbered(Op op);
   // The number of the collective issued last (issuing thread).
   std::uint64_t last_seq() const { return seq_; }
 

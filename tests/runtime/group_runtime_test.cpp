@@ -333,16 +333,24 @@ TEST_CASE("group runtime: ranks are named one way, with the global rank where it
 TEST_CASE("group runtime: an op takes the number its Group gave it", "[runtime][group_runtime]") {
   GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
   std::vector<std::string> seen;
-  const auto body = [&](const OpContext& op) { seen.push_back(op.what); };
+  std::vector<Duration> timeouts;
+  const auto body = [&](const OpContext& op) {
+    seen.push_back(op.what);
+    timeouts.push_back(op.timeout);
+  };
   rt.run("all_reduce", 8, body);  // bare (no Group): the runtime counts
   const Op fifth = Op::numbered_as("broadcast", 5);  // what Group::forward hands down for its op #5
   rt.run(fifth, 8, body);
-  CHECK(rt.numbered(fifth).seq == 5);  // the same number, however often it is asked
-  CHECK(rt.numbered(fifth).timeout == rt.health().op_timeout());  // none given: the group's
+  CHECK(timeouts.back() == rt.health().op_timeout());  // none given: the group's
+  Op sixth = Op::numbered_as("broadcast", 6);
+  sixth.timeout = std::chrono::seconds(3);
+  rt.run(sixth, 8, body);
+  CHECK(timeouts.back() == std::chrono::seconds(3));  // given: its own
   rt.run(Op::numbered_as("all_gather", 9), 8, body);
   rt.run(Op::numbered_as("barrier", 5), 0, body);  // a number given is taken as it is
   rt.run("all_reduce", 8, body);  // bare again: one more than the last
-  CHECK(seen == std::vector<std::string>{"all_reduce #1", "broadcast #5", "all_gather #9", "barrier #5", "all_reduce #6"});
+  CHECK(seen == std::vector<std::string>{"all_reduce #1", "broadcast #5", "broadcast #6", "all_gather #9", "barrier #5",
+                                         "all_reduce #6"});
 }
 
 TEST_CASE("group runtime: a posted send/recv is numbered apart from collectives and refused after a failure",
