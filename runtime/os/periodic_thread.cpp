@@ -3,6 +3,11 @@
 #include <stdexcept>
 
 namespace fastrun::os {
+namespace {
+// The PeriodicThread whose tick runs on this thread, if any: stop() from inside the tick must not
+// join (itself) nor read thread_, which start() may still be assigning on the owner's thread.
+thread_local const PeriodicThread* t_ticking = nullptr;
+}  // namespace
 
 PeriodicThread::~PeriodicThread() { stop(); }
 
@@ -18,11 +23,12 @@ void PeriodicThread::stop() {
     stop_ = true;
   }
   wake_.notify_all();
-  // From the tick itself: the flag ends the loop; joining here would wait on this very thread.
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (t_ticking == this) return;  // from the tick itself: the flag ends the loop
+  if (thread_.joinable()) thread_.join();
 }
 
 void PeriodicThread::run(std::chrono::milliseconds interval, First first) {
+  t_ticking = this;
   std::unique_lock lock(mutex_);
   if (first == First::after_interval && wake_.wait_for(lock, interval, [this] { return stop_; })) return;
   while (!stop_) {
