@@ -16,29 +16,17 @@ NodePulse::NodePulse(const std::string& address, const std::string& token, int n
   so.timeout = std::chrono::seconds(5);
   so.token = token;
   client_ = connect_store(address, so);
-  thread_ = std::thread([this] {
-    std::unique_lock lock(mutex_);
-    while (!stop_) {
-      lock.unlock();
-      try {
-        client_->add(launcher_keys::pulse(me_), 1);
-      } catch (const std::exception&) {
-        return;  // node 0's store is gone: the launcher's own waits report it
-      }
-      lock.lock();
-      wake_.wait_for(lock, NodeWatch::kInterval, [this] { return stop_; });
+  thread_.start(NodeWatch::kInterval, [this] {
+    try {
+      client_->add(launcher_keys::pulse(me_), 1);
+      return true;
+    } catch (const std::exception&) {
+      return false;  // node 0's store is gone: the launcher's own waits report it
     }
   });
 }
 
-NodePulse::~NodePulse() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+NodePulse::~NodePulse() { thread_.stop(); }
 
 std::vector<int> PulseWatch::still(Store& store, const std::vector<int>& nodes, Clock::time_point now) {
   std::vector<int> out;

@@ -8,15 +8,13 @@
 // NodeWatch::kLostAfter is lost. Two nodes lost at once are then both left out of the next
 // attempt, rather than the second one holding its start round until FASTRUN_TIMEOUT.
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "fastrun/runtime/os/periodic_thread.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::launcher {
@@ -33,10 +31,7 @@ class NodePulse {
  private:
   std::unique_ptr<Store> client_;
   int me_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::thread thread_;
+  os::PeriodicThread thread_;  // last: stopped (joined) before client_ goes
 };
 
 // Node 0: the one rule for "lost" by pulse, for a caller that looks now and then (the start

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <functional>
 #include <optional>
 
@@ -22,6 +21,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
 #include "fastrun/runtime/log/log.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/process_group/peer_info.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
@@ -218,6 +218,7 @@ void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& opti
     // One check per node every 100 ms: the node keys are what a launcher claims on arrival.
     std::optional<Clock::time_point> last_call_ends;
     std::vector<int> missing;
+    os::BackoffSleeper sleeper({std::chrono::milliseconds(100), std::chrono::milliseconds(100)});
     for (;;) {
       if (const int sig = pending_stop_signal()) throw Interrupted(sig);
       members = {0};
@@ -243,7 +244,8 @@ void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& opti
             self_host, members.size(), plan_.min_nnodes, plan_.min_nnodes, plan_.nnodes, seconds(timeout_),
             missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), address_, plan_.master_addr, plan_.master_port));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      // Never past the deadline that applies now: the last call's end, or FASTRUN_TIMEOUT's.
+      sleeper.sleep(last_call_ends.value_or(deadline));
     }
     client_->set(members_key, to_bytes(encode_members(members)));
     if (!missing.empty())
@@ -309,15 +311,15 @@ void NodeRendezvous::join_running_job(const std::string& entry) {
   client_->set(launcher_keys::joining(me), to_bytes(entry));
   const std::string admitted = launcher_keys::joining(me) + "/admitted";
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (;;) {
-    if (const int sig = pending_stop_signal()) throw Interrupted(sig);
-    if (client_->check({admitted})) break;
-    if (std::chrono::steady_clock::now() >= deadline)
-      throw TimeoutError(fmt::format("node {}: node 0 did not take this node into the running job within {:.3g} s "
-                                     "(FASTRUN_TIMEOUT); is a launcher with --node-rank {} still running in it?",
-                                     me, std::chrono::duration<double>(timeout_).count(), me));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const bool admitted_in_time =
+      os::poll_until(deadline, {std::chrono::milliseconds(100), std::chrono::milliseconds(100)}, [&] {
+        if (const int sig = pending_stop_signal()) throw Interrupted(sig);
+        return client_->check({admitted});
+      });
+  if (!admitted_in_time)
+    throw TimeoutError(fmt::format("node {}: node 0 did not take this node into the running job within {:.3g} s "
+                                   "(FASTRUN_TIMEOUT); is a launcher with --node-rank {} still running in it?",
+                                   me, std::chrono::duration<double>(timeout_).count(), me));
   // Node 0's records: a damaged one is refused, naming its key (stoi read '3x' as 3).
   first_attempt_ = static_cast<int>(
       text::parse_integer(fmt::format("store key {}", admitted), to_string(client_->get(admitted, timeout_)), 0, INT32_MAX));

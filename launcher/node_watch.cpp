@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -44,19 +45,10 @@ NodeWatch::NodeWatch(const std::string& address, const std::string& token, int n
   beats_.assign(n, -1);
   beat_seen_.assign(n, Clock::now());
   done_.assign(n, false);
-  thread_ = std::thread([this] { run(); });
+  thread_.start(kInterval, [this] { return step(); });
 }
 
-NodeWatch::~NodeWatch() { stop_thread(); }
-
-void NodeWatch::stop_thread() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+NodeWatch::~NodeWatch() { thread_.stop(); }
 
 std::optional<NodeFailure> NodeWatch::remote() const {
   std::lock_guard lock(mutex_);
@@ -71,17 +63,6 @@ void NodeWatch::raise(NodeFailure f) {
   }
   const std::uint64_t one = 1;
   (void)::write(event_.get(), &one, sizeof one);
-}
-
-void NodeWatch::run() {
-  std::unique_lock lock(mutex_);
-  while (!stop_) {
-    lock.unlock();
-    const bool more = step();
-    lock.lock();
-    if (!more) return;
-    wake_.wait_for(lock, kInterval, [this] { return stop_; });
-  }
 }
 
 bool NodeWatch::step() {
@@ -166,7 +147,7 @@ std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& 
 
 std::optional<NodeFailure> NodeWatch::finish_success() {
   if (me_ != 0) {
-    stop_thread();  // no more heartbeats: node 0 reads done/<k> first
+    thread_.stop();  // no more heartbeats: node 0 reads done/<k> first
     try {
       main_client_->set(launcher_keys::done(me_), to_bytes("1"));
     } catch (const std::exception& e) {
@@ -194,7 +175,7 @@ std::optional<NodeFailure> NodeWatch::finish_success() {
 
 void NodeWatch::finish_failure() noexcept {
   if (me_ != 0) return;
-  stop_thread();
+  thread_.stop();
   const auto deadline = Clock::now() + std::chrono::seconds(2);
   constexpr os::Backoff kEvery20ms{std::chrono::milliseconds(20), std::chrono::milliseconds(20)};
   try {

@@ -11,16 +11,15 @@
 // means node 0's launcher is gone. Either way fd() becomes readable and remote() says why.
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "fastrun/launcher/node_records.h"
+#include "fastrun/runtime/os/periodic_thread.h"
 #include "fastrun/runtime/os/unique_fd.h"
 #include "fastrun/runtime/store/store.h"
 
@@ -65,10 +64,8 @@ class NodeWatch {
   void finish_failure() noexcept;
 
  private:
-  void run();
   bool step();  // one round; false when the thread is done
   void raise(NodeFailure f);
-  void stop_thread();
 
   int me_;
   std::vector<std::string> hosts_;
@@ -76,16 +73,14 @@ class NodeWatch {
   std::unique_ptr<Store> watch_client_;  // the thread's
   std::unique_ptr<Store> main_client_;   // publish/finish (the supervisor's thread)
   os::UniqueFd event_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
+  mutable std::mutex mutex_;  // remote_
   std::optional<NodeFailure> remote_;
   std::vector<std::int64_t> beats_;
   std::vector<std::chrono::steady_clock::time_point> beat_seen_;
   std::vector<bool> done_;
   Arrivals arrivals_;
   std::atomic<bool> finishing_{false};  // node 0's ranks are done: an arrival waits for the next job
-  std::thread thread_;
+  os::PeriodicThread thread_;  // last: stopped (joined) before the members it reads go
 };
 
 }  // namespace fastrun::launcher

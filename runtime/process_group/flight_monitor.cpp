@@ -27,16 +27,12 @@ std::shared_ptr<FlightMonitor> FlightMonitor::acquire(const std::shared_ptr<Stor
 }
 
 FlightMonitor::FlightMonitor(std::unique_ptr<Store> store, int global_rank)
-    : store_(std::move(store)), global_rank_(global_rank), thread_([this] { run(); }) {}
-
-FlightMonitor::~FlightMonitor() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+    : store_(std::move(store)), global_rank_(global_rank) {
+  // A request follows an op timeout, far later than one interval: the first look is one interval in.
+  thread_.start(kInterval, [this] { return answer_requests(); }, os::PeriodicThread::First::after_interval);
 }
+
+FlightMonitor::~FlightMonitor() { thread_.stop(); }
 
 void FlightMonitor::add(const FlightRecorder* recorder) {
   std::lock_guard lock(mutex_);
@@ -57,33 +53,26 @@ std::string FlightMonitor::dump() const {
   return out;
 }
 
-void FlightMonitor::run() {
-  bool logged = false;
-  std::unique_lock lock(mutex_);
-  while (!stop_) {
-    cv_.wait_for(lock, kInterval, [&] { return stop_; });
-    if (stop_) break;
-    lock.unlock();
-    try {
-      // Non-blocking calls only, so that stopping never waits on a store timeout.
-      if (store_->check({kFlightRequestKey})) {
-        const std::int64_t n = store_->add(kFlightRequestKey, 0);
-        if (n > answered_) {
-          // Every request since the last answer: ranks that time out together ask together.
-          // (At most kMaxBacklog: older askers have given up already.)
-          const Bytes answer = to_bytes(dump());
-          for (std::int64_t k = std::max(answered_ + 1, n - kMaxBacklog + 1); k <= n; ++k)
-            store_->set(flight_answer_key(k, global_rank_), answer);
-          answered_ = n;
-        }
+bool FlightMonitor::answer_requests() {
+  try {
+    // Non-blocking calls only, so that stopping never waits on a store timeout.
+    if (store_->check({kFlightRequestKey})) {
+      const std::int64_t n = store_->add(kFlightRequestKey, 0);
+      if (n > answered_) {
+        // Every request since the last answer: ranks that time out together ask together.
+        // (At most kMaxBacklog: older askers have given up already.)
+        const Bytes answer = to_bytes(dump());
+        for (std::int64_t k = std::max(answered_ + 1, n - kMaxBacklog + 1); k <= n; ++k)
+          store_->set(flight_answer_key(k, global_rank_), answer);
+        answered_ = n;
       }
-    } catch (const std::exception& e) {
-      // The store may be gone at the very end of a job; the monitor has nothing to add then.
-      if (!logged) log::debug("flight monitor: cannot read '{}': {}", kFlightRequestKey, e.what());
-      logged = true;
     }
-    lock.lock();
+  } catch (const std::exception& e) {
+    // The store may be gone at the very end of a job; the monitor has nothing to add then.
+    if (!logged_) log::debug("flight monitor: cannot read '{}': {}", kFlightRequestKey, e.what());
+    logged_ = true;
   }
+  return true;
 }
 
 }  // namespace fastrun

@@ -4,14 +4,13 @@
 // made by the first group with a job store and stopped (joined) when the last one lets go. It never blocks on the store for long: it polls
 // one key every kInterval with non-blocking calls, so stopping it takes at most one interval
 // plus one store round trip.
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "fastrun/runtime/os/periodic_thread.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun {
@@ -40,15 +39,14 @@ class FlightMonitor {
   std::string dump() const;
 
  private:
-  void run();
+  bool answer_requests();  // one round of the thread
   std::unique_ptr<Store> store_;  // used only by the thread
   const int global_rank_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  mutable std::mutex mutex_;  // recorders_
   std::vector<const FlightRecorder*> recorders_;
-  std::int64_t answered_ = 0;
-  std::thread thread_;  // last: started when everything above is ready
+  std::int64_t answered_ = 0;     // the thread's
+  bool logged_ = false;           // the thread's: a store error is logged once
+  os::PeriodicThread thread_;  // last: started when everything above is ready, stopped first
 };
 
 }  // namespace fastrun

@@ -21,34 +21,27 @@ StallScanner::StallScanner(const std::byte* board, std::size_t bytes, int thresh
       bytes_(bytes),
       threshold_s_(threshold_s),
       fd_(fd),
-      node_(node_rank ? fmt::format(" on node {}", *node_rank) : std::string()) {
-  thread_ = std::thread([this] { run(); });
+      log_(node_rank ? fmt::format(" on node {}", *node_rank) : std::string()) {
+  // The first read one interval in: nothing can have waited the threshold (>= 2 intervals) sooner.
+  thread_.start(poll_interval(threshold_s_), [this] {
+    scan(threshold_s_);
+    return true;
+  }, os::PeriodicThread::First::after_interval);
 }
 
 StallScanner::~StallScanner() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-void StallScanner::run() {
-  StallLog log(node_);
-  const auto interval = poll_interval(threshold_s_);
-  const auto scan = [&](double threshold_s) {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch();
-    const std::string text = log.update(read_board(board_, bytes_),
-                                        std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), threshold_s);
-    // One write per scan: whole lines, never spliced with others' (which write whole lines too).
-    if (!text.empty()) os::write_all(fd_, text.data(), text.size());
-  };
-  std::unique_lock lock(mutex_);
-  while (!cv_.wait_for(lock, interval, [&] { return stop_; })) scan(threshold_s_);
+  thread_.stop();
   // The ranks are gone or done: a stall whose late ranks arrived and whose groups were left since
   // the last poll (a job that ends right after it) is over; no new stall is reported now.
   scan(std::numeric_limits<double>::infinity());
+}
+
+void StallScanner::scan(double threshold_s) {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  const std::string text = log_.update(read_board(board_, bytes_),
+                                       std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), threshold_s);
+  // One write per scan: whole lines, never spliced with others' (which write whole lines too).
+  if (!text.empty()) os::write_all(fd_, text.data(), text.size());
 }
 
 }  // namespace fastrun::stall

@@ -6,12 +6,12 @@
 // fails a job. Run by the fastrun launcher of each node (launcher/stall_watch.h) or, without one,
 // by local rank 0 of each node (runtime/join/stall_host.h).
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
+
+#include "fastrun/runtime/os/periodic_thread.h"
+#include "fastrun/runtime/process_group/stall_scan.h"
 
 namespace fastrun::stall {
 
@@ -32,16 +32,13 @@ class StallScanner {
   static std::chrono::milliseconds poll_interval(int threshold_s);
 
  private:
-  void run();
+  void scan(double threshold_s);
   const std::byte* const board_;
   const std::size_t bytes_;
   const int threshold_s_;
   const int fd_;
-  const std::string node_;  // " on node K" or ""
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;  // last: started when everything above is ready
+  StallLog log_;  // the thread's, then the destructor's once the thread is joined
+  os::PeriodicThread thread_;  // last: started when everything above is ready, stopped first
 };
 
 }  // namespace fastrun::stall

@@ -99,6 +99,9 @@ Watchdog::~Watchdog() {
   }
 }
 
+// Not an os::PeriodicThread: its wait is on the group's own mutex and condition variable
+// (GroupState::wake), which fail() signals to end the round early; after a failure it waits out
+// the exit grace instead of ticking; and the destructor may detach it rather than join.
 void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
   try {
     // Event queries need no current device, but NCCL and CUDA calls made from this thread
