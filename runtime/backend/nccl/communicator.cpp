@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -11,6 +10,7 @@
 
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
@@ -100,7 +100,8 @@ Communicator Communicator::create(const GroupSpec& spec, const std::string& labe
   Communicator comm(raw);  // owns it from here: any throw below aborts it
   check(started, raw, "ncclCommInitRankConfig", label);
 
-  // 3. poll under the join deadline
+  // 3. poll under the join deadline (a sleep never runs past it)
+  os::BackoffSleeper sleeper({kPollInterval, kPollInterval});
   for (;;) {
     const ncclResult_t state = comm.async_error();
     if (state == ncclSuccess) break;
@@ -115,7 +116,7 @@ Communicator Communicator::create(const GroupSpec& spec, const std::string& labe
                                      "FASTRUN_TIMEOUT); the communicator was aborted{}",
                                      label, seconds_between(start, deadline), missing_ranks(spec)));
     }
-    std::this_thread::sleep_for(kPollInterval);
+    sleeper.sleep(deadline);
   }
   log::info("{}: NCCL init COMPLETE in {:.3f} s", label, seconds_between(start, Clock::now()));
   return comm;
@@ -155,10 +156,11 @@ bool Communicator::close(Clock::time_point deadline) noexcept {
   if (!comm_) return true;
   ncclResult_t r = ncclCommFinalize(comm_);
   if (r == ncclSuccess || r == ncclInProgress) {
+    os::BackoffSleeper sleeper({kPollInterval, kPollInterval});
     for (;;) {
       r = async_error();
       if (r != ncclInProgress || Clock::now() >= deadline) break;
-      std::this_thread::sleep_for(kPollInterval);
+      sleeper.sleep(deadline);
     }
   }
   if (r != ncclSuccess) {

@@ -2,7 +2,6 @@
 #include "fastrun/runtime/process_group/shape_check.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -13,6 +12,7 @@
 #include "fastrun/runtime/cuda/cuda_check.h"
 #include "fastrun/runtime/cuda/device_identity.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
@@ -109,6 +109,7 @@ NcclProcessGroup::~NcclProcessGroup() {
   try {
     // Let operations in flight end while the watchdog still enforces their deadlines and
     // watches the failure key, so this wait is bounded by the op timeout.
+    os::BackoffSleeper sleeper({std::chrono::milliseconds(1), std::chrono::milliseconds(1)});
     for (;;) {
       std::vector<std::shared_ptr<WorkRecord>> works;
       {
@@ -118,7 +119,7 @@ NcclProcessGroup::~NcclProcessGroup() {
       const bool pending = std::any_of(works.begin(), works.end(),
                                        [&](const auto& w) { return state_->poll(*w) == WorkRecord::pending; });
       if (!pending || state_->failed()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      sleeper.sleep(Clock::time_point::max());  // bounded by the watchdog's op deadlines (above)
     }
     watchdog_.reset();
     if (!state_->failed()) {
@@ -171,9 +172,10 @@ WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
   // Non-blocking communicator: a call may return ncclInProgress (lazy connection set-up);
   // nothing may be put on the stream until its state leaves that. Poll without holding the
   // comm mutex for long, so the watchdog keeps watching.
+  os::BackoffSleeper sleeper({std::chrono::microseconds(50), std::chrono::microseconds(50)});
   while (r == ncclInProgress) {
     lock.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    sleeper.sleep(record->deadline);
     lock.lock();
     state_->throw_if_failed();
     r = state_->comm.async_error();

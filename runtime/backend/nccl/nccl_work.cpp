@@ -1,11 +1,9 @@
 #include "fastrun/runtime/backend/nccl/nccl_work.h"
 
-#include <algorithm>
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 
 namespace fastrun::nccl {
@@ -15,7 +13,7 @@ bool NcclWork::completed() { return state_->poll(*record_) != WorkRecord::pendin
 void NcclWork::wait(Duration timeout) {
   const Duration limit = timeout == Duration::zero() ? state_->op_timeout : timeout;
   const auto deadline = Clock::now() + limit;
-  auto backoff = std::chrono::microseconds(20);
+  os::BackoffSleeper sleeper({std::chrono::microseconds(20), std::chrono::microseconds(1000)});
   for (;;) {
     const int status = state_->poll(*record_);
     if (status == WorkRecord::done) return;
@@ -29,8 +27,7 @@ void NcclWork::wait(Duration timeout) {
       record_->finish(WorkRecord::failed, error);
       continue;  // re-read: done (it finished just now) or failed
     }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::microseconds(1000));
+    sleeper.sleep(deadline);
   }
 }
 
