@@ -83,7 +83,13 @@ int GroupState::poll(WorkRecord& record) {
   const int status = record.status.load();
   if (status != WorkRecord::pending) return status == -1 ? WorkRecord::pending : status;
   const cudaError_t q = cudaEventQuery(record.event);
-  if (q == cudaSuccess) {
+  if (q == cudaSuccess && failed()) {
+    // fail() records the failure before it aborts the communicator, and an abort lets the
+    // stream move on past an operation it cut short: an end seen after the failure may be
+    // that, so the operation fails with the group's first error rather than read as done.
+    auto error = health->first_error();
+    record.finish(WorkRecord::failed, error ? error : std::make_exception_ptr(health->unusable(record.op)));
+  } else if (q == cudaSuccess) {
     record.finish(WorkRecord::done);
   } else if (q == cudaErrorCudartUnloading) {
     // The process is exiting (a group destroyed by a static destructor): not a job failure,
