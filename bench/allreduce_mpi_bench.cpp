@@ -126,7 +126,7 @@ double add_rate_at(int threads, std::size_t bytes) {
 }
 
 // Back to back: the slowest rank's mean per call.
-double back_to_back(ProcessGroup& g, const BufferView& v) {
+double back_to_back(Backend& g, const BufferView& v) {
   const int iters = iterations_for(v.bytes());
   g.barrier()->wait();
   const auto t0 = Clock::now();
@@ -137,7 +137,7 @@ double back_to_back(ProcessGroup& g, const BufferView& v) {
 }
 
 // The OSU pattern: barrier, one timed call; the median over calls of the slowest rank's time.
-double single(ProcessGroup& g, const BufferView& v) {
+double single(Backend& g, const BufferView& v) {
   std::vector<double> t(static_cast<std::size_t>(single_calls_for(v.bytes())));
   for (double& ti : t) {
     g.barrier()->wait();

@@ -38,7 +38,7 @@ inline void pin_to_cpu(int rank) {
   ::sched_setaffinity(0, sizeof(one), &one);
 }
 
-inline std::unique_ptr<ProcessGroup> forked_group(const std::string& backend, int rank, int size,
+inline std::unique_ptr<Backend> forked_group(const std::string& backend, int rank, int size,
                                                   const std::string& address, const std::string& run_id) {
   GroupSpec spec;
   std::shared_ptr<Store> store(connect_store(address));

@@ -85,7 +85,7 @@ Figures mpi_figures(const Args& a, const std::string& op) {
   return f;
 }
 
-double time_op(ProcessGroup& g, std::size_t iters, const std::function<void()>& op) {
+double time_op(Backend& g, std::size_t iters, const std::function<void()>& op) {
   for (int w = 0; w < 3; ++w) op();
   double best = 1e30;
   for (int rep = 0; rep < 3; ++rep) {

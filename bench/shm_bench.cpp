@@ -78,7 +78,7 @@ double memcpy_gbps() {
   return static_cast<double>(bytes) / best / 1e9;
 }
 
-double time_op(ProcessGroup& g, std::size_t iters, const std::function<void()>& op) {
+double time_op(Backend& g, std::size_t iters, const std::function<void()>& op) {
   for (int w = 0; w < 3; ++w) op();
   double best = 1e30;
   for (int rep = 0; rep < 3; ++rep) {

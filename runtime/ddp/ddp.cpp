@@ -76,7 +76,7 @@ void* contiguous_start(const ddp::BucketPlan& plan, const std::vector<DdpParamet
 
 }  // namespace
 
-DistributedDataParallel::DistributedDataParallel(ProcessGroup& group, std::vector<DdpParameter> params,
+DistributedDataParallel::DistributedDataParallel(Backend& group, std::vector<DdpParameter> params,
                                                  DdpOptions options)
     : group_(group), params_(std::move(params)), options_(options) {
   setup();

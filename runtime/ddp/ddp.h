@@ -40,7 +40,7 @@
 #include "fastrun/runtime/ddp/bucket_plan.h"
 #include "fastrun/runtime/ddp/no_sync_guard.h"
 #include "fastrun/runtime/process_group/group.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun {
 
@@ -79,10 +79,10 @@ struct DdpBucketStats {
 
 class DistributedDataParallel {
  public:
-  // On any ProcessGroup: a fastrun::Group (what join() gives, itself a ProcessGroup whose
-  // collectives go through the FASTRUN_NO_SYNC levels and the flight record) or a bare backend
-  // group. The group must outlive this object.
-  DistributedDataParallel(ProcessGroup& group, std::vector<DdpParameter> params, DdpOptions options = {});
+  // On any Backend: a fastrun::Group (what join() gives, itself a Backend whose
+  // collectives go through the FASTRUN_NO_SYNC levels and the flight record) or a backend used
+  // directly. The group must outlive this object.
+  DistributedDataParallel(Backend& group, std::vector<DdpParameter> params, DdpOptions options = {});
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -117,7 +117,7 @@ class DistributedDataParallel {
   Duration timeout() const { return options_.timeout; }
   double since_start() const;
 
-  ProcessGroup& group_;
+  Backend& group_;
   std::vector<DdpParameter> params_;
   DdpOptions options_;
   std::vector<ddp::BucketPlan> plan_;

@@ -29,7 +29,7 @@ std::int64_t layout_hash(const std::vector<ParamLayout>& params) {
 
 // All-gathers `local` on `device`: in host memory, or staged through CUDA device memory (as
 // PyTorch's DDP checks shapes with device tensors on an NCCL group).
-std::vector<std::int64_t> all_gather_i64(ProcessGroup& group, std::vector<std::int64_t> local, Duration timeout,
+std::vector<std::int64_t> all_gather_i64(Backend& group, std::vector<std::int64_t> local, Duration timeout,
                                          DeviceKind device) {
   std::vector<std::int64_t> out(local.size() * static_cast<std::size_t>(group.size()));
   if (device == DeviceKind::cpu) {
@@ -59,7 +59,7 @@ std::string describe_layout(const ParamLayout& p) {
   return fmt::format("{} x {} on {}", p.count, dtype_name(p.dtype), p.device == DeviceKind::cpu ? "cpu" : "cuda");
 }
 
-void verify_same_layout(ProcessGroup& group, const std::vector<ParamLayout>& params,
+void verify_same_layout(Backend& group, const std::vector<ParamLayout>& params,
                         const std::vector<std::string>& names, Duration timeout) {
   const int size = group.size();
   if (size == 1) return;

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "fastrun/runtime/ddp/bucket_plan.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::ddp {
 
-void verify_same_layout(ProcessGroup& group, const std::vector<ParamLayout>& params,
+void verify_same_layout(Backend& group, const std::vector<ParamLayout>& params,
                         const std::vector<std::string>& names, Duration timeout);
 
 // "1024 x float32 on cpu"

@@ -58,7 +58,7 @@ std::shared_ptr<Group> Context::make_group(const std::vector<int>& ranks, const 
   spec.peers = peers_;
   spec.store = std::make_shared<PrefixStore>(fmt::format("fastrun/pg/{}/{}/{}", generation_, name, backend_name),
                                              store_->clone());
-  std::shared_ptr<ProcessGroup> pg = backend::find(backend_name)(spec);
+  std::shared_ptr<Backend> backend = backend::find(backend_name)(spec);
   // Object collectives need host memory: a gloo group over the same ranks, made on first use.
   std::weak_ptr<Context> self = weak_from_this();
   Group::CpuFactory cpu_factory = [self, ranks, name]() -> std::shared_ptr<Group> {
@@ -66,7 +66,7 @@ std::shared_ptr<Group> Context::make_group(const std::vector<int>& ranks, const 
     if (!ctx) throw ConfigError(fmt::format("group '{}': its context is gone; object collectives need it", name));
     return ctx->make_group(ranks, "gloo", name + "-cpu");
   };
-  return std::make_shared<Group>(std::move(pg), ranks, std::move(cpu_factory), GroupPolicy{name, store_});
+  return std::make_shared<Group>(std::move(backend), ranks, std::move(cpu_factory), GroupPolicy{name, store_});
 }
 
 std::shared_ptr<Group> Context::new_group(const std::vector<int>& ranks, const std::string& backend) {

@@ -3,7 +3,7 @@
 //   auto ctx = fastrun::join();          // join/join.h (included here); reads the environment
 //   ctx->world().all_reduce(view_of(grad.data(), grad.size()))->wait();
 // Threading: a Context is used by one thread at a time (its store and groups follow the
-// ProcessGroup rule: one issuing thread per group).
+// Backend rule: one issuing thread per group).
 #include <memory>
 #include <string>
 #include <vector>

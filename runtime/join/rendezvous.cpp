@@ -10,7 +10,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/store/gather.h"
 #include "fastrun/runtime/store/job_keys.h"
 

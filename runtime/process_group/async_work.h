@@ -21,7 +21,7 @@
 #include <string>
 
 #include "fastrun/runtime/process_group/failure_watch.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun {
 

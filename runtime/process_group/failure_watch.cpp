@@ -1,7 +1,7 @@
 #include "fastrun/runtime/process_group/failure_watch.h"
 
 #include "fastrun/runtime/log/log.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun {

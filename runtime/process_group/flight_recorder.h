@@ -24,7 +24,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/op_record.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun {
 

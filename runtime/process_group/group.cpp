@@ -50,19 +50,19 @@ class TracedWork final : public Work {
 
 }  // namespace
 
-Group::Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, CpuFactory make_cpu_group,
+Group::Group(std::shared_ptr<Backend> backend, std::vector<int> global_ranks, CpuFactory make_cpu_group,
              GroupPolicy policy)
-    : pg_(std::move(pg)), global_ranks_(std::move(global_ranks)), make_cpu_group_(std::move(make_cpu_group)),
+    : backend_(std::move(backend)), global_ranks_(std::move(global_ranks)), make_cpu_group_(std::move(make_cpu_group)),
       name_(std::move(policy.name)) {
-  if (!pg_) throw ConfigError("Group: null process group");
+  if (!backend_) throw ConfigError("Group: null process group");
   if (global_ranks_.empty())
-    for (int r = 0; r < pg_->size(); ++r) global_ranks_.push_back(r);
-  if (static_cast<int>(global_ranks_.size()) != pg_->size())
-    throw ConfigError(fmt::format("Group: {} global ranks given for a group of {}", global_ranks_.size(), pg_->size()));
+    for (int r = 0; r < backend_->size(); ++r) global_ranks_.push_back(r);
+  if (static_cast<int>(global_ranks_.size()) != backend_->size())
+    throw ConfigError(fmt::format("Group: {} global ranks given for a group of {}", global_ranks_.size(), backend_->size()));
   // Read once per group, here, not per op: a malformed value fails the join, before any op.
   (void)no_sync_level();
-  check_sequence_ = env::get_string(env::kDebug) == "sequence" && pg_->size() > 1;
-  flight_ = std::make_shared<FlightRecorder>(name_, global_ranks_, pg_->rank(), std::move(policy.job_store));
+  check_sequence_ = env::get_string(env::kDebug) == "sequence" && backend_->size() > 1;
+  flight_ = std::make_shared<FlightRecorder>(name_, global_ranks_, backend_->rank(), std::move(policy.job_store));
 }
 
 Group::~Group() = default;
@@ -75,7 +75,7 @@ WorkHandle Group::forward(OpDesc op, Issue issue) {
     // The value handed down: the backend runs op #seq under this label (op.h).
     const Op call = Op::numbered_as(op.op, static_cast<std::uint64_t>(op.seq), op.point_to_point);
     if (check_sequence_ && !op.point_to_point) check_same_op(sequence_group(), op, name_, global_ranks_);
-    work = issue(*pg_, call);
+    work = issue(*backend_, call);
   } catch (const TimeoutError& e) {
     TimeoutError explained = flight_->explained(e, op);
     flight_->end(slot, false);
@@ -104,7 +104,7 @@ WorkHandle Group::forward(OpDesc op, Issue issue) {
   return work;
 }
 
-ProcessGroup& Group::sequence_group() { return works_on_host_memory() ? *pg_ : cpu_group().process_group(); }
+Backend& Group::sequence_group() { return works_on_host_memory() ? *backend_ : cpu_group().backend(); }
 
 WorkHandle Group::all_reduce(BufferView buffer, const AllReduceOptions& options) {
   if (no_sync_level() >= 2) {  // local: the buffer keeps this rank's values (prescaled: DDP's pre-division)
@@ -112,13 +112,13 @@ WorkHandle Group::all_reduce(BufferView buffer, const AllReduceOptions& options)
     return completed_work();
   }
   return forward(op_desc("all_reduce", buffer).with_reduce(options.op),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.all_reduce(call, buffer, options); });
+                 [&](Backend& b, const Op& call) { return b.all_reduce(call, buffer, options); });
 }
 
 WorkHandle Group::broadcast(BufferView buffer, const BroadcastOptions& options) {
   if (no_sync_level() >= 2) return completed_work();  // local: every rank keeps its own buffer
   return forward(op_desc("broadcast", buffer).with_root(options.root),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.broadcast(call, buffer, options); });
+                 [&](Backend& b, const Op& call) { return b.broadcast(call, buffer, options); });
 }
 
 WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGatherOptions& options) {
@@ -132,7 +132,7 @@ WorkHandle Group::all_gather(BufferView input, BufferView output, const AllGathe
     // Device memory cannot be copied from here: let the backend run it (documented).
   }
   return forward(op_desc("all_gather", input),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.all_gather(call, input, output, options); });
+                 [&](Backend& b, const Op& call) { return b.all_gather(call, input, output, options); });
 }
 
 WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -143,13 +143,13 @@ WorkHandle Group::reduce_scatter(BufferView input, BufferView output, const Redu
     return completed_work();
   }
   return forward(op_desc("reduce_scatter", input).with_reduce(options.op),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.reduce_scatter(call, input, output, options); });
+                 [&](Backend& b, const Op& call) { return b.reduce_scatter(call, input, output, options); });
 }
 
 WorkHandle Group::barrier(const BarrierOptions& options) {
   if (no_sync_level() >= 1) return completed_work();
   return forward(op_desc("barrier"),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.barrier(call, options); });
+                 [&](Backend& b, const Op& call) { return b.barrier(call, options); });
 }
 
 // ---------------------------------------------------------------- point-to-point, rooted, all-to-all
@@ -175,7 +175,7 @@ WorkHandle Group::send(BufferView buffer, int peer, const SendOptions& options) 
     return completed_work();
   }
   return forward(op_desc("send", buffer).with_peer(peer),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.send(call, buffer, peer, options); });
+                 [&](Backend& b, const Op& call) { return b.send(call, buffer, peer, options); });
 }
 
 WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) {
@@ -184,7 +184,7 @@ WorkHandle Group::recv(BufferView buffer, int peer, const RecvOptions& options) 
     return completed_work();
   }
   return forward(op_desc("recv", buffer).with_peer(peer),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.recv(call, buffer, peer, options); });
+                 [&](Backend& b, const Op& call) { return b.recv(call, buffer, peer, options); });
 }
 
 WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {
@@ -194,7 +194,7 @@ WorkHandle Group::batch_send_recv(const std::vector<P2POp>& ops) {
   }
   OpDesc d = op_desc("batch_send_recv");
   d.point_to_point = true;
-  return forward(std::move(d), [&](ProcessGroup& pg, const Op& call) { return pg.batch_send_recv(call, ops); });
+  return forward(std::move(d), [&](Backend& b, const Op& call) { return b.batch_send_recv(call, ops); });
 }
 
 WorkHandle Group::reduce(BufferView buffer, const ReduceOptions& options) {
@@ -203,7 +203,7 @@ WorkHandle Group::reduce(BufferView buffer, const ReduceOptions& options) {
     return completed_work();  // the root's buffer is its own contribution
   }
   return forward(op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.reduce(call, buffer, options); });
+                 [&](Backend& b, const Op& call) { return b.reduce(call, buffer, options); });
 }
 
 WorkHandle Group::gather(BufferView input, BufferView output, const GatherOptions& options) {
@@ -215,7 +215,7 @@ WorkHandle Group::gather(BufferView input, BufferView output, const GatherOption
     return completed_work();
   }
   return forward(op_desc("gather", input).with_root(options.root),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.gather(call, input, output, options); });
+                 [&](Backend& b, const Op& call) { return b.gather(call, input, output, options); });
 }
 
 WorkHandle Group::scatter(BufferView input, BufferView output, const ScatterOptions& options) {
@@ -227,7 +227,7 @@ WorkHandle Group::scatter(BufferView input, BufferView output, const ScatterOpti
     return completed_work();
   }
   return forward(op_desc("scatter", output).with_root(options.root),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.scatter(call, input, output, options); });
+                 [&](Backend& b, const Op& call) { return b.scatter(call, input, output, options); });
 }
 
 WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAllOptions& options) {
@@ -239,7 +239,7 @@ WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAll
     return completed_work();
   }
   return forward(op_desc("all_to_all", input),
-                 [&](ProcessGroup& pg, const Op& call) { return pg.all_to_all(call, input, output, options); });
+                 [&](Backend& b, const Op& call) { return b.all_to_all(call, input, output, options); });
 }
 
 WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
@@ -257,7 +257,7 @@ WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& 
                send_counts[me] * esize);
     return completed_work();
   }
-  return forward(op_desc("all_to_allv", input), [&](ProcessGroup& pg, const Op& call) {
+  return forward(op_desc("all_to_allv", input), [&](Backend& pg, const Op& call) {
     return pg.all_to_allv(call, input, send_counts, output, recv_counts, options);
   });
 }

@@ -1,7 +1,7 @@
 #pragma once
-// fastrun::Group: what user code holds. A ProcessGroup decorator around a backend's group that
-// adds the job-level policies, so anything written against ProcessGroup (DDP, the torch layer,
-// a user's own code) takes a Group as it is:
+// fastrun::Group: what user code holds (c10d's ProcessGroup). It decorates a Backend (the
+// backend's group: shm, gloo, nccl) with the job-level policies, and is a Backend itself, so
+// anything written against Backend (DDP, the torch layer, a user's own code) takes a Group as it is:
 //   - the FASTRUN_NO_SYNC levels (no_sync.h) in front of every collective;
 //   - the global ranks of its members (for messages and the driver surface);
 //   - a CPU companion group for object collectives: the group itself when its backend works on
@@ -15,7 +15,7 @@
 //   - FASTRUN_DEBUG=sequence (read when the group is made): the members compare each op before
 //     issuing it, and a mismatch fails on every rank with a ConfigError (sequence_check.h).
 // Every forwarded op goes through one private helper (forward()), so adding an op is one line.
-// Collectives have the ProcessGroup contracts (process_group.h): the same order on every rank,
+// Collectives have the Backend contracts (backend.h): the same order on every rank,
 // handles waited with wait(timeout) that rethrow the operation's error.
 #include <atomic>
 #include <functional>
@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun {
 
@@ -39,28 +39,28 @@ struct GroupPolicy {
   std::shared_ptr<Store> job_store;   // unprefixed job store: failure record, flight-record dumps
 };
 
-class Group : public ProcessGroup {
+class Group : public Backend {
  public:
   using CpuFactory = std::function<std::shared_ptr<Group>()>;
 
   // `global_ranks[i]` is the global rank of group rank i. `make_cpu_group` is called at most
   // once, when cpu_group() is first needed and the backend is not a host-memory one.
-  Group(std::shared_ptr<ProcessGroup> pg, std::vector<int> global_ranks, CpuFactory make_cpu_group = {},
+  Group(std::shared_ptr<Backend> backend, std::vector<int> global_ranks, CpuFactory make_cpu_group = {},
         GroupPolicy policy = {});
   ~Group() override;
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
-  int rank() const override { return pg_->rank(); }
-  int size() const override { return pg_->size(); }
-  std::string backend_name() const override { return pg_->backend_name(); }
+  int rank() const override { return backend_->rank(); }
+  int size() const override { return backend_->size(); }
+  std::string backend_name() const override { return backend_->backend_name(); }
   const std::string& name() const { return name_; }
   const std::vector<int>& global_ranks() const { return global_ranks_; }
   int global_rank(int group_rank) const { return global_ranks_.at(static_cast<std::size_t>(group_rank)); }
 
   // The backend's group under this one (no policies: no NO_SYNC, no numbering, no checks).
-  ProcessGroup& process_group() { return *pg_; }
-  const std::shared_ptr<ProcessGroup>& process_group_ptr() const { return pg_; }
+  Backend& backend() { return *backend_; }
+  const std::shared_ptr<Backend>& backend_ptr() const { return backend_; }
 
   WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {});
   WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {});
@@ -68,7 +68,7 @@ class Group : public ProcessGroup {
   WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {});
   WorkHandle barrier(const BarrierOptions& options = {});
 
-  // The ProcessGroup ops (process_group.h). Under FASTRUN_NO_SYNC=2 they are local and complete
+  // The Backend ops (backend.h). Under FASTRUN_NO_SYNC=2 they are local and complete
   // at once: send/recv/batch_send_recv move nothing (a recv buffer keeps its contents); reduce
   // leaves the buffer as it is (this rank's own contribution); gather (at the root), scatter (at
   // the root), all_to_all and all_to_allv copy only this rank's own block; elsewhere the output
@@ -83,8 +83,8 @@ class Group : public ProcessGroup {
   WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                          const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {});
 
-  // A Group is where ops are born: an op handed to it as a ProcessGroup (DDP's calls, a
-  // user's code written against ProcessGroup) is numbered here like one called above.
+  // A Group is where ops are born: an op handed to it as a Backend (DDP's calls, a
+  // user's code written against Backend) is numbered here like one called above.
   WorkHandle all_reduce(const Op&, BufferView buffer, const AllReduceOptions& options) override {
     return all_reduce(buffer, options);
   }
@@ -142,24 +142,24 @@ class Group : public ProcessGroup {
     template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Issue>>>
     Issue(F&& f)  // NOLINT: implicit, so that ops pass their lambda directly
         : fn_(static_cast<const void*>(&f)),
-          call_([](const void* fn, ProcessGroup& pg, const Op& op) {
+          call_([](const void* fn, Backend& pg, const Op& op) {
             return (*static_cast<const std::decay_t<F>*>(fn))(pg, op);
           }) {}
-    WorkHandle operator()(ProcessGroup& pg, const Op& op) const { return call_(fn_, pg, op); }
+    WorkHandle operator()(Backend& pg, const Op& op) const { return call_(fn_, pg, op); }
 
    private:
     const void* fn_;
-    WorkHandle (*call_)(const void*, ProcessGroup&, const Op&);
+    WorkHandle (*call_)(const void*, Backend&, const Op&);
   };
   // Numbers `op` and makes it the value handed down (op.h), checks it across ranks in debug
   // mode, records it, issues it on the backend and wraps its handle so that a timeout is
   // explained (flight_recorder.h).
   WorkHandle forward(OpDesc op, Issue issue);
-  ProcessGroup& sequence_group();  // where fingerprints are exchanged: host memory
+  Backend& sequence_group();  // where fingerprints are exchanged: host memory
   // How the local (NO_SYNC=2) checks name an op: "gather (group of global ranks 0,2)".
   std::string where(std::string_view op) const;
 
-  std::shared_ptr<ProcessGroup> pg_;
+  std::shared_ptr<Backend> backend_;
   std::vector<int> global_ranks_;
   CpuFactory make_cpu_group_;
   std::string name_;

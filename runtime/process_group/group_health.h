@@ -23,7 +23,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/failure_watch.h"
 #include "fastrun/runtime/process_group/peer_info.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun {
 

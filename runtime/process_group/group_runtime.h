@@ -1,5 +1,5 @@
 #pragma once
-// The group runtime: the machinery every backend's ProcessGroup shares, so that a backend is only
+// The group runtime: the machinery every Backend shares, so that a backend is only
 // its algorithms (the way Gloo separates transports from algorithms). docs/runtime.md, "Group
 // runtime".
 //
@@ -26,7 +26,7 @@
 // becomes fastrun's (translate), what to do when an op failed (op_failed) or a waiter gave up
 // (cancel).
 //
-// Threading: one thread issues ops (process_group.h); Works may be waited on from any thread.
+// Threading: one thread issues ops (backend.h); Works may be waited on from any thread.
 // Destruction runs the ops still queued (they fail fast after a failure) and joins the thread,
 // or leaves it (config.detach_on_failure) when the group failed and the thread may be blocked on
 // a dead peer: op bodies of such a backend must then hold what they use by value or shared_ptr.

@@ -1,6 +1,6 @@
 #pragma once
 // An op as a value: made once, where the user calls it (Group::forward, group.h), and carried
-// down unchanged, as the first argument of the backend's ProcessGroup method, to the backend's
+// down unchanged, as the first argument of the Backend's method, to the backend's
 // group runtime (group_runtime.h), which runs it. It says which op this is and how it is named
 // everywhere: the flight record, the stall board, FASTRUN_DEBUG=sequence and the backend's own
 // messages ("all_reduce #7", shm's op check, gloo's tags, nccl's records) show its one number.
@@ -8,7 +8,7 @@
 //
 // One numbering authority: the Group numbers its ops (collectives #1, #2, ... equal on every
 // member; point-to-point "p2p op #1", ... apart). An op issued on a backend directly, without a
-// Group (a backend's own tests, the object collectives' calls on Group::process_group()), is
+// Group (a backend's own tests, the object collectives' calls on Group::backend()), is
 // bare (seq 0) and the backend's runtime numbers it, on from the last number it ran.
 #include <cstdint>
 #include <string>

@@ -40,7 +40,7 @@ std::string describe_mismatch(const std::vector<Fingerprint>& all, const std::st
                            "FASTRUN_DEBUG=sequence found the ranks out of step; every rank stops at this op");
 }
 
-void check_same_op(ProcessGroup& pg, const OpDesc& op, const std::string& group_name,
+void check_same_op(Backend& pg, const OpDesc& op, const std::string& group_name,
                    const std::vector<int>& global_ranks) {
   const auto n = static_cast<std::size_t>(pg.size());
   Fingerprint mine = fingerprint(op);

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "fastrun/runtime/process_group/op_record.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun {
 
 // `pg` must work on host memory. `global_ranks` name the members in the message.
-void check_same_op(ProcessGroup& pg, const OpDesc& op, const std::string& group_name,
+void check_same_op(Backend& pg, const OpDesc& op, const std::string& group_name,
                    const std::vector<int>& global_ranks);
 
 // The message for gathered fingerprints, or "" when they all agree (pure; tested on its own).

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/process_group/types.h"
 
 namespace fastrun {
@@ -46,7 +46,7 @@ void check_all_gather_shapes(const Where& where, const BufferView& input, const 
 void check_reduce_scatter_shapes(const Where& where, const BufferView& input, const BufferView& output,
                                  int group_size);
 
-// An all-reduce's prescale (process_group.h): 1, or a floating dtype (ConfigError otherwise).
+// An all-reduce's prescale (backend.h): 1, or a floating dtype (ConfigError otherwise).
 void check_prescale(const Where& where, const BufferView& buffer, double prescale);
 // Applies it in place (nothing for 1).
 void apply_prescale(const BufferView& buffer, double prescale);

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/error.h"
 #include "shm_test_support.h"
 

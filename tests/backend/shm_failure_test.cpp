@@ -29,7 +29,7 @@ namespace {
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Sum all-reduce of `count` floats where rank r contributes r+1 (+i); checks the result.
-void sum_check(ProcessGroup& g, std::size_t count, float salt) {
+void sum_check(Backend& g, std::size_t count, float salt) {
   std::vector<float> v(count);
   for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(g.rank() + 1) + salt + static_cast<float>(i % 7);
   g.all_reduce(view_of(v.data(), count))->wait();

@@ -22,44 +22,44 @@ namespace {
 struct MismatchCase {
   const char* name;
   int ranks;
-  std::function<void(ProcessGroup&, std::vector<float>&, std::vector<double>&)> issue;
+  std::function<void(Backend&, std::vector<float>&, std::vector<double>&)> issue;
   std::vector<std::string> expected;  // in every rank's message
 };
 
 const std::vector<MismatchCase>& mismatch_cases() {
   static const std::vector<MismatchCase> all = {
       {"count", 2,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          g.all_reduce(view_of(f.data(), g.rank() == 0 ? 10 : 20))->wait();
        },
        {"op #1 on group 'world': rank 0 called all_reduce(float32 x 10, sum), rank 1 called all_reduce(float32 x 20, "
         "sum)"}},
       {"dtype", 2,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>& d) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>& d) {
          if (g.rank() == 0) g.all_reduce(view_of(f.data(), 10))->wait();
          else g.all_reduce(view_of(d.data(), 10))->wait();
        },
        {"rank 0 called all_reduce(float32 x 10, sum), rank 1 called all_reduce(float64 x 10, sum)"}},
       {"all_reduce against broadcast", 2,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          if (g.rank() == 0) g.all_reduce(view_of(f.data(), 100))->wait();
          else g.broadcast(view_of(f.data(), 100), {0})->wait();
        },
        {"rank 0 called all_reduce(float32 x 100, sum), rank 1 called broadcast(float32 x 100, root 0)"}},
       // One step against the pipelined path (its first wait is two steps in), on the comm thread.
       {"small all_reduce against a large one", 2,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          g.all_reduce(view_of(f.data(), g.rank() == 0 ? 10 : f.size()))->wait();
        },
        {"rank 0 called all_reduce(float32 x 10, sum), rank 1 called all_reduce(float32 x 1048576, sum)"}},
       {"broadcast roots", 2,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          g.broadcast(view_of(f.data(), 300000), {g.rank()})->wait();
        },
        {"rank 0 called broadcast(float32 x 300000, root 0), rank 1 called broadcast(float32 x 300000, root 1)"}},
       // The ops before agree: the check compares op numbers and runs after any history.
       {"third of three ranks after matching ops", 3,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          for (int i = 0; i < 5; ++i) g.all_reduce(view_of(f.data(), 64))->wait();
          g.barrier()->wait();
          if (g.rank() == 2) g.all_gather(view_of(f.data(), 8), view_of(f.data() + 8, 24))->wait();
@@ -70,7 +70,7 @@ const std::vector<MismatchCase>& mismatch_cases() {
       // Ops made of messages never meet the others on the steps: both ranks wait until their
       // stalled waits compare the last ops through the store (stalled_op_check.h), 1 s in.
       {"gather against all_reduce (messages against steps)", 2,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          if (g.rank() == 0) g.gather(view_of(f.data(), 10), view_of(f.data() + 10, 20), {0})->wait();
          else g.all_reduce(view_of(f.data(), 10))->wait();
        },
@@ -78,7 +78,7 @@ const std::vector<MismatchCase>& mismatch_cases() {
         "sum)",
         "found out of step when the op stalled"}},
       {"gather against scatter (messages against messages)", 2,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          if (g.rank() == 0) g.gather(view_of(f.data(), 10), view_of(f.data() + 10, 20), {0})->wait();
          else g.scatter(view_of(f.data(), 0), view_of(f.data() + 10, 10), {0})->wait();
        },
@@ -87,7 +87,7 @@ const std::vector<MismatchCase>& mismatch_cases() {
       // The first rank to find it leaves; the others, seeing that, compare at once. A message
       // names the ranks whose last ops it read, so which of 0 and 2 it names varies.
       {"all_to_all against all_reduce, 3 ranks", 3,
-       [](ProcessGroup& g, std::vector<float>& f, std::vector<double>&) {
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          if (g.rank() == 1) g.all_to_all(view_of(f.data(), 30), view_of(f.data() + 30, 30))->wait();
          else g.all_reduce(view_of(f.data(), 30))->wait();
        },

@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/backend/registry/registry.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/prefix_store.h"
 #include "test_support/children.h"
@@ -38,7 +38,7 @@ void expect(bool ok, fmt::format_string<Args...> f, Args&&... args) {
   if (!ok) throw CheckFailed(fmt::format(f, std::forward<Args>(args)...));
 }
 
-inline std::unique_ptr<ProcessGroup> make_group(const GroupSpec& spec) { return backend::find("shm")(spec); }
+inline std::unique_ptr<Backend> make_group(const GroupSpec& spec) { return backend::find("shm")(spec); }
 
 struct Rank {
   int rank = 0;
@@ -47,7 +47,7 @@ struct Rank {
   std::shared_ptr<Store> store;  // the job's unprefixed store (also the failure store)
 
   // A group of `members` (global ranks, this rank among them) named `name`.
-  std::unique_ptr<ProcessGroup> group(const std::string& name, std::vector<int> members,
+  std::unique_ptr<Backend> group(const std::string& name, std::vector<int> members,
                                       Duration op_timeout = test::scaled(std::chrono::seconds(30))) const {
     GroupSpec spec;
     spec.store = std::make_shared<PrefixStore>("group/" + name, store->clone());
@@ -63,7 +63,7 @@ struct Rank {
     spec.failure_store = store;
     return make_group(spec);
   }
-  std::unique_ptr<ProcessGroup> world(Duration op_timeout = test::scaled(std::chrono::seconds(30))) const {
+  std::unique_ptr<Backend> world(Duration op_timeout = test::scaled(std::chrono::seconds(30))) const {
     std::vector<int> all;
     for (int i = 0; i < size; ++i) all.push_back(i);
     return group("world", all, op_timeout);

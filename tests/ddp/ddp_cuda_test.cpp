@@ -33,9 +33,9 @@ namespace {
 
 // The nccl group, with every all-reduce done as reduce-scatter + all-gather over poison (see the
 // top of the file) and recorded, so the test can check which buffers DDP reduced with which op.
-class SplitAllReduceGroup final : public ProcessGroup {
+class SplitAllReduceGroup final : public Backend {
  public:
-  explicit SplitAllReduceGroup(ProcessGroup& nccl) : nccl_(nccl) {}
+  explicit SplitAllReduceGroup(Backend& nccl) : nccl_(nccl) {}
   int rank() const override { return nccl_.rank(); }
   int size() const override { return nccl_.size(); }
   std::string backend_name() const override { return nccl_.backend_name(); }
@@ -78,7 +78,7 @@ class SplitAllReduceGroup final : public ProcessGroup {
   std::vector<Call> reduced;
 
  private:
-  ProcessGroup& nccl_;
+  Backend& nccl_;
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 #pragma once
-// A ProcessGroup whose ranks are threads of one process (test level 1: logic with ranks as
+// A Backend whose ranks are threads of one process (test level 1: logic with ranks as
 // threads). Collectives are synchronous rendezvous on a shared hub; each rank also logs what it
 // issued (op and element count), so tests can compare the sequence every rank issued.
 // Every wait has a deadline: a rank that never arrives fails the others with TimeoutError.
@@ -17,7 +17,7 @@
 
 #include "fastrun/runtime/ddp/buffer_ops.h"
 #include "fastrun/runtime/error.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
@@ -97,7 +97,7 @@ inline void store(const BufferView& b, std::size_t i, double v) {
   }
 }
 
-class ThreadGroup : public ProcessGroup {
+class ThreadGroup : public Backend {
  public:
   ThreadGroup(std::shared_ptr<ThreadHub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}
   int rank() const override { return rank_; }

@@ -31,7 +31,7 @@ using namespace fastrun;
 namespace {
 
 // Every collective, then the point-to-point, rooted and all-to-all ops.
-std::vector<nccl_suite::Result> every_op(ProcessGroup& pg) {
+std::vector<nccl_suite::Result> every_op(Backend& pg) {
   auto results = nccl_suite::check_collectives(pg);
   auto more = nccl_suite::check_p2p_and_rooted(pg);
   results.insert(results.end(), more.begin(), more.end());
@@ -63,7 +63,7 @@ int collectives() {
                 ctx->world_size(), ctx->source().c_str(), ctx->device_identity().c_str(),
                 ctx->world().backend_name().c_str());
     std::fflush(stdout);
-    return report(every_op(ctx->world().process_group()));
+    return report(every_op(ctx->world().backend()));
   }
   std::printf("no launcher environment: world of one made directly on the nccl backend, device %s\n",
               cuda_device_identity(0).c_str());

@@ -12,7 +12,7 @@ namespace fastrun::nccl_suite {
 
 inline double p2p_mark(int from, int to, std::size_t i) { return static_cast<double>((from * 7 + to * 3 + static_cast<int>(i % 23)) % 61); }
 
-inline std::vector<Result> check_p2p_and_rooted(ProcessGroup& pg, std::size_t count = 37) {
+inline std::vector<Result> check_p2p_and_rooted(Backend& pg, std::size_t count = 37) {
   std::vector<Result> results;
   const int n = pg.size(), r = pg.rank();
   const auto N = static_cast<std::size_t>(n);

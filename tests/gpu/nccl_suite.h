@@ -24,7 +24,7 @@
 #include "fastrun/runtime/cuda/device_buffer.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/half_float.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/store/memory_store.h"
 
 namespace fastrun::nccl_suite {
@@ -126,7 +126,7 @@ inline Result run_check(const std::string& name, const std::function<std::string
 }
 
 // A world of one on the nccl backend, made directly (no launcher, no environment).
-inline std::unique_ptr<ProcessGroup> make_world_of_one(Duration op_timeout, std::shared_ptr<Store> failure_store,
+inline std::unique_ptr<Backend> make_world_of_one(Duration op_timeout, std::shared_ptr<Store> failure_store,
                                                        const std::string& name) {
   GroupSpec spec;
   spec.store = std::make_shared<MemoryStore>();
@@ -162,7 +162,7 @@ inline void reduce_inputs(ReduceOp op, DType dtype, int n, int r, std::size_t co
 
 // --- collectives (any group size) ---
 
-inline std::vector<Result> check_all_reduce(ProcessGroup& pg, std::size_t count = 1031) {
+inline std::vector<Result> check_all_reduce(Backend& pg, std::size_t count = 1031) {
   std::vector<Result> results;
   const int n = pg.size(), r = pg.rank();
   for (DType dtype : all_dtypes()) {
@@ -181,7 +181,7 @@ inline std::vector<Result> check_all_reduce(ProcessGroup& pg, std::size_t count 
   return results;
 }
 
-inline std::vector<Result> check_broadcast(ProcessGroup& pg, std::size_t count = 517) {
+inline std::vector<Result> check_broadcast(Backend& pg, std::size_t count = 517) {
   std::vector<Result> results;
   const int root = pg.size() - 1;
   for (DType dtype : all_dtypes()) {
@@ -197,7 +197,7 @@ inline std::vector<Result> check_broadcast(ProcessGroup& pg, std::size_t count =
   return results;
 }
 
-inline std::vector<Result> check_all_gather(ProcessGroup& pg, std::size_t count = 257) {
+inline std::vector<Result> check_all_gather(Backend& pg, std::size_t count = 257) {
   std::vector<Result> results;
   const int n = pg.size(), r = pg.rank();
   for (DType dtype : all_dtypes()) {
@@ -215,7 +215,7 @@ inline std::vector<Result> check_all_gather(ProcessGroup& pg, std::size_t count 
   return results;
 }
 
-inline std::vector<Result> check_reduce_scatter(ProcessGroup& pg, std::size_t count = 129) {
+inline std::vector<Result> check_reduce_scatter(Backend& pg, std::size_t count = 129) {
   std::vector<Result> results;
   const int n = pg.size(), r = pg.rank();
   for (DType dtype : all_dtypes()) {
@@ -234,7 +234,7 @@ inline std::vector<Result> check_reduce_scatter(ProcessGroup& pg, std::size_t co
   return results;
 }
 
-inline std::vector<Result> check_barrier_and_errors(ProcessGroup& pg) {
+inline std::vector<Result> check_barrier_and_errors(Backend& pg) {
   std::vector<Result> results;
   results.push_back(run_check("barrier", [&] {
     for (int i = 0; i < 3; ++i) pg.barrier()->wait();
@@ -267,7 +267,7 @@ inline std::vector<Result> check_barrier_and_errors(ProcessGroup& pg) {
   return results;
 }
 
-inline std::vector<Result> check_collectives(ProcessGroup& pg) {
+inline std::vector<Result> check_collectives(Backend& pg) {
   std::vector<Result> all;
   for (auto part : {check_all_reduce(pg), check_broadcast(pg), check_all_gather(pg), check_reduce_scatter(pg),
                     check_barrier_and_errors(pg)}) {

@@ -67,7 +67,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/fastnlp_compat/driver.h"
 #include "fastrun/runtime/join/context.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"
 #include "fastrun/runtime/text/number.h"

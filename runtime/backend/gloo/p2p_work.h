@@ -29,7 +29,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "fastrun/runtime/process_group/group_health.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::gloo_backend {
 
@@ -37,7 +37,7 @@ namespace fastrun::gloo_backend {
 constexpr std::uint8_t kP2PSlotPrefix = 0x70;
 constexpr std::uint8_t kP2PLengthSlotPrefix = 0x71;
 
-// Turns what a Gloo call threw into fastrun's error (gloo_group.cpp's translate).
+// Turns what a Gloo call threw into fastrun's error (gloo_backend.cpp's translate).
 using TranslateError = std::exception_ptr (*)(GroupHealth&, const std::string& what, std::exception_ptr);
 
 // Who this rank is, for messages: "gloo recv on group 'world' rank 1: recv from rank 0 tag 3 (48 bytes)".

@@ -1,6 +1,6 @@
 #pragma once
 // The bodies of the gloo backend's rooted and all-to-all collectives, one function each, run on
-// the group's comm thread (gloo_group.cpp submits them). Arguments are checked by the caller
+// the group's comm thread (gloo_backend.cpp submits them). Arguments are checked by the caller
 // (process_group/shape_check.h); counts of zero are handled there too.
 #include <cstdint>
 #include <memory>

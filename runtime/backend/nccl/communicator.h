@@ -9,7 +9,7 @@
 
 #include <nccl.h>
 
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::nccl {
 

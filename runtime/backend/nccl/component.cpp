@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+#include "fastrun/runtime/backend/nccl/nccl_backend.h"
 #include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/cuda/ddp_device_ops.h"
 #include "fastrun/runtime/cuda/device_identity.h"
@@ -24,7 +24,7 @@ std::string cuda_identity() {
 
 extern "C" int fastrun_nccl_component() {
   static const int installed = [] {
-    static const fastrun::backend::Registration nccl("nccl", &fastrun::nccl::make_nccl_group);
+    static const fastrun::backend::Registration nccl("nccl", &fastrun::nccl::make_nccl_backend);
     fastrun::ddp::install_cuda_device_ops();
     fastrun::install_device_identity_probe(&cuda_identity);
     return 1;

@@ -1,9 +1,9 @@
-// The nccl backend's point-to-point, rooted and all-to-all ops (nccl_process_group.h): grouped
+// The nccl backend's point-to-point, rooted and all-to-all ops (nccl_backend.h): grouped
 // ncclSend/ncclRecv for everything but reduce (ncclReduce). Argument checks are the shared ones
 // (process_group/shape_check.h), worded as on every backend.
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+#include "fastrun/runtime/backend/nccl/nccl_backend.h"
 #include "fastrun/runtime/backend/nccl/nccl_types.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/shape_check.h"
@@ -19,7 +19,7 @@ P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b
 
 }  // namespace
 
-WorkHandle NcclProcessGroup::issue_p2p(const Op& call, const std::string& detail, std::vector<P2POp> ops) {
+WorkHandle NcclBackend::issue_p2p(const Op& call, const std::string& detail, std::vector<P2POp> ops) {
   return issue(call, detail, [ops = std::move(ops)](ncclComm_t comm, cudaStream_t s) {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
@@ -36,27 +36,27 @@ WorkHandle NcclProcessGroup::issue_p2p(const Op& call, const std::string& detail
   });
 }
 
-WorkHandle NcclProcessGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
+WorkHandle NcclBackend::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   require_device(buffer, "send", "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
   return issue_p2p(call, fmt::format("{} to rank {}", describe_view(buffer), peer),
                    {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
-WorkHandle NcclProcessGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
+WorkHandle NcclBackend::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   require_device(buffer, "recv", "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
   return issue_p2p(call, fmt::format("{} from rank {}", describe_view(buffer), peer),
                    {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
-WorkHandle NcclProcessGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
+WorkHandle NcclBackend::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) require_device(op.buffer, "batch_send_recv", op.kind == P2POp::Kind::send ? "send" : "recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
   return issue_p2p(call, fmt::format("{} ops", ops.size()), ops);
 }
 
-WorkHandle NcclProcessGroup::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
+WorkHandle NcclBackend::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   require_device(buffer, "reduce", "in-place");
   check_root(op_where("reduce", name_), options.root, size_);
   const ncclDataType_t type = to_nccl(buffer.dtype);
@@ -68,7 +68,7 @@ WorkHandle NcclProcessGroup::reduce(const Op& call, BufferView buffer, const Red
                });
 }
 
-WorkHandle NcclProcessGroup::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
+WorkHandle NcclBackend::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
   const int root = options.root;
   require_device(input, "gather", "input");
   if (rank_ == root) require_device(output, "gather", "output");
@@ -90,7 +90,7 @@ WorkHandle NcclProcessGroup::gather(const Op& call, BufferView input, BufferView
   return issue_p2p(call, fmt::format("{} per rank, root {}", describe_view(input), root), std::move(ops));
 }
 
-WorkHandle NcclProcessGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
+WorkHandle NcclBackend::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
   const int root = options.root;
   require_device(output, "scatter", "output");
   if (rank_ == root) require_device(input, "scatter", "input");
@@ -107,7 +107,7 @@ WorkHandle NcclProcessGroup::scatter(const Op& call, BufferView input, BufferVie
   return issue_p2p(call, fmt::format("{} per rank, root {}", describe_view(output), root), std::move(ops));
 }
 
-WorkHandle NcclProcessGroup::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
+WorkHandle NcclBackend::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
   require_device(input, "all_to_all", "input");
   require_device(output, "all_to_all", "output");
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
@@ -120,7 +120,7 @@ WorkHandle NcclProcessGroup::all_to_all(const Op& call, BufferView input, Buffer
   return issue_p2p(call, describe_view(input), std::move(ops));
 }
 
-WorkHandle NcclProcessGroup::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts,
+WorkHandle NcclBackend::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts,
                                          BufferView output, const std::vector<std::size_t>& recv_counts,
                                          const AllToAllOptions&) {
   require_device(input, "all_to_allv", "input");

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "fastrun/runtime/backend/nccl/group_state.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::nccl {
 

@@ -3,7 +3,7 @@
 #include <memory>
 #include <thread>
 
-#include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+#include "fastrun/runtime/backend/nccl/nccl_backend.h"
 #include "fastrun/runtime/cuda/cuda_check.h"
 #include "fastrun/runtime/error.h"
 
@@ -17,8 +17,8 @@ void CUDART_CB sleep_on_stream(void* arg) {
 
 }  // namespace
 
-void stall_stream_for_testing(ProcessGroup& group, Duration duration) {
-  auto* nccl_group = dynamic_cast<NcclProcessGroup*>(&group);
+void stall_stream_for_testing(Backend& group, Duration duration) {
+  auto* nccl_group = dynamic_cast<NcclBackend*>(&group);
   if (!nccl_group) {
     throw BackendError("stall_stream_for_testing: the group's backend is '" + group.backend_name() + "', not nccl");
   }

@@ -11,7 +11,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::nccl {

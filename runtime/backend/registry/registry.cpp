@@ -6,12 +6,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/error.h"
 #ifdef FASTRUN_GLOO_MODULE
 #include "fastrun/runtime/backend/gloo/gloo_module.h"
 #else
-#include "fastrun/runtime/backend/gloo/gloo_group.h"
+#include "fastrun/runtime/backend/gloo/gloo_backend.h"
 #endif
 
 namespace fastrun::backend {
@@ -21,9 +21,9 @@ struct Table {
   // The built-in backends are entered here, by symbol, not by a static object in their own
   // file: a program linking the static libfastrun_runtime.a would leave such files out.
   // gloo, in shared builds, is a module loaded on first use (gloo_module.h).
-  Table() : factories{{"shm", &shm::make_shm_group}} {
+  Table() : factories{{"shm", &shm::make_shm_backend}} {
 #ifndef FASTRUN_GLOO_MODULE
-    factories.emplace("gloo", &gloo_backend::make_gloo_group);
+    factories.emplace("gloo", &gloo_backend::make_gloo_backend);
 #endif
   }
   std::mutex mutex;

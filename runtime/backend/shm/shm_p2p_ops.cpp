@@ -1,10 +1,10 @@
-// The shm backend's point-to-point, rooted and all-to-all ops (shm_group.h). Argument checks
+// The shm backend's point-to-point, rooted and all-to-all ops (shm_backend.h). Argument checks
 // come from process_group/shape_check.h, so every backend words a mistake the same way.
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_progress.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
@@ -32,13 +32,13 @@ void copy(const BufferView& dst, const BufferView& src) {
 
 }  // namespace
 
-void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name) {
+void ShmBackend::start_p2p(const GroupSpec& spec, const std::string& segment_name) {
   P2PEngine::Hooks hooks;
   hooks.check_peer = [this](int peer) {
     chan_->check_peer(peer, fmt::format("shm point-to-point on group '{}' rank {}", name_, rank_));
   };
   // The engine records its failures in the group's health itself (by shared_ptr: it may fail
-  // while the runtime is being torn down, ~ShmGroup); the hook tells the peers.
+  // while the runtime is being torn down, ~ShmBackend); the hook tells the peers.
   hooks.on_failure = [this] { chan_->abort(); };  // peers in a collective with us fail now too
   if (op_check_) hooks.stall_check = [check = op_check_] { return check->check(); };
   p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), runtime_->shared_health(), std::move(hooks));
@@ -49,7 +49,7 @@ void ShmGroup::start_p2p(const GroupSpec& spec, const std::string& segment_name)
 
 // Through the runtime like any op (refused after a failure, numbered, labelled), then straight
 // into the mailboxes on the caller's thread: the Work progresses when waited on or polled.
-WorkHandle ShmGroup::post_p2p(const char* op, const Op& call, std::span<const P2POp> ops) {
+WorkHandle ShmBackend::post_p2p(const char* op, const Op& call, std::span<const P2POp> ops) {
   return runtime_->post(call, [&](std::uint64_t seq) { return p2p_->post(ops, op, seq); });
 }
 
@@ -59,7 +59,7 @@ WorkHandle ShmGroup::post_p2p(const char* op, const Op& call, std::span<const P2
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-WorkHandle ShmGroup::run_p2p(const Op& call, const OpDesc& op, std::vector<P2POp> ops,
+WorkHandle ShmBackend::run_p2p(const Op& call, const OpDesc& op, std::vector<P2POp> ops,
                              std::function<void()> local_copy) {
   return run(call, op, 0,
              std::function<void()>([this, name = call.name, ops = std::move(ops), local_copy = std::move(local_copy)] {
@@ -70,21 +70,21 @@ WorkHandle ShmGroup::run_p2p(const Op& call, const OpDesc& op, std::vector<P2POp
 
 // ---------------------------------------------------------------------------- send / recv
 
-WorkHandle ShmGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
+WorkHandle ShmBackend::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   check_host("send", buffer);
   if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
   const P2POp one{P2POp::Kind::send, buffer, peer, options.tag};
   return post_p2p("send", call, {&one, 1});
 }
 
-WorkHandle ShmGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
+WorkHandle ShmBackend::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   check_host("recv", buffer);
   if (!peer_ok(peer, options.tag, rank_, size_)) check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
   const P2POp one{P2POp::Kind::recv, buffer, peer, options.tag};
   return post_p2p("recv", call, {&one, 1});
 }
 
-WorkHandle ShmGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
+WorkHandle ShmBackend::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) check_host("batch_send_recv", op.buffer);
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
   if (ops.empty()) return std::make_shared<CompletedWork>();
@@ -93,7 +93,7 @@ WorkHandle ShmGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& o
 
 // ---------------------------------------------------------------------------- reduce
 
-WorkHandle ShmGroup::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
+WorkHandle ShmBackend::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   check_host("reduce", buffer);
   check_root(op_where("reduce", name_), options.root, size_);
   return run(call, op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
@@ -106,7 +106,7 @@ WorkHandle ShmGroup::reduce(const Op& call, BufferView buffer, const ReduceOptio
 // then reduces its own chunk and the peers' copies in rank order into its buffer (the kernel
 // of all_reduce, so the bits are all_reduce's). The root reads step k's regions before it
 // publishes k+1, well within the channel's read lag.
-void ShmGroup::reduce_chunks(const BufferView& b, ReduceOp op, int root) {
+void ShmBackend::reduce_chunks(const BufferView& b, ReduceOp op, int root) {
   Channel& ch = *chan_;
   const std::size_t esize = dtype_size(b.dtype);
   const std::size_t chunk = ch.region_bytes() / esize;
@@ -130,7 +130,7 @@ void ShmGroup::reduce_chunks(const BufferView& b, ReduceOp op, int root) {
 
 // ---------------------------------------------------------------------------- gather / scatter
 
-WorkHandle ShmGroup::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
+WorkHandle ShmBackend::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
   const int root = options.root;
   check_host("gather", input);
   if (rank_ == root) check_host("gather", output);
@@ -149,7 +149,7 @@ WorkHandle ShmGroup::gather(const Op& call, BufferView input, BufferView output,
   return run_p2p(call, op_desc("gather", input).with_root(root), std::move(ops), std::move(local));
 }
 
-WorkHandle ShmGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
+WorkHandle ShmBackend::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
   const int root = options.root;
   check_host("scatter", output);
   if (rank_ == root) check_host("scatter", input);
@@ -170,7 +170,7 @@ WorkHandle ShmGroup::scatter(const Op& call, BufferView input, BufferView output
 
 // ---------------------------------------------------------------------------- all-to-all
 
-WorkHandle ShmGroup::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
+WorkHandle ShmBackend::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
   check_host("all_to_all", input);
   check_host("all_to_all", output);
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
@@ -187,7 +187,7 @@ WorkHandle ShmGroup::all_to_all(const Op& call, BufferView input, BufferView out
                  [input, output, own, n] { copy(block(output, own, n), block(input, own, n)); });
 }
 
-WorkHandle ShmGroup::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                                  const std::vector<std::size_t>& recv_counts, const AllToAllOptions&) {
   check_host("all_to_allv", input);
   check_host("all_to_allv", output);

@@ -1,4 +1,4 @@
-// Set-up of an shm group: one straight-line function (make_shm_group), numbered steps.
+// Set-up of an shm group: one straight-line function (make_shm_backend), numbered steps.
 #include <sched.h>
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/host.h"
@@ -72,13 +72,13 @@ Layout shm_layout(int nranks, int cpus) {
   return l;
 }
 
-std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
+std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   // 1. Check the spec. A group of one needs no segment and no store.
   if (spec.size < 1 || spec.rank < 0 || spec.rank >= spec.size)
     throw ConfigError(fmt::format("shm backend: rank {} of size {} for group '{}': need 0 <= rank < size >= 1",
                                   spec.rank, spec.size, spec.name));
-  if (spec.size == 1) return std::make_unique<ShmGroup>(spec, nullptr);
+  if (spec.size == 1) return std::make_unique<ShmBackend>(spec, nullptr);
   if (!spec.store)
     throw ConfigError(fmt::format("shm backend: group '{}' of {} ranks has no store to rendezvous through",
                                   spec.name, spec.size));
@@ -149,7 +149,7 @@ std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec) {
   log::info("shm group '{}': rank {} of {} ready in {:.1f} ms ({} x {} KiB regions per rank)", spec.name, spec.rank,
             spec.size, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
             layout.ring, layout.region_bytes / 1024);
-  auto group = std::make_unique<ShmGroup>(spec, std::move(chan), std::move(health));
+  auto group = std::make_unique<ShmBackend>(spec, std::move(chan), std::move(health));
   group->start_p2p(spec, mailbox_name);
   return group;
 }

@@ -14,7 +14,7 @@
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/store/job_keys.h"
 

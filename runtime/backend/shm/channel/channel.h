@@ -20,7 +20,7 @@
 // when a sleeper registered on their word.
 //
 // Threading: one thread at a time drives a Channel: the group's issuing thread, or its comm
-// thread (ShmGroup hands the channel over through the comm thread's queue). abort() and
+// thread (ShmBackend hands the channel over through the comm thread's queue). abort() and
 // cancel() may be called from any thread.
 #include <atomic>
 #include <chrono>

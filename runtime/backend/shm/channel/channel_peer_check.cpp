@@ -6,7 +6,7 @@
 #include "fastrun/runtime/backend/shm/channel/channel.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/process.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 #include "fastrun/runtime/store/job_keys.h"
 
 namespace fastrun::shm {

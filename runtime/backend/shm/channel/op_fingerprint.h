@@ -8,7 +8,7 @@
 // own: one 72-byte write per op, and one 64-byte compare per peer the first time this rank waits
 // on it in the op (FASTRUN_DEBUG=sequence's all-gather per op stays the full check: it also
 // covers the ops made of point-to-point messages, which never meet on the channel; by default
-// those are compared only when a wait stalls, shm_group.h's op_check_).
+// those are compared only when a wait stalls, shm_backend.h's op_check_).
 //
 // Protocol (the step protocol is channel.h's):
 //   1. begin_op: a rank writes the op's Fingerprint (op_record.h: name, dtype, count, root,

@@ -56,7 +56,7 @@
 #include "fastrun/runtime/backend/shm/common/wait_policy.h"
 #include "fastrun/runtime/backend/shm/p2p/mailbox_layout.h"
 #include "fastrun/runtime/process_group/group_health.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::shm {
 

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/gloo/gloo_group.h"
+#include "fastrun/runtime/backend/gloo/gloo_backend.h"
 #include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
@@ -61,10 +61,10 @@ struct TransportState {
 
 void on_transport_failure(TransportState& s, const std::string& what);
 
-class GlooGroup final : public ProcessGroup {
+class GlooBackend final : public Backend {
  public:
-  explicit GlooGroup(const GroupSpec& spec);
-  ~GlooGroup() override;
+  explicit GlooBackend(const GroupSpec& spec);
+  ~GlooBackend() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -165,7 +165,7 @@ void ignore_sigpipe_once() {
   });
 }
 
-GlooGroup::GlooGroup(const GroupSpec& spec)
+GlooBackend::GlooBackend(const GroupSpec& spec)
     : rank_(spec.rank),
       size_(spec.size),
       name_(spec.name),
@@ -224,7 +224,7 @@ GlooGroup::GlooGroup(const GroupSpec& spec)
              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
 }
 
-GlooGroup::~GlooGroup() {
+GlooBackend::~GlooBackend() {
   if (listener_) stop_listening(listener_);
 }
 
@@ -356,7 +356,7 @@ void run_allreduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, Re
 // (op.h; equal on every rank): the op number is gloo's tag.
 std::uint32_t tag_of(const OpContext& op) { return static_cast<std::uint32_t>(op.seq); }
 
-WorkHandle GlooGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
+WorkHandle GlooBackend::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   check_cpu(buffer, "all_reduce");
   check_prescale("all_reduce", buffer, options.prescale);
   if (size_ == 1 || buffer.count == 0) {  // avg over one rank is the value
@@ -370,7 +370,7 @@ WorkHandle GlooGroup::all_reduce(const Op& call, BufferView buffer, const AllRed
                        });
 }
 
-WorkHandle GlooGroup::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
+WorkHandle GlooBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   check_cpu(buffer, "broadcast");
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("broadcast: root {} is not a rank of this group of {} ranks", options.root, size_));
@@ -388,7 +388,7 @@ WorkHandle GlooGroup::broadcast(const Op& call, BufferView buffer, const Broadca
                        });
 }
 
-WorkHandle GlooGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
+WorkHandle GlooBackend::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   check_cpu(input, "all_gather");
   check_cpu(output, "all_gather");
   check_all_gather_shapes("all_gather", input, output, size_);
@@ -418,7 +418,7 @@ WorkHandle GlooGroup::all_gather(const Op& call, BufferView input, BufferView ou
              });
 }
 
-WorkHandle GlooGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
+WorkHandle GlooBackend::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   check_cpu(input, "reduce_scatter");
   check_cpu(output, "reduce_scatter");
   check_reduce_scatter_shapes("reduce_scatter", input, output, size_);
@@ -437,7 +437,7 @@ WorkHandle GlooGroup::reduce_scatter(const Op& call, BufferView input, BufferVie
              });
 }
 
-WorkHandle GlooGroup::barrier(const Op& call, const BarrierOptions&) {
+WorkHandle GlooBackend::barrier(const Op& call, const BarrierOptions&) {
   if (size_ == 1) return completed_work();
   return run(call, op_desc("barrier"), 0, {}, [ctx = context_](const OpContext& op) {
     ::gloo::BarrierOptions o(ctx);
@@ -447,7 +447,7 @@ WorkHandle GlooGroup::barrier(const Op& call, const BarrierOptions&) {
   });
 }
 
-WorkHandle GlooGroup::run(const Op& call, OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers,
+WorkHandle GlooBackend::run(const Op& call, OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers,
                           GroupRuntime::Body body) {
   WorkHandle work = runtime_->run(call, bytes, std::move(buffers), std::move(body));
   op.seq = static_cast<std::int64_t>(runtime_->last_seq());
@@ -459,7 +459,7 @@ WorkHandle GlooGroup::run(const Op& call, OpDesc op, std::size_t bytes, std::vec
 
 // Through the runtime like any op (refused after a failure, numbered, labelled), then posted as
 // unbound buffers on the caller's thread.
-WorkHandle GlooGroup::post_p2p(const char* what, const Op& call, const std::vector<P2POp>& ops) {
+WorkHandle GlooBackend::post_p2p(const char* what, const Op& call, const std::vector<P2POp>& ops) {
   return runtime_->post(call, [&](std::uint64_t seq) -> WorkHandle {
     const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
     auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, what, seq, p2p_names_, &translate);
@@ -505,19 +505,19 @@ void on_transport_failure(TransportState& s, const std::string& what) {
     if (auto work = std::static_pointer_cast<GlooP2PWork>(w.lock())) work->abort(error, own_transport);
 }
 
-WorkHandle GlooGroup::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
+WorkHandle GlooBackend::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   check_cpu(buffer, "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
   return post_p2p("send", call, {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
-WorkHandle GlooGroup::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
+WorkHandle GlooBackend::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   check_cpu(buffer, "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
   return post_p2p("recv", call, {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
-WorkHandle GlooGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
+WorkHandle GlooBackend::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) check_cpu(op.buffer, "batch_send_recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
   if (ops.empty()) return completed_work();
@@ -526,7 +526,7 @@ WorkHandle GlooGroup::batch_send_recv(const Op& call, const std::vector<P2POp>& 
 
 // ---------------------------------------------------------------------------- rooted, all-to-all
 
-WorkHandle GlooGroup::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
+WorkHandle GlooBackend::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   check_cpu(buffer, "reduce");
   check_root(op_where("reduce", name_), options.root, size_);
   if (size_ == 1 || buffer.count == 0) return completed_work();  // one rank: every op gives the value
@@ -538,7 +538,7 @@ WorkHandle GlooGroup::reduce(const Op& call, BufferView buffer, const ReduceOpti
              });
 }
 
-WorkHandle GlooGroup::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
+WorkHandle GlooBackend::gather(const Op& call, BufferView input, BufferView output, const GatherOptions& options) {
   const int root = options.root;
   check_cpu(input, "gather");
   if (rank_ == root) check_cpu(output, "gather");
@@ -556,7 +556,7 @@ WorkHandle GlooGroup::gather(const Op& call, BufferView input, BufferView output
              });
 }
 
-WorkHandle GlooGroup::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
+WorkHandle GlooBackend::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
   const int root = options.root;
   check_cpu(output, "scatter");
   if (rank_ == root) check_cpu(input, "scatter");
@@ -574,7 +574,7 @@ WorkHandle GlooGroup::scatter(const Op& call, BufferView input, BufferView outpu
              });
 }
 
-WorkHandle GlooGroup::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
+WorkHandle GlooBackend::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
   check_cpu(input, "all_to_all");
   check_cpu(output, "all_to_all");
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
@@ -589,7 +589,7 @@ WorkHandle GlooGroup::all_to_all(const Op& call, BufferView input, BufferView ou
                        });
 }
 
-WorkHandle GlooGroup::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
+WorkHandle GlooBackend::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                                   const std::vector<std::size_t>& recv_counts, const AllToAllOptions&) {
   check_cpu(input, "all_to_allv");
   check_cpu(output, "all_to_allv");
@@ -608,8 +608,8 @@ WorkHandle GlooGroup::all_to_allv(const Op& call, BufferView input, const std::v
 
 }  // namespace
 
-std::unique_ptr<ProcessGroup> make_gloo_group(const GroupSpec& spec) { return std::make_unique<GlooGroup>(spec); }
+std::unique_ptr<Backend> make_gloo_backend(const GroupSpec& spec) { return std::make_unique<GlooBackend>(spec); }
 
 }  // namespace fastrun::gloo_backend
 
-fastrun::backend::Factory fastrun_gloo_backend() { return &fastrun::gloo_backend::make_gloo_group; }
+fastrun::backend::Factory fastrun_gloo_backend() { return &fastrun::gloo_backend::make_gloo_backend; }

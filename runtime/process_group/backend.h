@@ -1,8 +1,11 @@
 #pragma once
-// A process group: the collectives DDP, the samplers' users and the object collectives need,
-// each with an options struct, each returning a Work handle (c10d Work.hpp is the model; its
-// very wide Backend interface is the thing to avoid). Backends (runtime/backend/<name>/)
-// implement ProcessGroup; sub-groups are made by the runtime through the same backend factory.
+// Backend: the collectives DDP, the samplers' users and the object collectives need, each with
+// an options struct, each returning a Work handle. The names are c10d's: a Backend
+// (runtime/backend/<name>/: shm, gloo, nccl) runs the ops of one group, and what a user holds is
+// the group over it (fastrun::Group, group.h: c10d's ProcessGroup), which adds the job's
+// policies and is itself a Backend, so code written against Backend takes either. c10d's
+// Work.hpp is the model; its very wide Backend interface is the thing to avoid. Sub-groups are
+// made by the runtime through the same backend factory.
 //
 // Threading: one thread issues collectives on a group; a Work may be waited on from another.
 // Ordering: every rank must issue the same collectives in the same order.
@@ -55,9 +58,9 @@ struct GatherOptions { int root = 0; };
 struct ScatterOptions { int root = 0; };
 struct AllToAllOptions {};
 
-class ProcessGroup {
+class Backend {
  public:
-  virtual ~ProcessGroup() = default;
+  virtual ~Backend() = default;
 
   virtual int rank() const = 0;             // rank within this group
   virtual int size() const = 0;
@@ -67,7 +70,7 @@ class ProcessGroup {
   // calls, with the op it numbered, and what a backend implements, running that op (its number,
   // label and timeout) through its group runtime. The other, without an Op, issues a bare op
   // (a backend used directly: the backend's runtime numbers it); a class that implements the
-  // virtual form and is called in this form through its own type adds `using ProcessGroup::x;`.
+  // virtual form and is called in this form through its own type adds `using Backend::x;`.
 
   // In place on `buffer` (every rank the same count and dtype).
   WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) {

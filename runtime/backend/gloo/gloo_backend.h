@@ -21,10 +21,10 @@
 // After any failure the group is unusable: later calls throw the runtime's BackendError at once.
 #include <memory>
 
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::gloo_backend {
 
-std::unique_ptr<ProcessGroup> make_gloo_group(const GroupSpec& spec);
+std::unique_ptr<Backend> make_gloo_backend(const GroupSpec& spec);
 
 }  // namespace fastrun::gloo_backend

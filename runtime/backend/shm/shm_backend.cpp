@@ -2,7 +2,7 @@
 // reads what peers published at the previous step, writes its own region for this step,
 // publishes and waits; chunked ops overlap the chunks that way (pipelining without extra
 // barriers).
-#include "fastrun/runtime/backend/shm/shm_group.h"
+#include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
 #include <algorithm>
@@ -55,7 +55,7 @@ RuntimeConfig shm_runtime_config(bool local) {
 
 }  // namespace
 
-ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel, std::shared_ptr<GroupHealth> health)
+ShmBackend::ShmBackend(const GroupSpec& spec, std::unique_ptr<Channel> channel, std::shared_ptr<GroupHealth> health)
     : rank_(spec.rank), size_(spec.size), name_(spec.name), chan_(std::move(channel)) {
   if (chan_ && spec.store) {
     op_check_ = std::make_shared<StalledOpCheck>(*spec.store, spec.rank, spec.size, spec.global_ranks, spec.name);
@@ -69,12 +69,12 @@ ShmGroup::ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel, std:
   runtime_ = std::make_unique<GroupRuntime>(spec, shm_runtime_config(!chan_), std::move(hooks), std::move(health));
 }
 
-ShmGroup::~ShmGroup() {
+ShmBackend::~ShmBackend() {
   runtime_.reset();  // queued ops first (they may use the mailboxes' hooks), then the hooks go
   if (p2p_) p2p_->detach();
 }
 
-WorkHandle ShmGroup::run(const Op& call, const OpDesc& op, std::size_t bytes, std::function<void()> body) {
+WorkHandle ShmBackend::run(const Op& call, const OpDesc& op, std::size_t bytes, std::function<void()> body) {
   return runtime_->run(call, bytes,
                        [this, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
                          if (chan_) {
@@ -87,7 +87,7 @@ WorkHandle ShmGroup::run(const Op& call, const OpDesc& op, std::size_t bytes, st
                        });
 }
 
-void ShmGroup::check_host(const char* op, const BufferView& b) const {
+void ShmBackend::check_host(const char* op, const BufferView& b) const {
   if (b.device != DeviceKind::cpu)
     throw ConfigError(fmt::format("shm {} on group '{}': buffer is in CUDA memory; the shm backend handles host "
                                   "memory only (use nccl for device buffers)",
@@ -98,7 +98,7 @@ void ShmGroup::check_host(const char* op, const BufferView& b) const {
 
 // ---------------------------------------------------------------------------- all_reduce
 
-WorkHandle ShmGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
+WorkHandle ShmBackend::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   check_host("all_reduce", buffer);
   check_prescale(Where::joined({"shm all_reduce on group '", name_, "'"}), buffer, options.prescale);
   return run(call, op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(),
@@ -115,7 +115,7 @@ WorkHandle ShmGroup::all_reduce(const Op& call, BufferView buffer, const AllRedu
 
 // One step: everyone copies its buffer in, then everyone reduces all copies (in rank order, so
 // every rank computes bit-identical results).
-void ShmGroup::all_reduce_small(const BufferView& b, ReduceOp op) {
+void ShmBackend::all_reduce_small(const BufferView& b, ReduceOp op) {
   Channel& ch = *chan_;
   const std::uint32_t k = ch.next_step();
   ch.before_write(k);
@@ -139,12 +139,12 @@ void ShmGroup::all_reduce_small(const BufferView& b, ReduceOp op) {
 // and gathered by the others at step j+1+2L, with L = kMaxReadLag = 2: reading two steps after
 // the write lets a rank run one step ahead of a briefly slower peer instead of meeting it at
 // every step (channel.h).
-void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
+void ShmBackend::all_reduce_large(const BufferView& b, ReduceOp op) {
   Channel& ch = *chan_;
   constexpr std::uint32_t lag = kMaxReadLag;
   const std::size_t esize = dtype_size(b.dtype);
   const std::size_t align = line_elems(esize);
-  // Chunks of kAllReduceChunkBytes, not whole regions, with a core per rank (shm_group.h).
+  // Chunks of kAllReduceChunkBytes, not whole regions, with a core per rank (shm_backend.h).
   const std::size_t chunk_bytes =
       ch.oversubscribed() ? ch.region_bytes() : std::min(ch.region_bytes(), kAllReduceChunkBytes);
   const std::size_t max_chunk = chunk_bytes / esize;  // a multiple of `align`
@@ -204,7 +204,7 @@ void ShmGroup::all_reduce_large(const BufferView& b, ReduceOp op) {
 
 // ---------------------------------------------------------------------------- broadcast
 
-WorkHandle ShmGroup::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
+WorkHandle ShmBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   check_host("broadcast", buffer);
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
@@ -216,7 +216,7 @@ WorkHandle ShmGroup::broadcast(const Op& call, BufferView buffer, const Broadcas
 
 // The root writes chunk j at step j+1; the others copy it out at step j+2. Only the root waits
 // for everyone (it must not overwrite a region still being read); the others wait for the root.
-void ShmGroup::broadcast_chunks(const BufferView& b, int root) {
+void ShmBackend::broadcast_chunks(const BufferView& b, int root) {
   Channel& ch = *chan_;
   const std::size_t total = b.bytes(), chunk = ch.region_bytes();
   const std::size_t nchunks = (total + chunk - 1) / chunk;
@@ -241,7 +241,7 @@ void ShmGroup::broadcast_chunks(const BufferView& b, int root) {
 
 // ---------------------------------------------------------------------------- all_gather
 
-WorkHandle ShmGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
+WorkHandle ShmBackend::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   check_host("all_gather", input);
   check_host("all_gather", output);
   check_all_gather_shapes(Where::joined({"shm all_gather on group '", name_, "'"}), input, output, size_);
@@ -254,7 +254,7 @@ WorkHandle ShmGroup::all_gather(const Op& call, BufferView input, BufferView out
 }
 
 // Chunk j of every rank's input: written at step j+1, gathered by the others at step j+2.
-void ShmGroup::all_gather_chunks(const BufferView& in, const BufferView& out) {
+void ShmBackend::all_gather_chunks(const BufferView& in, const BufferView& out) {
   Channel& ch = *chan_;
   const std::size_t total = in.bytes(), chunk = ch.region_bytes();
   const std::size_t nchunks = (total + chunk - 1) / chunk;
@@ -280,7 +280,7 @@ void ShmGroup::all_gather_chunks(const BufferView& in, const BufferView& out) {
 
 // ---------------------------------------------------------------------------- reduce_scatter
 
-WorkHandle ShmGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
+WorkHandle ShmBackend::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   check_host("reduce_scatter", input);
   check_host("reduce_scatter", output);
   check_reduce_scatter_shapes(Where::joined({"shm reduce_scatter on group '", name_, "'"}), input, output, size_);
@@ -297,7 +297,7 @@ WorkHandle ShmGroup::reduce_scatter(const Op& call, BufferView input, BufferView
 
 // Every rank copies in its share of the other ranks' blocks (chunk j at step j+1), and reduces
 // its own block's chunk j at step j+2 from its input and the peers' copies.
-void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op) {
+void ShmBackend::reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op) {
   Channel& ch = *chan_;
   const std::size_t esize = dtype_size(in.dtype);
   const auto n = static_cast<std::size_t>(size_);
@@ -333,7 +333,7 @@ void ShmGroup::reduce_scatter_chunks(const BufferView& in, const BufferView& out
 
 // ---------------------------------------------------------------------------- barrier
 
-WorkHandle ShmGroup::barrier(const Op& call, const BarrierOptions&) {
+WorkHandle ShmBackend::barrier(const Op& call, const BarrierOptions&) {
   return run(call, op_desc("barrier"), 0, [this] {
     if (!chan_) return;
     const std::uint32_t k = chan_->next_step();

@@ -1,5 +1,5 @@
 #pragma once
-// The shm backend's ProcessGroup: every rank of the group on one node, data moving through one
+// The shm Backend: every rank of the group on one node, data moving through one
 // shared segment per group (see docs/backend-shm.md for the design and the numbers). Only the
 // algorithms live here; where an op runs, failures and the Work handles are the group runtime's
 // (process_group/group_runtime.h).
@@ -17,7 +17,7 @@
 // than the op's) makes the group unusable too, and cancels the op in flight; the wait returns
 // once the thread has left the caller's buffers (within a wait slice).
 //
-// Threading: one thread issues collectives on a group (process_group.h); Works may be waited
+// Threading: one thread issues collectives on a group (backend.h); Works may be waited
 // on from any thread. The caller's buffers must stay alive until wait() returns. Destruction
 // runs the ops still queued (they fail fast once peers are gone) and joins the thread.
 #include <atomic>
@@ -33,7 +33,7 @@
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/op_record.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::shm {
 
@@ -62,12 +62,12 @@ inline constexpr std::size_t kAsyncOpBytes = 256 * 1024;
 // CPUs (the others read it from the segment header).
 Layout shm_layout(int nranks, int cpus);
 
-class ShmGroup final : public ProcessGroup {
+class ShmBackend final : public Backend {
  public:
   // `channel` is null for a group of one (everything is local then). `health`: the one the
   // channel watches (null: made here).
-  ShmGroup(const GroupSpec& spec, std::unique_ptr<Channel> channel, std::shared_ptr<GroupHealth> health = nullptr);
-  ~ShmGroup() override;
+  ShmBackend(const GroupSpec& spec, std::unique_ptr<Channel> channel, std::shared_ptr<GroupHealth> health = nullptr);
+  ~ShmBackend() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -130,6 +130,6 @@ class ShmGroup final : public ProcessGroup {
 };
 
 // The backend factory (registered as "shm"): builds the segment through spec.store.
-std::unique_ptr<ProcessGroup> make_shm_group(const GroupSpec& spec);
+std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec);
 
 }  // namespace fastrun::shm

@@ -1,5 +1,5 @@
 #pragma once
-// The "nccl" backend: a ProcessGroup on one NCCL communicator, for buffers in CUDA memory.
+// The "nccl" Backend: one group on one NCCL communicator, for buffers in CUDA memory.
 // Internal header (includes CUDA and NCCL); users get it through backend::find("nccl").
 //
 // Device: the calling thread's current CUDA device when the group is made (the runtime makes
@@ -22,16 +22,16 @@
 #include "fastrun/runtime/backend/nccl/watchdog.h"
 #include "fastrun/runtime/cuda/device_buffer.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
-#include "fastrun/runtime/process_group/process_group.h"
+#include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::nccl {
 
-class NcclProcessGroup final : public ProcessGroup {
+class NcclBackend final : public Backend {
  public:
-  explicit NcclProcessGroup(const GroupSpec& spec);
+  explicit NcclBackend(const GroupSpec& spec);
   // Stops the watchdog, waits (until the op timeout) for operations in flight, then finalizes
   // and destroys the communicator; aborts it instead after a failure or when that runs late.
-  ~NcclProcessGroup() override;
+  ~NcclBackend() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -92,6 +92,6 @@ class NcclProcessGroup final : public ProcessGroup {
 };
 
 // The backend factory the component registers under "nccl" (runtime/backend/nccl/component.cpp).
-std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec);
+std::unique_ptr<Backend> make_nccl_backend(const GroupSpec& spec);
 
 }  // namespace fastrun::nccl

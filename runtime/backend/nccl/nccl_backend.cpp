@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/nccl/nccl_process_group.h"
+#include "fastrun/runtime/backend/nccl/nccl_backend.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
 #include <algorithm>
@@ -53,9 +53,9 @@ class DeviceGuard {
 
 }  // namespace
 
-std::unique_ptr<ProcessGroup> make_nccl_group(const GroupSpec& spec) { return std::make_unique<NcclProcessGroup>(spec); }
+std::unique_ptr<Backend> make_nccl_backend(const GroupSpec& spec) { return std::make_unique<NcclBackend>(spec); }
 
-NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
+NcclBackend::NcclBackend(const GroupSpec& spec)
     : rank_(spec.rank),
       size_(spec.size),
       name_(spec.name),
@@ -105,7 +105,7 @@ NcclProcessGroup::NcclProcessGroup(const GroupSpec& spec)
             state_->policy == ErrorPolicy::exit ? "exit" : "raise");
 }
 
-NcclProcessGroup::~NcclProcessGroup() {
+NcclBackend::~NcclBackend() {
   try {
     // Let operations in flight end while the watchdog still enforces their deadlines and
     // watches the failure key, so this wait is bounded by the op timeout.
@@ -134,10 +134,10 @@ NcclProcessGroup::~NcclProcessGroup() {
   }
 }
 
-void NcclProcessGroup::StreamDeleter::operator()(CUstream_st* s) const noexcept { (void)cudaStreamDestroy(s); }
-void NcclProcessGroup::EventDeleter::operator()(CUevent_st* e) const noexcept { (void)cudaEventDestroy(e); }
+void NcclBackend::StreamDeleter::operator()(CUstream_st* s) const noexcept { (void)cudaStreamDestroy(s); }
+void NcclBackend::EventDeleter::operator()(CUevent_st* e) const noexcept { (void)cudaEventDestroy(e); }
 
-void NcclProcessGroup::require_device(const BufferView& buffer, const char* op, const char* which) const {
+void NcclBackend::require_device(const BufferView& buffer, const char* op, const char* which) const {
   if (buffer.device != DeviceKind::cuda) {
     throw BackendError(fmt::format("{}: {}: the {} buffer is in host memory; the nccl backend takes CUDA device "
                                    "buffers only (host buffers need the gloo or shm backend: FASTRUN_BACKEND=gloo)",
@@ -149,7 +149,7 @@ void NcclProcessGroup::require_device(const BufferView& buffer, const char* op, 
   }
 }
 
-WorkHandle NcclProcessGroup::issue(const Op& call, const std::string& detail, const Launch& launch) {
+WorkHandle NcclBackend::issue(const Op& call, const std::string& detail, const Launch& launch) {
   return runtime_.post(call, [&](std::uint64_t seq) {
     std::string label = fmt::format("{} #{}", call.name, seq);
     if (!detail.empty()) label += fmt::format(" ({})", detail);
@@ -157,7 +157,7 @@ WorkHandle NcclProcessGroup::issue(const Op& call, const std::string& detail, co
   });
 }
 
-WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
+WorkHandle NcclBackend::enqueue(std::string op, const Launch& launch) {
   std::unique_lock lock(state_->comm_mutex);
   state_->check_usable(op);
   const DeviceGuard device_guard(state_->device);  // before the event: events belong to a device
@@ -204,7 +204,7 @@ WorkHandle NcclProcessGroup::enqueue(std::string op, const Launch& launch) {
   return std::make_shared<NcclWork>(state_, std::move(record));
 }
 
-WorkHandle NcclProcessGroup::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
+WorkHandle NcclBackend::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   require_device(buffer, "all_reduce", "in-place");
   check_prescale(Where::joined({label_, ": all_reduce"}), buffer, options.prescale);  // host buffers only
   const ncclDataType_t type = to_nccl(buffer.dtype);
@@ -215,7 +215,7 @@ WorkHandle NcclProcessGroup::all_reduce(const Op& call, BufferView buffer, const
                });
 }
 
-WorkHandle NcclProcessGroup::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
+WorkHandle NcclBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   require_device(buffer, "broadcast", "in-place");
   if (options.root < 0 || options.root >= size_) {
     throw BackendError(fmt::format("{}: broadcast: root {} is not a rank of the group; accepted: 0..{}", label_,
@@ -228,7 +228,7 @@ WorkHandle NcclProcessGroup::broadcast(const Op& call, BufferView buffer, const 
                });
 }
 
-WorkHandle NcclProcessGroup::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
+WorkHandle NcclBackend::all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions&) {
   require_device(input, "all_gather", "input");
   require_device(output, "all_gather", "output");
   check_all_gather_shapes(Where::joined({label_, ": all_gather"}), input, output, size_);
@@ -238,7 +238,7 @@ WorkHandle NcclProcessGroup::all_gather(const Op& call, BufferView input, Buffer
   });
 }
 
-WorkHandle NcclProcessGroup::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
+WorkHandle NcclBackend::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
   require_device(input, "reduce_scatter", "input");
   require_device(output, "reduce_scatter", "output");
   check_reduce_scatter_shapes(Where::joined({label_, ": reduce_scatter"}), input, output, size_);
@@ -250,7 +250,7 @@ WorkHandle NcclProcessGroup::reduce_scatter(const Op& call, BufferView input, Bu
                });
 }
 
-WorkHandle NcclProcessGroup::barrier(const Op& call, const BarrierOptions&) {
+WorkHandle NcclBackend::barrier(const Op& call, const BarrierOptions&) {
   void* scratch = barrier_scratch_.data();
   return issue(call, "", [=](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
