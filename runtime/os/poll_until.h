@@ -28,6 +28,7 @@ class BackoffSleeper {
   Backoff policy_;
   std::chrono::microseconds delay_;
   std::minstd_rand jitter_;
+  bool seeded_ = false;
 };
 
 // Calls `ready()` until it returns true (then true) or, after a false, the deadline has passed
