@@ -1,10 +1,10 @@
 #!/bin/sh
-# expect.sh RC REGEX CMD...: runs CMD (60 s at most) and passes only if it exits with RC and its
+# expect.sh RC REGEX CMD...: runs CMD (EXPECT_SECONDS, default 60 s, at most) and passes only if it exits with RC and its
 # output (stdout and stderr) has a line matching the extended REGEX. CTest's own
 # PASS_REGULAR_EXPRESSION ignores the exit status, which is half of what these tests check.
 want_rc=$1 regex=$2
 shift 2
-out=$(timeout 60 "$@" 2>&1)
+out=$(timeout "${EXPECT_SECONDS:-60}" "$@" 2>&1)
 rc=$?
 printf '%s\n' "$out"
 if [ "$rc" -ne "$want_rc" ]; then
