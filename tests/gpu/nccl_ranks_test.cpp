@@ -435,8 +435,18 @@ TEST_CASE("nccl ranks: mismatched collectives fail on every rank, naming both op
   REQUIRE(test::all_ok(results));
 }
 
+// Whether this rank's last ops are in its group's store: the stalled-op check writes them under
+// "op_check/<rank>" in the group's prefix, "fastrun/pg/<join generation>/world/nccl/", only when
+// an op stalls (the generation is private to the Context: any of the first few).
+bool published_last_ops(Context& ctx) {
+  for (int generation = 0; generation < 4; ++generation)
+    if (ctx.store().check({fmt::format("fastrun/pg/{}/world/nccl/op_check/{}", generation, ctx.rank())})) return true;
+  return false;
+}
+
 // The check only speaks on a mismatch: ranks in step, one of them late by more than the first
-// check (so the other's op stalls and is compared), still get the right results.
+// check (so the other's op stalls and is compared), still get the right results. And the store
+// is left alone while ops do not stall: many quick ops publish nothing.
 TEST_CASE("nccl ranks: a stalled op whose ranks agree is not a mismatch", "[nccl][gpu][mp][mismatch]") {
   if (skipped(2)) return;
   test::RankRunOptions o;
@@ -448,6 +458,17 @@ TEST_CASE("nccl ranks: a stalled op whose ranks agree is not a mismatch", "[nccl
         pin_to_own_device(rank);
         auto ctx = join();
         Group& g = ctx->world();
+        DeviceBuffer small = nccl_suite::to_device(std::vector<double>(16, 1.0), DType::float32);
+        Duration slowest{};
+        for (int i = 0; i < 200; ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          g.all_reduce(small.view(16, DType::float32))->wait();
+          slowest = std::max<Duration>(slowest, std::chrono::steady_clock::now() - start);
+        }
+        // An op of this rank's that took under the first check's 1 s cannot have run the check
+        // (a loaded machine may stall one longer: then nothing is claimed).
+        if (slowest < 900ms && published_last_ops(*ctx))
+          throw std::runtime_error("ops that never stalled wrote to the store");
         const std::size_t count = 70000;  // over the model's 256 KiB chunk
         for (int round = 0; round < 3; ++round) {
           if (rank == round % 2) std::this_thread::sleep_for(1500ms);  // the peer's op stalls past 1 s
@@ -464,6 +485,8 @@ TEST_CASE("nccl ranks: a stalled op whose ranks agree is not a mismatch", "[nccl
             throw std::runtime_error(fmt::format("round {}: broadcast: {}", round, m));
         }
         g.barrier()->wait();
+        // Each rank's op stalled in one of the rounds: its check ran (and found nothing wrong).
+        if (!published_last_ops(*ctx)) throw std::runtime_error("a stalled op did not run the check");
       },
       o);
   REQUIRE(test::all_ok(results));
