@@ -189,6 +189,18 @@ ncclComm_t init(int rank, const ncclUniqueId& id, bool blocking = true) {
   return comm;
 }
 
+// The collective just enqueued on `s` stays pending (the event recorded after it is not
+// reached, and NCCL reports no error), until an abort lets the stream move on.
+void expect_pending_until_abort(ncclComm_t comm, cudaStream_t s, cudaEvent_t e) {
+  CHILD_CHECK(cudaEventRecord(e, s) == cudaSuccess);
+  std::this_thread::sleep_for(500ms);
+  CHILD_CHECK(cudaEventQuery(e) == cudaErrorNotReady);
+  ncclResult_t async = ncclInternalError;
+  CHILD_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess);
+  CHILD_CHECK(ncclCommAbort(comm) == ncclSuccess);
+  CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
+}
+
 }  // namespace
 
 TEST_CASE("nccl model: all-reduce and broadcast between two processes, no segment left", "[cuda_model][nccl_model]") {
@@ -254,13 +266,7 @@ TEST_CASE("nccl model: a collective whose peer never comes stays pending until a
     CHILD_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
     CHILD_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);
     CHILD_CHECK(ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, comm, s) == ncclSuccess);
-    CHILD_CHECK(cudaEventRecord(e, s) == cudaSuccess);
-    std::this_thread::sleep_for(500ms);
-    CHILD_CHECK(cudaEventQuery(e) == cudaErrorNotReady);
-    ncclResult_t async = ncclInternalError;
-    CHILD_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess);
-    CHILD_CHECK(ncclCommAbort(comm) == ncclSuccess);
-    CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
+    expect_pending_until_abort(comm, s, e);
     return 0;
   });
   check_all_ok(status);
@@ -296,13 +302,7 @@ TEST_CASE("nccl model: ranks that call different collectives stay pending until 
       case root: r = ncclBroadcast(d, d, 8, ncclFloat32, rank, comm, s); break;
     }
     CHILD_CHECK(r == ncclSuccess);
-    CHILD_CHECK(cudaEventRecord(e, s) == cudaSuccess);
-    std::this_thread::sleep_for(500ms);
-    CHILD_CHECK(cudaEventQuery(e) == cudaErrorNotReady);
-    ncclResult_t async = ncclInternalError;
-    CHILD_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess);
-    CHILD_CHECK(ncclCommAbort(comm) == ncclSuccess);
-    CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
+    expect_pending_until_abort(comm, s, e);
     return 0;
   });
   check_all_ok(status);

@@ -82,6 +82,21 @@ bool skipped(int n) {
   return !skip.empty();
 }
 
+// Two forked ranks, each joined on its own device (or model device), running body(rank, context).
+std::vector<test::RankResult> run_two_nccl_ranks(const std::function<void(int rank, Context& ctx)>& body) {
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(2);
+  o.timeout = 60s;  // the op timeout stays 600 s
+  return test::run_ranks(
+      2,
+      [&body](int rank) {
+        pin_to_own_device(rank);
+        auto ctx = join();
+        body(rank, *ctx);
+      },
+      o);
+}
+
 }  // namespace
 
 TEST_CASE("nccl ranks: every collective, dtype and op on device buffers, 2 and 3 ranks", "[nccl][gpu][mp]") {
@@ -400,41 +415,35 @@ TEST_CASE("nccl ranks: mismatched collectives fail on every rank, naming both op
   const Case& c = cases.at(which);
   INFO(c.name);
   if (skipped(2)) return;
-  test::RankRunOptions o;
-  o.extra_env = nccl_env(2);
-  o.timeout = 60s;  // the op timeout stays 600 s: only the check can end the case in time
-  const auto results = test::run_ranks(
-      2,
-      [&c](int rank) {
-        pin_to_own_device(rank);
-        auto ctx = join();
-        Group& g = ctx->world();
-        DeviceBuffer a = nccl_suite::to_device(std::vector<double>(100, 1.0), DType::float32);
-        DeviceBuffer b = nccl_suite::to_device(std::vector<double>(100, 1.0), DType::float64);
-        g.all_reduce(a.view(100, DType::float32))->wait();  // op #1 agrees
-        const auto start = std::chrono::steady_clock::now();
-        std::string message;
-        try {
-          c.issue(g, rank, a, b)->wait();
-        } catch (const ConfigError& e) {
-          message = e.what();
-        }
-        if (message.empty()) throw std::runtime_error("the mismatched op ended without a ConfigError");
-        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (message.find(c.expected) == std::string::npos || message.find("out of step") == std::string::npos)
-          throw std::runtime_error(fmt::format("rank {}: the message does not name both ops: {}", rank, message));
-        if (took > 10) throw std::runtime_error(fmt::format("rank {}: the mismatch failed after {:.1f} s", rank, took));
-        try {
-          g.barrier()->wait();
-        } catch (const BackendError&) {
-          return;  // unusable after the failure, as on every backend
-        }
-        throw std::runtime_error("a barrier after the mismatch succeeded");
-      },
-      o);
+  // Only the check can end the case in time: the op timeout stays 600 s.
+  const auto results = run_two_nccl_ranks([&c](int rank, Context& ctx) {
+    Group& g = ctx.world();
+    DeviceBuffer a = nccl_suite::to_device(std::vector<double>(100, 1.0), DType::float32);
+    DeviceBuffer b = nccl_suite::to_device(std::vector<double>(100, 1.0), DType::float64);
+    g.all_reduce(a.view(100, DType::float32))->wait();  // op #1 agrees
+    const auto start = std::chrono::steady_clock::now();
+    std::string message;
+    try {
+      c.issue(g, rank, a, b)->wait();
+    } catch (const ConfigError& e) {
+      message = e.what();
+    }
+    if (message.empty()) throw std::runtime_error("the mismatched op ended without a ConfigError");
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (message.find(c.expected) == std::string::npos || message.find("out of step") == std::string::npos)
+      throw std::runtime_error(fmt::format("rank {}: the message does not name both ops: {}", rank, message));
+    if (took > 10) throw std::runtime_error(fmt::format("rank {}: the mismatch failed after {:.1f} s", rank, took));
+    try {
+      g.barrier()->wait();
+    } catch (const BackendError&) {
+      return;  // unusable after the failure, as on every backend
+    }
+    throw std::runtime_error("a barrier after the mismatch succeeded");
+  });
   REQUIRE(test::all_ok(results));
 }
 
+namespace {
 // Whether this rank's last ops are in its group's store: the stalled-op check writes them under
 // "op_check/<rank>" in the group's prefix, "fastrun/pg/<join generation>/world/nccl/", only when
 // an op stalls (the generation is private to the Context: any of the first few).
@@ -443,52 +452,45 @@ bool published_last_ops(Context& ctx) {
     if (ctx.store().check({fmt::format("fastrun/pg/{}/world/nccl/op_check/{}", generation, ctx.rank())})) return true;
   return false;
 }
+}  // namespace
 
 // The check only speaks on a mismatch: ranks in step, one of them late by more than the first
 // check (so the other's op stalls and is compared), still get the right results. And the store
 // is left alone while ops do not stall: many quick ops publish nothing.
 TEST_CASE("nccl ranks: a stalled op whose ranks agree is not a mismatch", "[nccl][gpu][mp][mismatch]") {
   if (skipped(2)) return;
-  test::RankRunOptions o;
-  o.extra_env = nccl_env(2);
-  o.timeout = 60s;
-  const auto results = test::run_ranks(
-      2,
-      [](int rank) {
-        pin_to_own_device(rank);
-        auto ctx = join();
-        Group& g = ctx->world();
-        DeviceBuffer small = nccl_suite::to_device(std::vector<double>(16, 1.0), DType::float32);
-        Duration slowest{};
-        for (int i = 0; i < 200; ++i) {
-          const auto start = std::chrono::steady_clock::now();
-          g.all_reduce(small.view(16, DType::float32))->wait();
-          slowest = std::max<Duration>(slowest, std::chrono::steady_clock::now() - start);
-        }
-        // An op of this rank's that took under the first check's 1 s cannot have run the check
-        // (a loaded machine may stall one longer: then nothing is claimed).
-        if (slowest < 900ms && published_last_ops(*ctx))
-          throw std::runtime_error("ops that never stalled wrote to the store");
-        const std::size_t count = 70000;  // over the model's 256 KiB chunk
-        for (int round = 0; round < 3; ++round) {
-          if (rank == round % 2) std::this_thread::sleep_for(1500ms);  // the peer's op stalls past 1 s
-          DeviceBuffer buf = nccl_suite::to_device(std::vector<double>(count, rank + 1.0), DType::float32);
-          g.all_reduce(buf.view(count, DType::float32))->wait();
-          const std::string mismatch = nccl_suite::compare(
-              nccl_suite::from_device(buf, count, DType::float32), std::vector<double>(count, 3.0));
-          if (!mismatch.empty()) throw std::runtime_error(fmt::format("round {}: {}", round, mismatch));
-          DeviceBuffer d = nccl_suite::to_device(std::vector<double>(8, rank == 1 ? 7.0 : 0.0), DType::float64);
-          g.broadcast(d.view(8, DType::float64), {1})->wait();
-          if (const std::string m = nccl_suite::compare(nccl_suite::from_device(d, 8, DType::float64),
-                                                        std::vector<double>(8, 7.0));
-              !m.empty())
-            throw std::runtime_error(fmt::format("round {}: broadcast: {}", round, m));
-        }
-        g.barrier()->wait();
-        // Each rank's op stalled in one of the rounds: its check ran (and found nothing wrong).
-        if (!published_last_ops(*ctx)) throw std::runtime_error("a stalled op did not run the check");
-      },
-      o);
+  const auto results = run_two_nccl_ranks([](int rank, Context& ctx) {
+    Group& g = ctx.world();
+    DeviceBuffer small = nccl_suite::to_device(std::vector<double>(16, 1.0), DType::float32);
+    Duration slowest{};
+    for (int i = 0; i < 200; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      g.all_reduce(small.view(16, DType::float32))->wait();
+      slowest = std::max<Duration>(slowest, std::chrono::steady_clock::now() - start);
+    }
+    // An op of this rank's that took under the first check's 1 s cannot have run the check
+    // (a loaded machine may stall one longer: then nothing is claimed).
+    if (slowest < 900ms && published_last_ops(ctx))
+      throw std::runtime_error("ops that never stalled wrote to the store");
+    const std::size_t count = 70000;  // over the model's 256 KiB chunk
+    for (int round = 0; round < 3; ++round) {
+      if (rank == round % 2) std::this_thread::sleep_for(1500ms);  // the peer's op stalls past 1 s
+      DeviceBuffer buf = nccl_suite::to_device(std::vector<double>(count, rank + 1.0), DType::float32);
+      g.all_reduce(buf.view(count, DType::float32))->wait();
+      const std::string mismatch = nccl_suite::compare(
+          nccl_suite::from_device(buf, count, DType::float32), std::vector<double>(count, 3.0));
+      if (!mismatch.empty()) throw std::runtime_error(fmt::format("round {}: {}", round, mismatch));
+      DeviceBuffer d = nccl_suite::to_device(std::vector<double>(8, rank == 1 ? 7.0 : 0.0), DType::float64);
+      g.broadcast(d.view(8, DType::float64), {1})->wait();
+      if (const std::string m = nccl_suite::compare(nccl_suite::from_device(d, 8, DType::float64),
+                                                    std::vector<double>(8, 7.0));
+          !m.empty())
+        throw std::runtime_error(fmt::format("round {}: broadcast: {}", round, m));
+    }
+    g.barrier()->wait();
+    // Each rank's op stalled in one of the rounds: its check ran (and found nothing wrong).
+    if (!published_last_ops(ctx)) throw std::runtime_error("a stalled op did not run the check");
+  });
   REQUIRE(test::all_ok(results));
 }
 
