@@ -474,7 +474,7 @@ TEST_CASE("nccl ranks: a stalled op whose ranks agree is not a mismatch", "[nccl
       throw std::runtime_error("ops that never stalled wrote to the store");
     const std::size_t count = 70000;  // over the model's 256 KiB chunk
     for (int round = 0; round < 3; ++round) {
-      if (rank == round % 2) std::this_thread::sleep_for(1500ms);  // the peer's op stalls past 1 s
+      if (rank == round % 2) std::this_thread::sleep_for(2s);  // the peer's op stalls past 1 s, with margin
       DeviceBuffer buf = nccl_suite::to_device(std::vector<double>(count, rank + 1.0), DType::float32);
       g.all_reduce(buf.view(count, DType::float32))->wait();
       const std::string mismatch = nccl_suite::compare(
