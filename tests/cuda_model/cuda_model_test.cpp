@@ -1,6 +1,7 @@
 // The CPU model of CUDA and NCCL against the semantics it claims (docs/cuda-model.md): stream
 // ordering, events, page protection of device memory, device counting, and NCCL across real
-// processes: data, a collective whose peer never comes (pending until abort), a killed peer
+// processes: data, a collective whose peer never comes or calls a different one (pending until
+// abort), a killed peer
 // (ncclRemoteError), non-blocking init.
 // CUDA is not fork-safe (the model refuses CUDA in a child forked after the parent used it), so
 // the multi-process cases fork before this process touches CUDA; CTest runs each case in its
@@ -188,6 +189,18 @@ ncclComm_t init(int rank, const ncclUniqueId& id, bool blocking = true) {
   return comm;
 }
 
+// The collective just enqueued on `s` stays pending (the event recorded after it is not
+// reached, and NCCL reports no error), until an abort lets the stream move on.
+void expect_pending_until_abort(ncclComm_t comm, cudaStream_t s, cudaEvent_t e) {
+  CHILD_CHECK(cudaEventRecord(e, s) == cudaSuccess);
+  std::this_thread::sleep_for(500ms);
+  CHILD_CHECK(cudaEventQuery(e) == cudaErrorNotReady);
+  ncclResult_t async = ncclInternalError;
+  CHILD_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess);
+  CHILD_CHECK(ncclCommAbort(comm) == ncclSuccess);
+  CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
+}
+
 }  // namespace
 
 TEST_CASE("nccl model: all-reduce and broadcast between two processes, no segment left", "[cuda_model][nccl_model]") {
@@ -253,13 +266,43 @@ TEST_CASE("nccl model: a collective whose peer never comes stays pending until a
     CHILD_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
     CHILD_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);
     CHILD_CHECK(ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, comm, s) == ncclSuccess);
-    CHILD_CHECK(cudaEventRecord(e, s) == cudaSuccess);
-    std::this_thread::sleep_for(500ms);
-    CHILD_CHECK(cudaEventQuery(e) == cudaErrorNotReady);
-    ncclResult_t async = ncclInternalError;
-    CHILD_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess);
-    CHILD_CHECK(ncclCommAbort(comm) == ncclSuccess);
-    CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
+    expect_pending_until_abort(comm, s, e);
+    return 0;
+  });
+  check_all_ok(status);
+}
+
+// NCCL hangs (or reads garbage) when ranks call different collectives; the model always hangs,
+// so fastrun's stalled-op check sees a stall. A matching collective after agreeing ones, and
+// one whose elements differ between calls, still completes.
+TEST_CASE("nccl model: ranks that call different collectives stay pending until abort", "[cuda_model][nccl_model]") {
+  enum Mismatch { kind, count, type, root };
+  const Mismatch what = GENERATE(kind, count, type, root);
+  CAPTURE(what);
+  const auto status = two_ranks([what](int rank, const ncclUniqueId& id) {
+    ncclComm_t comm = init(rank, id);
+    double* d = nullptr;
+    CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(double)) == cudaSuccess);
+    cudaStream_t s = nullptr;
+    cudaEvent_t e = nullptr;
+    CHILD_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    CHILD_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);
+    // Agreeing collectives first (the numbering of both slots is exercised), then the odd one.
+    for (int i = 0; i < 3; ++i) CHILD_CHECK(ncclAllReduce(d, d, 8, ncclFloat32, ncclSum, comm, s) == ncclSuccess);
+    CHILD_CHECK(ncclAllReduce(d, d, 0, ncclFloat32, ncclSum, comm, s) == ncclSuccess);  // empty: no step
+    CHILD_CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    ncclResult_t r = ncclSuccess;
+    switch (what) {
+      case kind:
+        r = rank == 0 ? ncclAllReduce(d, d, 8, ncclFloat32, ncclSum, comm, s)
+                      : ncclBroadcast(d, d, 8, ncclFloat32, 0, comm, s);
+        break;
+      case count: r = ncclAllReduce(d, d, rank == 0 ? 10 : 20, ncclFloat32, ncclSum, comm, s); break;
+      case type: r = ncclAllReduce(d, d, 8, rank == 0 ? ncclFloat32 : ncclFloat64, ncclSum, comm, s); break;
+      case root: r = ncclBroadcast(d, d, 8, ncclFloat32, rank, comm, s); break;
+    }
+    CHILD_CHECK(r == ncclSuccess);
+    expect_pending_until_abort(comm, s, e);
     return 0;
   });
   check_all_ok(status);

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -79,6 +80,21 @@ bool skipped(int n) {
   const std::string skip = skip_reason(n);
   if (!skip.empty()) test::skip_case(skip);
   return !skip.empty();
+}
+
+// Two forked ranks, each joined on its own device (or model device), running body(rank, context).
+std::vector<test::RankResult> run_two_nccl_ranks(const std::function<void(int rank, Context& ctx)>& body) {
+  test::RankRunOptions o;
+  o.extra_env = nccl_env(2);
+  o.timeout = 60s;  // the op timeout stays 600 s
+  return test::run_ranks(
+      2,
+      [&body](int rank) {
+        pin_to_own_device(rank);
+        auto ctx = join();
+        body(rank, *ctx);
+      },
+      o);
 }
 
 }  // namespace
@@ -363,6 +379,118 @@ TEST_CASE("nccl ranks: a rank killed mid-collective fails the others, naming it"
       o);
   REQUIRE(results[2].signal == SIGKILL);
   results.pop_back();
+  REQUIRE(test::all_ok(results));
+}
+
+// Ranks that issue different collectives hang on the device (NCCL, and the model: its
+// collectives meet only when every rank called the same one). By default the watchdog compares
+// the ranks' last ops through the store once the oldest op in flight has stalled 1 s
+// (stalled_op_check.h): every rank fails with the sequence mode's message, long before the op
+// timeout, and the group is unusable after.
+TEST_CASE("nccl ranks: mismatched collectives fail on every rank, naming both ops", "[nccl][gpu][mp][mismatch]") {
+  struct Case {
+    const char* name;
+    std::function<WorkHandle(Group&, int rank, const DeviceBuffer& f32, const DeviceBuffer& f64)> issue;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"count 10 against 20",
+       [](Group& g, int rank, const DeviceBuffer& f32, const DeviceBuffer&) {
+         return g.all_reduce(f32.view(rank == 0 ? 10 : 20, DType::float32));
+       },
+       "op #2 on group 'world': rank 0 called all_reduce(float32 x 10, sum), rank 1 called all_reduce(float32 x 20, "
+       "sum)"},
+      {"float32 against float64",
+       [](Group& g, int rank, const DeviceBuffer& f32, const DeviceBuffer& f64) {
+         return rank == 0 ? g.all_reduce(f32.view(10, DType::float32)) : g.all_reduce(f64.view(10, DType::float64));
+       },
+       "rank 0 called all_reduce(float32 x 10, sum), rank 1 called all_reduce(float64 x 10, sum)"},
+      {"all_reduce against broadcast",
+       [](Group& g, int rank, const DeviceBuffer& f32, const DeviceBuffer&) {
+         return rank == 0 ? g.all_reduce(f32.view(100, DType::float32)) : g.broadcast(f32.view(100, DType::float32), {0});
+       },
+       "rank 0 called all_reduce(float32 x 100, sum), rank 1 called broadcast(float32 x 100, root 0)"},
+  };
+  const std::size_t which = GENERATE(0u, 1u, 2u);
+  const Case& c = cases.at(which);
+  INFO(c.name);
+  if (skipped(2)) return;
+  // Only the check can end the case in time: the op timeout stays 600 s.
+  const auto results = run_two_nccl_ranks([&c](int rank, Context& ctx) {
+    Group& g = ctx.world();
+    DeviceBuffer a = nccl_suite::to_device(std::vector<double>(100, 1.0), DType::float32);
+    DeviceBuffer b = nccl_suite::to_device(std::vector<double>(100, 1.0), DType::float64);
+    g.all_reduce(a.view(100, DType::float32))->wait();  // op #1 agrees
+    const auto start = std::chrono::steady_clock::now();
+    std::string message;
+    try {
+      c.issue(g, rank, a, b)->wait();
+    } catch (const ConfigError& e) {
+      message = e.what();
+    }
+    if (message.empty()) throw std::runtime_error("the mismatched op ended without a ConfigError");
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (message.find(c.expected) == std::string::npos || message.find("out of step") == std::string::npos)
+      throw std::runtime_error(fmt::format("rank {}: the message does not name both ops: {}", rank, message));
+    if (took > 10) throw std::runtime_error(fmt::format("rank {}: the mismatch failed after {:.1f} s", rank, took));
+    try {
+      g.barrier()->wait();
+    } catch (const BackendError&) {
+      return;  // unusable after the failure, as on every backend
+    }
+    throw std::runtime_error("a barrier after the mismatch succeeded");
+  });
+  REQUIRE(test::all_ok(results));
+}
+
+namespace {
+// Whether this rank's last ops are in its group's store: the stalled-op check writes them under
+// "op_check/<rank>" in the group's prefix, "fastrun/pg/<join generation>/world/nccl/", only when
+// an op stalls (the generation is private to the Context: any of the first few).
+bool published_last_ops(Context& ctx) {
+  for (int generation = 0; generation < 4; ++generation)
+    if (ctx.store().check({fmt::format("fastrun/pg/{}/world/nccl/op_check/{}", generation, ctx.rank())})) return true;
+  return false;
+}
+}  // namespace
+
+// The check only speaks on a mismatch: ranks in step, one of them late by more than the first
+// check (so the other's op stalls and is compared), still get the right results. And the store
+// is left alone while ops do not stall: many quick ops publish nothing.
+TEST_CASE("nccl ranks: a stalled op whose ranks agree is not a mismatch", "[nccl][gpu][mp][mismatch]") {
+  if (skipped(2)) return;
+  const auto results = run_two_nccl_ranks([](int rank, Context& ctx) {
+    Group& g = ctx.world();
+    DeviceBuffer small = nccl_suite::to_device(std::vector<double>(16, 1.0), DType::float32);
+    Duration slowest{};
+    for (int i = 0; i < 200; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      g.all_reduce(small.view(16, DType::float32))->wait();
+      slowest = std::max<Duration>(slowest, std::chrono::steady_clock::now() - start);
+    }
+    // An op of this rank's that took under the first check's 1 s cannot have run the check
+    // (a loaded machine may stall one longer: then nothing is claimed).
+    if (slowest < 900ms && published_last_ops(ctx))
+      throw std::runtime_error("ops that never stalled wrote to the store");
+    const std::size_t count = 70000;  // over the model's 256 KiB chunk
+    for (int round = 0; round < 3; ++round) {
+      if (rank == round % 2) std::this_thread::sleep_for(2s);  // the peer's op stalls past 1 s, with margin
+      DeviceBuffer buf = nccl_suite::to_device(std::vector<double>(count, rank + 1.0), DType::float32);
+      g.all_reduce(buf.view(count, DType::float32))->wait();
+      const std::string mismatch = nccl_suite::compare(
+          nccl_suite::from_device(buf, count, DType::float32), std::vector<double>(count, 3.0));
+      if (!mismatch.empty()) throw std::runtime_error(fmt::format("round {}: {}", round, mismatch));
+      DeviceBuffer d = nccl_suite::to_device(std::vector<double>(8, rank == 1 ? 7.0 : 0.0), DType::float64);
+      g.broadcast(d.view(8, DType::float64), {1})->wait();
+      if (const std::string m = nccl_suite::compare(nccl_suite::from_device(d, 8, DType::float64),
+                                                    std::vector<double>(8, 7.0));
+          !m.empty())
+        throw std::runtime_error(fmt::format("round {}: broadcast: {}", round, m));
+    }
+    g.barrier()->wait();
+    // Each rank's op stalled in one of the rounds: its check ran (and found nothing wrong).
+    if (!published_last_ops(ctx)) throw std::runtime_error("a stalled op did not run the check");
+  });
   REQUIRE(test::all_ok(results));
 }
 

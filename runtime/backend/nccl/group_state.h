@@ -24,6 +24,7 @@
 
 #include "fastrun/runtime/backend/nccl/communicator.h"
 #include "fastrun/runtime/process_group/group_health.h"
+#include "fastrun/runtime/process_group/stalled_op_check.h"
 #include "fastrun/runtime/store/store.h"
 
 namespace fastrun::nccl {
@@ -77,6 +78,17 @@ struct GroupState {
   // error, the job's failure record (one FailureWatch, polled at the runtime's one interval).
   std::shared_ptr<GroupHealth> health;
   bool failed() const { return health->failed(); }
+
+  // Ranks that issued different collectives wait on the device (or read garbage) until the op
+  // timeout: the issuing thread records each collective's fingerprint here, and the watchdog
+  // compares the ranks' last ops through the store once the oldest operation in flight has
+  // stalled (stalled_op_check.h; watchdog.h). Null for a group of one or without a store.
+  std::shared_ptr<StalledOpCheck> op_check;
+  // The watchdog thread's own: the operation whose stall it times, and when it checks next.
+  struct StallWatch {
+    std::weak_ptr<WorkRecord> op;
+    StallSchedule schedule{StallSchedule::Clock::time_point{}};
+  } stall_watch;
 
   // The failure path, whoever detects it (watchdog, a waiter, the issuing thread):
   //  1. the first failure wins (later ones only log);

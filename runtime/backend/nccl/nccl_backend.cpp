@@ -84,6 +84,8 @@ NcclBackend::NcclBackend(const GroupSpec& spec)
   state_->device = cuda_current_device();
   state_->op_timeout = spec.op_timeout;
   state_->policy = error_policy_from_env();
+  if (spec.size > 1 && spec.store)
+    state_->op_check = std::make_shared<StalledOpCheck>(*spec.store, spec.rank, spec.size, spec.global_ranks, spec.name);
 
   // 3. the group's own stream, the input-ordering event and the barrier's scratch element
   cudaStream_t stream = nullptr;
@@ -149,8 +151,13 @@ void NcclBackend::require_device(const BufferView& buffer, const char* op, const
   }
 }
 
-WorkHandle NcclBackend::issue(const Op& call, const std::string& detail, const Launch& launch) {
+WorkHandle NcclBackend::issue(const Op& call, std::optional<OpDesc> desc, const std::string& detail,
+                               const Launch& launch) {
   return runtime_.post(call, [&](std::uint64_t seq) {
+    if (desc && state_->op_check) {  // before the op can stall (a lock and a 64-byte copy)
+      desc->seq = static_cast<std::int64_t>(seq);
+      state_->op_check->record(*desc);
+    }
     std::string label = fmt::format("{} #{}", call.name, seq);
     if (!detail.empty()) label += fmt::format(" ({})", detail);
     return enqueue(std::move(label), launch);
@@ -209,7 +216,8 @@ WorkHandle NcclBackend::all_reduce(const Op& call, BufferView buffer, const AllR
   check_prescale(Where::joined({label_, ": all_reduce"}), buffer, options.prescale);  // host buffers only
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return issue(call, fmt::format("{}, {}", describe_view(buffer), reduce_op_name(options.op)),
+  return issue(call, op_desc("all_reduce", buffer).with_reduce(options.op),
+               fmt::format("{}, {}", describe_view(buffer), reduce_op_name(options.op)),
                [=](ncclComm_t comm, cudaStream_t s) {
                  return ncclAllReduce(buffer.data, buffer.data, buffer.count, type, op, comm, s);
                });
@@ -222,7 +230,8 @@ WorkHandle NcclBackend::broadcast(const Op& call, BufferView buffer, const Broad
                                    options.root, size_ - 1));
   }
   const ncclDataType_t type = to_nccl(buffer.dtype);
-  return issue(call, fmt::format("{}, root {}", describe_view(buffer), options.root),
+  return issue(call, op_desc("broadcast", buffer).with_root(options.root),
+               fmt::format("{}, root {}", describe_view(buffer), options.root),
                [=](ncclComm_t comm, cudaStream_t s) {
                  return ncclBroadcast(buffer.data, buffer.data, buffer.count, type, options.root, comm, s);
                });
@@ -233,9 +242,10 @@ WorkHandle NcclBackend::all_gather(const Op& call, BufferView input, BufferView 
   require_device(output, "all_gather", "output");
   check_all_gather_shapes(Where::joined({label_, ": all_gather"}), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
-  return issue(call, fmt::format("{} per rank", describe_view(input)), [=](ncclComm_t comm, cudaStream_t s) {
-    return ncclAllGather(input.data, output.data, input.count, type, comm, s);
-  });
+  return issue(call, op_desc("all_gather", input), fmt::format("{} per rank", describe_view(input)),
+               [=](ncclComm_t comm, cudaStream_t s) {
+                 return ncclAllGather(input.data, output.data, input.count, type, comm, s);
+               });
 }
 
 WorkHandle NcclBackend::reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) {
@@ -244,7 +254,8 @@ WorkHandle NcclBackend::reduce_scatter(const Op& call, BufferView input, BufferV
   check_reduce_scatter_shapes(Where::joined({label_, ": reduce_scatter"}), input, output, size_);
   const ncclDataType_t type = to_nccl(input.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
-  return issue(call, fmt::format("{} per rank, {}", describe_view(output), reduce_op_name(options.op)),
+  return issue(call, op_desc("reduce_scatter", input).with_reduce(options.op),
+               fmt::format("{} per rank, {}", describe_view(output), reduce_op_name(options.op)),
                [=](ncclComm_t comm, cudaStream_t s) {
                  return ncclReduceScatter(input.data, output.data, output.count, type, op, comm, s);
                });
@@ -252,7 +263,7 @@ WorkHandle NcclBackend::reduce_scatter(const Op& call, BufferView input, BufferV
 
 WorkHandle NcclBackend::barrier(const Op& call, const BarrierOptions&) {
   void* scratch = barrier_scratch_.data();
-  return issue(call, "", [=](ncclComm_t comm, cudaStream_t s) {
+  return issue(call, op_desc("barrier"), "", [=](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(scratch, scratch, 1, ncclFloat32, ncclSum, comm, s);
   });
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "fastrun/runtime/cuda/device_buffer.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/backend.h"
+#include "fastrun/runtime/process_group/op_record.h"
 
 namespace fastrun::nccl {
 
@@ -65,10 +67,12 @@ class NcclBackend final : public Backend {
   // Every op, collective or point-to-point, is issued here, after its argument checks: through
   // the group runtime's post() (refused once the group failed, numbered: group_runtime.h), then
   // enqueued as "name #seq (detail)" ("send #3 (float32 x 4 to rank 1)"), the label of its
-  // Work, its watchdog record and its timeout message.
-  WorkHandle issue(const Op& call, const std::string& detail, const Launch& launch);
+  // Work, its watchdog record and its timeout message. A collective's `desc` (numbered here)
+  // goes into the group's stalled-op check before it is enqueued; point-to-point ops have none
+  // (numbered apart, never compared across ranks).
+  WorkHandle issue(const Op& call, std::optional<OpDesc> desc, const std::string& detail, const Launch& launch);
   // Issues `ops` as grouped ncclSend/ncclRecv calls (one ncclGroupStart/End).
-  WorkHandle issue_p2p(const Op& call, const std::string& detail, std::vector<P2POp> ops);
+  WorkHandle issue_p2p(const Op& call, std::optional<OpDesc> desc, const std::string& detail, std::vector<P2POp> ops);
   // Validates nothing; enqueues `launch` under the comm mutex, waits out ncclInProgress,
   // records the end event and registers the operation with the watchdog.
   WorkHandle enqueue(std::string op, const Launch& launch);

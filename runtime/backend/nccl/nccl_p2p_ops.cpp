@@ -19,8 +19,9 @@ P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b
 
 }  // namespace
 
-WorkHandle NcclBackend::issue_p2p(const Op& call, const std::string& detail, std::vector<P2POp> ops) {
-  return issue(call, detail, [ops = std::move(ops)](ncclComm_t comm, cudaStream_t s) {
+WorkHandle NcclBackend::issue_p2p(const Op& call, std::optional<OpDesc> desc, const std::string& detail,
+                                   std::vector<P2POp> ops) {
+  return issue(call, std::move(desc), detail, [ops = std::move(ops)](ncclComm_t comm, cudaStream_t s) {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
     for (const P2POp& p : ops) {
@@ -39,21 +40,21 @@ WorkHandle NcclBackend::issue_p2p(const Op& call, const std::string& detail, std
 WorkHandle NcclBackend::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {
   require_device(buffer, "send", "send");
   check_peer(op_where("send", name_), peer, options.tag, rank_, size_);
-  return issue_p2p(call, fmt::format("{} to rank {}", describe_view(buffer), peer),
+  return issue_p2p(call, std::nullopt, fmt::format("{} to rank {}", describe_view(buffer), peer),
                    {P2POp{P2POp::Kind::send, buffer, peer, options.tag}});
 }
 
 WorkHandle NcclBackend::recv(const Op& call, BufferView buffer, int peer, const RecvOptions& options) {
   require_device(buffer, "recv", "recv");
   check_peer(op_where("recv", name_), peer, options.tag, rank_, size_);
-  return issue_p2p(call, fmt::format("{} from rank {}", describe_view(buffer), peer),
+  return issue_p2p(call, std::nullopt, fmt::format("{} from rank {}", describe_view(buffer), peer),
                    {P2POp{P2POp::Kind::recv, buffer, peer, options.tag}});
 }
 
 WorkHandle NcclBackend::batch_send_recv(const Op& call, const std::vector<P2POp>& ops) {
   for (const P2POp& op : ops) require_device(op.buffer, "batch_send_recv", op.kind == P2POp::Kind::send ? "send" : "recv");
   check_p2p_batch(op_where("batch_send_recv", name_), ops, rank_, size_);
-  return issue_p2p(call, fmt::format("{} ops", ops.size()), ops);
+  return issue_p2p(call, std::nullopt, fmt::format("{} ops", ops.size()), ops);
 }
 
 WorkHandle NcclBackend::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
@@ -62,7 +63,8 @@ WorkHandle NcclBackend::reduce(const Op& call, BufferView buffer, const ReduceOp
   const ncclDataType_t type = to_nccl(buffer.dtype);
   const ncclRedOp_t op = to_nccl(options.op);
   const int root = options.root;
-  return issue(call, fmt::format("{}, {}, root {}", describe_view(buffer), reduce_op_name(options.op), root),
+  return issue(call, op_desc("reduce", buffer).with_root(root).with_reduce(options.op),
+               fmt::format("{}, {}, root {}", describe_view(buffer), reduce_op_name(options.op), root),
                [=](ncclComm_t comm, cudaStream_t s) {
                  return ncclReduce(buffer.data, buffer.data, buffer.count, type, op, root, comm, s);
                });
@@ -87,7 +89,8 @@ WorkHandle NcclBackend::gather(const Op& call, BufferView input, BufferView outp
   } else {
     ops.push_back(send_op(input, root));
   }
-  return issue_p2p(call, fmt::format("{} per rank, root {}", describe_view(input), root), std::move(ops));
+  return issue_p2p(call, op_desc("gather", input).with_root(root),
+                   fmt::format("{} per rank, root {}", describe_view(input), root), std::move(ops));
 }
 
 WorkHandle NcclBackend::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
@@ -104,7 +107,8 @@ WorkHandle NcclBackend::scatter(const Op& call, BufferView input, BufferView out
   } else {
     ops.push_back(recv_op(output, root));
   }
-  return issue_p2p(call, fmt::format("{} per rank, root {}", describe_view(output), root), std::move(ops));
+  return issue_p2p(call, op_desc("scatter", output).with_root(root),
+                   fmt::format("{} per rank, root {}", describe_view(output), root), std::move(ops));
 }
 
 WorkHandle NcclBackend::all_to_all(const Op& call, BufferView input, BufferView output, const AllToAllOptions&) {
@@ -117,7 +121,7 @@ WorkHandle NcclBackend::all_to_all(const Op& call, BufferView input, BufferView 
     ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
   }
-  return issue_p2p(call, describe_view(input), std::move(ops));
+  return issue_p2p(call, op_desc("all_to_all", input), describe_view(input), std::move(ops));
 }
 
 WorkHandle NcclBackend::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts,
@@ -136,7 +140,8 @@ WorkHandle NcclBackend::all_to_allv(const Op& call, BufferView input, const std:
     in_at += send_counts[q];
     out_at += recv_counts[q];
   }
-  return issue_p2p(call, fmt::format("{} in, {} out", describe_view(input), describe_view(output)), std::move(ops));
+  return issue_p2p(call, op_desc("all_to_allv"),
+                   fmt::format("{} in, {} out", describe_view(input), describe_view(output)), std::move(ops));
 }
 
 }  // namespace fastrun::nccl

@@ -21,6 +21,16 @@ constexpr auto kRound = std::chrono::milliseconds(100);
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
+// Compares the ranks' last ops through the store (stalled_op_check.h); a mismatch fails the
+// group with the sequence mode's message as a ConfigError. False: no verdict (or no check).
+bool fail_on_mismatch(GroupState& state) {
+  if (!state.op_check) return false;
+  const auto text = state.op_check->check();
+  if (!text) return false;
+  state.fail(std::make_exception_ptr(ConfigError(*text)), *text, GroupState::Origin::self);
+  return true;
+}
+
 void check_async_error(GroupState& state) {
   std::string reason;
   {
@@ -30,6 +40,9 @@ void check_async_error(GroupState& state) {
     if (r == ncclSuccess || r == ncclInProgress) return;
     reason = describe(r, state.comm.get(), "ncclCommGetAsyncError", state.label) + "; the communicator was aborted";
   }
+  // A peer that found the ranks out of step aborted its communicator, which NCCL may report
+  // here as a remote error: the mismatch names the root cause.
+  if (fail_on_mismatch(state)) return;
   state.fail(std::make_exception_ptr(BackendError(reason)), reason, GroupState::Origin::self);
 }
 
@@ -58,6 +71,34 @@ void check_operations(GroupState& state) {
   }
 }
 
+// Ranks that issued different collectives wait on the device until the op timeout. Once the
+// oldest operation in flight has been pending for StallSchedule's times (1 s, then 2, 4 ... at
+// most 30 s apart), compare the ranks' last ops: a mismatch fails the group (on every rank, as
+// each of the stalled ranks finds it or reads the failure and looks: check_failure_key). The
+// store is touched only then, never per op.
+void check_stalled_op(GroupState& state) {
+  if (!state.op_check) return;
+  std::shared_ptr<WorkRecord> oldest;
+  {
+    std::lock_guard lock(state.mutex);
+    for (const auto& w : state.in_flight)
+      if (w->status.load() == WorkRecord::pending) {
+        oldest = w;
+        break;
+      }
+  }
+  auto& watch = state.stall_watch;
+  if (!oldest) {
+    watch.op.reset();
+    return;
+  }
+  if (watch.op.lock() != oldest) {  // a new oldest operation: its stall clock starts at its enqueue
+    watch.op = oldest;
+    watch.schedule = StallSchedule(oldest->start);
+  }
+  if (watch.schedule.due(Clock::now())) fail_on_mismatch(state);
+}
+
 // The job's failure record, through the group runtime's one FailureWatch (rate-limited to its
 // poll interval, like every backend's; a store that cannot be read reads as "no failure yet").
 void check_failure_key(GroupState& state) {
@@ -67,6 +108,8 @@ void check_failure_key(GroupState& state) {
       fmt::format("{}: peer failure marked in the store ('{}'): {}; this rank's NCCL operations fail and the "
                   "communicator was aborted",
                   state.label, kFailureKey, *value);
+  // A peer that failed may have found the ranks out of step: that names the root cause.
+  if (fail_on_mismatch(state)) return;
   state.fail(std::make_exception_ptr(PeerFailure(reason)), reason, GroupState::Origin::peer);
 }
 
@@ -126,6 +169,7 @@ void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
       lock.unlock();
       check_async_error(*state);
       if (!state->failed()) check_operations(*state);
+      if (!state->failed()) check_stalled_op(*state);
       if (!state->failed()) check_failure_key(*state);
       lock.lock();
     }

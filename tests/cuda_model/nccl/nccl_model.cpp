@@ -5,6 +5,8 @@
 //   through ncclCommGetAsyncError); a rank that never comes leaves init pending for ever.
 // - a collective whose peer never arrives stays pending (the stream does not advance) until
 //   ncclCommAbort, which makes it return without finishing, as NCCL's abort stops its kernels.
+//   So does one whose peers called a different collective (kind, count, type, op or root): a
+//   real NCCL hangs there too, or completes with garbage; the model always hangs.
 // - a peer that dies (or leaves) while this rank waits on it: ncclCommGetAsyncError reports
 //   ncclRemoteError, ncclGetLastError names the rank; the operation stays pending until abort.
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda_model.h"
@@ -66,6 +69,7 @@ struct CommState {
   std::atomic<int> queued{0};   // tasks enqueued on a stream, not yet finished
   std::atomic<int> running{0};  // tasks inside their body now
   std::uint64_t step = 0;       // only the stream worker running this comm's task touches it
+  std::uint64_t collectives = 0;  // collectives with a step run so far; the same on every rank
 
   Header& header() const { return *reinterpret_cast<Header*>(base); }
   Rank& rank_at(int r) const { return reinterpret_cast<Rank*>(base + layout.ranks())[r]; }
@@ -136,13 +140,21 @@ struct CommState {
     return v;
   }
 
-  // One lock step: every rank raises its step; returns once all have (false on abort).
-  bool sync() {
+  // One lock step: every rank raises its step; returns once all have (false on abort). At a
+  // collective's first step, `signature` (at its slot) must also be every rank's: ranks that
+  // called different collectives wait here until an abort.
+  struct Expect {
+    int slot;
+    std::uint64_t signature;
+  };
+  bool sync(const Expect* same = nullptr) {
     ++step;
-    rank_at(rank).step.store(step, std::memory_order_release);
+    if (same) rank_at(rank).signature[same->slot].store(same->signature, std::memory_order_relaxed);
+    rank_at(rank).step.store(step, std::memory_order_release);  // publishes the signature too
     return wait([&] {
       for (int r = 0; r < nranks; ++r) {
         if (rank_at(r).step.load(std::memory_order_acquire) < step) return false;
+        if (same && rank_at(r).signature[same->slot].load(std::memory_order_relaxed) != same->signature) return false;
       }
       return true;
     }, everyone());
@@ -157,9 +169,24 @@ struct CommState {
   }
 };
 
+// What a collective is, as ranks must agree on it (never 0: a fresh segment's slots read 0).
+std::uint64_t signature_of(const Op& op) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+  for (const std::uint64_t v : {static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.count),
+                                static_cast<std::uint64_t>(op.type), static_cast<std::uint64_t>(op.op),
+                                static_cast<std::uint64_t>(op.root_or_peer)}) {
+    for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+  }
+  return h | 1;
+}
+
 bool CommState::run_collective(const Op& op) {
   const std::size_t es = type_size(op.type);
   const std::size_t chunk = kSlotBytes / es;
+  // An empty collective takes no step (NCCL returns at once): it is not numbered either.
+  Expect first{static_cast<int>(collectives % 2), signature_of(op)};
+  const Expect* check = &first;
+  if (op.count > 0) ++collectives;
   std::vector<const char*> slots(static_cast<std::size_t>(nranks));
   for (int r = 0; r < nranks; ++r) slots[static_cast<std::size_t>(r)] = slot(r);
   const int destinations = op.kind == Op::reduce_scatter ? nranks : 1;
@@ -177,7 +204,7 @@ bool CommState::run_collective(const Op& op) {
         default:
           std::memcpy(slot(rank), op.send_buf + off * es, bytes);
       }
-      if (!sync()) return false;
+      if (!sync(std::exchange(check, nullptr))) return false;
       // 2. read everyone's
       switch (op.kind) {
         case Op::all_reduce: reduce(slots.data(), nranks, op.recv_buf + off * es, n, op.type, op.op); break;

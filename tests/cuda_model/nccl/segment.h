@@ -8,7 +8,8 @@
 // Collectives move data through the slots in lock step: each rank copies its chunk into its
 // slot, raises its `step` and waits for every rank's step (so every slot is full); then each
 // rank reads what it needs, raises its step again and waits (so no slot is refilled before
-// everyone read it). Point-to-point goes through Channel[src*n + dst], a byte ring with a
+// everyone read it). Ranks that called different collectives never pass the first step (NCCL
+// hangs, or reads garbage: the model always hangs, see Rank::signature). Point-to-point goes through Channel[src*n + dst], a byte ring with a
 // writer counter and a reader counter. A rank's liveness is an OFD lock on byte `rank` of the
 // segment's file: the kernel drops it when the process dies (even before it is reaped), so a
 // peer that is `alive` without its lock was killed.
@@ -33,6 +34,10 @@ struct alignas(64) Rank {
   std::atomic<std::uint32_t> state;
   std::atomic<std::int32_t> pid;
   std::atomic<std::uint64_t> step;  // lock-step counter of the collectives
+  // What this rank's collective #k is (kind, count, type, op, root hashed; never 0), at [k % 2]:
+  // a rank waits at a collective's first step for every rank's to be the same. Two slots are
+  // enough: no rank can start collective #k+2 before every rank has finished #k.
+  std::atomic<std::uint64_t> signature[2];
 };
 
 struct alignas(64) Channel {
