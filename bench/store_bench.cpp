@@ -182,13 +182,16 @@ double rate(HostedStore& hosted, int procs, double seconds, const std::string& r
 
 // How the clients of a rendezvous meet, once released:
 //   keys     each sets its key and waits for all N keys (what join did before: O(N²) server work)
-//   barrier  store_barrier with its rank: add its bit to its group's counter, wait on one release
-//            key (runtime/store/gather.h; O(N))
+//   barrier  store_barrier with its rank: one Store::arrive (tcp://: one request, answered when the
+//            last client arrives)
+//   round    the add + wait round store_barrier was before (runtime/store/gather.h, round_arrive:
+//            add its bit to its group's counter, wait on one release key; 2 requests, O(N))
+//   arrive   Store::arrive called directly (what barrier does, without its wrapper)
 //   gather   store_all_gather of a 16-byte value: the same round, and every client gets all N values
 //   release  nothing: the floor of the figure (the store waking N waiters on "go", and the threads
 //            getting to run)
-enum class Pattern { keys, barrier, gather, release };
-constexpr const char* kPatternNames[] = {"keys", "barrier", "gather", "release"};
+enum class Pattern { keys, barrier, gather, release, round, arrive };
+constexpr const char* kPatternNames[] = {"keys", "barrier", "gather", "release", "round", "arrive"};
 
 // The release happens once every child is connected and waiting on "go" (not timed); then
 // the clients meet as `pattern` says. Returns {seconds from release to the last done,
@@ -211,6 +214,10 @@ std::pair<double, double> rendezvous(HostedStore& hosted, int procs, const std::
       s->wait(keys, kLimit);
     } else if (pattern == Pattern::barrier) {
       store_barrier(*s, round + "/barrier", i, clients, kLimit);
+    } else if (pattern == Pattern::round) {
+      if (!round_arrive(*s, round + "/round", i, clients, kLimit).empty()) throw StoreError("bench: round timed out");
+    } else if (pattern == Pattern::arrive) {
+      if (!s->arrive(round + "/arrive", i, clients, kLimit).empty()) throw StoreError("bench: arrive timed out");
     } else if (pattern == Pattern::gather) {
       RoundOptions r;
       r.prefix = round + "/gather";
@@ -265,8 +272,9 @@ int store_at_scale(const std::vector<int>& clients, int procs, double seconds, c
               "N/%d threads; open-file limit %llu; this machine (%ld CPUs); a fresh store per figure\n",
               procs, procs, static_cast<unsigned long long>(fds), ::sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("rdv: from the release to the last client done (with spawn + connect); keys = set, wait all N keys "
-              "(the old pattern); barrier = store_barrier; gather = store_all_gather of 16 bytes; release = none (the floor: "
-              "waking N waiters)\n");
+              "(the old pattern); barrier = store_barrier (one arrive); round = add + wait round (barrier before the arrive "
+              "op); arrive = Store::arrive; gather = store_all_gather of 16 bytes; release = none (the floor: waking N "
+              "waiters)\n");
   std::printf("%-7s | %-7s", "clients", "threads");
   for (Pattern p : patterns) std::printf(" | %-22s", fmt::format("rdv {}", kPatternNames[static_cast<int>(p)]).c_str());
   std::printf(" | %-16s\n", "set+get/s, all N");
@@ -374,12 +382,12 @@ int run_store(int argc, char** argv) {
              const auto* it = std::find(std::begin(kPatternNames), std::end(kPatternNames), name);
              if (it == std::end(kPatternNames))
                throw ConfigError(fmt::format("fastrun-bench store --patterns: unknown pattern '{}'; accepted: keys, "
-                                             "barrier, gather, release (comma-separated)",
+                                             "barrier, gather, release, round, arrive (comma-separated)",
                                              name));
              patterns.push_back(static_cast<Pattern>(it - std::begin(kPatternNames)));
            }
          },
-         "how the --clients meet, from keys,barrier,gather,release (keys,barrier: the old "
+         "how the --clients meet, from keys,barrier,gather,release,round,arrive (keys,barrier: the old "
          "wait-for-all-N-keys beside store_barrier)")
       ->type_name("LIST")
       ->default_str("keys,barrier");

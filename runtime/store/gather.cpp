@@ -179,7 +179,41 @@ std::vector<Bytes> store_all_gather(Store& store, const RoundOptions& round, con
   return split_values(store, round.prefix, run_round(store, round, mine, /*gather=*/true), round.size);
 }
 
-void store_round_barrier(Store& store, const RoundOptions& round) { run_round(store, round, {}, /*gather=*/false); }
+void store_round_barrier(Store& store, const RoundOptions& round) {
+  // A poll needs the wait cut into slices, which one arrive cannot be (a second arrive of the
+  // same rank is a reused key): those rounds keep the add + wait form.
+  if (round.poll) {
+    run_round(store, round, {}, /*gather=*/false);
+    return;
+  }
+  const std::vector<int> missing = store.arrive(round.prefix, round.rank, round.size, round.timeout);
+  if (missing.empty()) return;
+  if (round.on_timeout) round.on_timeout(missing);
+  default_timeout(store, round, missing);
+}
+
+std::vector<int> round_arrive(Store& store, const std::string& prefix, int rank, int size, Duration timeout) {
+  // The round reports its missing participants through on_timeout, which must throw: carry
+  // them out in a type nothing else catches. None missing (the last arriver of a group stopped
+  // before releasing) is not a list to return: the round's own TimeoutError says so.
+  struct Missing {
+    std::vector<int> who;
+  };
+  RoundOptions round;
+  round.prefix = prefix;
+  round.rank = rank;
+  round.size = size;
+  round.timeout = timeout;
+  round.on_timeout = [](const std::vector<int>& who) {
+    if (!who.empty()) throw Missing{who};
+  };
+  try {
+    run_round(store, round, {}, /*gather=*/false);
+  } catch (Missing& m) {
+    return std::move(m.who);
+  }
+  return {};
+}
 
 std::vector<int> round_missing(Store& store, const std::string& prefix, int size, int group_size) {
   std::vector<int> missing;

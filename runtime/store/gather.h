@@ -6,7 +6,8 @@
 // every participant waits on. Nobody waits on, checks or reads N keys, so the store sees O(N)
 // requests and O(N) work per round (waiting on all N arrival keys, the pattern this replaces, is
 // N requests naming N keys: O(N²) server work, 2.9–8.3 s for 4,096 tcp clients). A barrier
-// costs a participant 2 requests (add, wait), a gather 4 (set, add, wait, get).
+// costs a participant 2 requests (add, wait), a gather 4 (set, add, wait, get); a barrier
+// without a poll is one Store::arrive instead (tcp://: 1 request, see store_round_barrier).
 //
 // Two levels, so that the participant that arrives last does not read N values in a row:
 // participants are split into groups of `group_size` (default ⌈√N⌉, at most 62: a group's
@@ -55,8 +56,14 @@ struct RoundOptions {
 // every participant (bytes: N × the sum of the values, what an all-gather needs).
 std::vector<Bytes> store_all_gather(Store& store, const RoundOptions& round, const Bytes& mine);
 
-// The same round with nothing to exchange: returns once every participant arrived.
+// The same round with nothing to exchange: returns once every participant arrived. Without a
+// `poll` it is one Store::arrive under `prefix` (tcp://: one request per participant, see
+// store.h), so round_missing does not apply to it; with one, the round above.
 void store_round_barrier(Store& store, const RoundOptions& round);
+
+// Store::arrive's portable default: the round above with nothing to exchange, returning the
+// participants that never arrived at the timeout instead of throwing.
+std::vector<int> round_arrive(Store& store, const std::string& prefix, int rank, int size, Duration timeout);
 
 // The participants of the round under `prefix` that have not arrived (from the groups' counters;
 // none once the round is released).

@@ -33,6 +33,10 @@ void PrefixStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 bool PrefixStore::check(const std::vector<std::string>& keys) { return inner_->check(k(keys)); }
 bool PrefixStore::delete_key(const std::string& key) { return inner_->delete_key(k(key)); }
 std::int64_t PrefixStore::num_keys() { return inner_->num_keys(); }
+// Forwarded, so a tcp:// store underneath still does it in one request.
+std::vector<int> PrefixStore::arrive(const std::string& key, int rank, int participants, Duration timeout) {
+  return inner_->arrive(k(key), rank, participants, timeout);
+}
 
 std::unique_ptr<Store> PrefixStore::clone() {
   auto s = std::make_unique<PrefixStore>(prefix_, inner_->clone());

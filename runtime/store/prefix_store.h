@@ -23,6 +23,8 @@ class PrefixStore final : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(const std::string& key) override;
   std::int64_t num_keys() override;
+  [[nodiscard]] std::vector<int> arrive(const std::string& key, int rank, int participants,
+                                        Duration timeout) override;
   std::unique_ptr<Store> clone() override;
   std::string describe() const override;
   using Store::get;

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/store/gather.h"
 
 namespace fastrun {
 
@@ -13,6 +14,10 @@ void throw_wait_timeout(const Store& store, const std::vector<std::string>& miss
                                  "raise FASTRUN_TIMEOUT to wait longer",
                                  store.describe(), timeout.count() / 1000.0, fmt::join(missing, ", "),
                                  missing.size(), total_keys));
+}
+
+std::vector<int> Store::arrive(const std::string& key, int rank, int participants, Duration timeout) {
+  return round_arrive(*this, key, rank, participants, timeout);
 }
 
 void store_barrier(Store& store, const std::string& name, int participants, Duration timeout) {

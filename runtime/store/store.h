@@ -45,6 +45,15 @@ class Store {
   // True when a key was removed.
   virtual bool delete_key(const std::string& key) = 0;
   virtual std::int64_t num_keys() = 0;
+  // A barrier in one call: marks participant `rank` (0..participants-1) arrived at `key` and
+  // blocks until all `participants` have, or `timeout` passed. Returns the ranks that had not
+  // arrived at the timeout (empty: everyone arrived), for the caller to name in its message.
+  // A key serves one round: a rank arriving twice (a key reused) fails with StoreError, a rank
+  // out of range with ConfigError. The default is a store round (runtime/store/gather.h:
+  // add + wait, 2 requests per participant and one release key); tcp:// does it in one request
+  // answered when the last participant arrives. The keys it leaves are the implementation's.
+  [[nodiscard]] virtual std::vector<int> arrive(const std::string& key, int rank, int participants,
+                                                Duration timeout);
   // A new independent handle on the same store (its own connection / mapping), for another thread.
   virtual std::unique_ptr<Store> clone() = 0;
   // Human-readable address for messages ("shm://job-42", "tcp://127.0.0.1:4242").
@@ -69,8 +78,8 @@ class Store {
 // "<name>/count"; the last one sets "<name>/done"; everyone waits for "<name>/done". The timeout
 // message says how many arrived. A name may be used once per store (use a prefix per round).
 void store_barrier(Store& store, const std::string& name, int participants, Duration timeout);
-// The same for participants that know their rank (0..participants-1), as a store round
-// (runtime/store/gather.h): each adds its own bit to its group's counter (groups of ~√N), so the
+// The same for participants that know their rank (0..participants-1), as one Store::arrive under
+// `name` (tcp://: one request; elsewhere the store round of runtime/store/gather.h), so the
 // timeout names the ranks that never arrived, and a name used twice fails with StoreError.
 void store_barrier(Store& store, const std::string& name, int rank, int participants, Duration timeout);
 

@@ -58,6 +58,12 @@ std::vector<w::Request> sample_requests() {
   w::Request num;
   num.op = w::Op::num_keys;
   out.push_back(num);
+  w::Request arrive;
+  arrive.op = w::Op::arrive;
+  arrive.key = "round/7";
+  arrive.rank = 4097;
+  arrive.participants = 0x01020304;
+  out.push_back(arrive);
   return out;
 }
 
@@ -101,6 +107,8 @@ TEST_CASE("tcp wire: every request round-trips", "[store][tcp][wire]") {
     CHECK(back.delta == r.delta);
     CHECK(back.keys == r.keys);
     CHECK(back.token == r.token);
+    CHECK(back.rank == r.rank);
+    CHECK(back.participants == r.participants);
   }
 }
 

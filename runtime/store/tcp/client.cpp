@@ -195,26 +195,61 @@ void Client::wait(const std::vector<std::string>& keys, Duration timeout) {
     if (reply.status == Status::ready) return;
     unexpected(Op::wait, reply);
   }
-  // Timed out: withdraw the wait. `ready` may cross our cancel on the wire; `canceled` always
-  // comes last.
-  Request cancel;
-  cancel.op = Op::cancel_wait;
-  send_frame(tcp_wire::encode_request(cancel), Op::cancel_wait);
-  bool ready = false;
-  for (;;) {
-    if (!read_reply(reply, deadline_after(this->timeout()), Op::cancel_wait))
-      fail(Op::cancel_wait, fmt::format("no answer within {:.3g} s", seconds(this->timeout())));
-    if (reply.status == Status::ready) ready = true;
-    else if (reply.status == Status::canceled) break;
-    else unexpected(Op::cancel_wait, reply);
-  }
-  if (ready) return;
+  if (withdraw()) return;
   const auto flags = present(keys);
   std::vector<std::string> missing;
   for (std::size_t i = 0; i < keys.size(); ++i)
     if (!flags[i]) missing.push_back(keys[i]);
   if (missing.empty()) return;  // they arrived just after the deadline: nothing is missing
   throw_wait_timeout(*this, missing, keys.size(), timeout);
+}
+
+bool Client::withdraw() {
+  // `ready` may cross our cancel on the wire; `canceled` always comes last.
+  Request cancel;
+  cancel.op = Op::cancel_wait;
+  send_frame(tcp_wire::encode_request(cancel), Op::cancel_wait);
+  bool ready = false;
+  Reply reply;
+  for (;;) {
+    if (!read_reply(reply, deadline_after(timeout()), Op::cancel_wait))
+      fail(Op::cancel_wait, fmt::format("no answer within {:.3g} s", seconds(timeout())));
+    if (reply.status == Status::ready) ready = true;
+    else if (reply.status == Status::canceled) return ready;
+    else unexpected(Op::cancel_wait, reply);
+  }
+}
+
+std::vector<int> Client::arrive(const std::string& key, int rank, int participants, Duration timeout) {
+  if (participants < 1 || static_cast<std::uint32_t>(participants) > tcp_wire::kMaxParticipants || rank < 0 ||
+      rank >= participants)
+    throw ConfigError(fmt::format("{}: arrive on '{}': rank {} of {} participants is out of range; accepted: 1 to {} "
+                                  "participants, rank 0 to participants-1",
+                                  address_, key, rank, participants, tcp_wire::kMaxParticipants));
+  check_key(key, Op::arrive);
+  ensure_connected();
+  Request r = key_request(Op::arrive, key);
+  r.rank = static_cast<std::uint32_t>(rank);
+  r.participants = static_cast<std::uint32_t>(participants);
+  send_frame(tcp_wire::encode_request(r), Op::arrive);
+  Reply reply;
+  if (read_reply(reply, deadline_after(timeout), Op::arrive)) {
+    if (reply.status == Status::ready) return {};
+    // The server refused the arrival (a reused key, another count): nothing was parked.
+    if (reply.status == Status::error)
+      throw StoreError(fmt::format("{}: arrive failed: {}", address_, reply.message));
+    unexpected(Op::arrive, reply);
+  }
+  if (withdraw()) return {};
+  // Our own arrival is in the record, so it exists; the ones that came after the deadline
+  // count as arrived (as a wait's keys do).
+  Reply record = call(key_request(Op::get, key));
+  if (record.status != Status::value) unexpected(Op::get, record);
+  auto missing = tcp_wire::arrival_missing(record.value, r.participants);
+  if (!missing)
+    fail(Op::arrive, fmt::format("the value under '{}' ({} bytes) is not an arrival record for {} participants",
+                                 key, record.value.size(), participants));
+  return std::move(*missing);
 }
 
 std::vector<bool> Client::present(const std::vector<std::string>& keys) {

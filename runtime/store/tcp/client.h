@@ -41,6 +41,10 @@ class Client final : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(const std::string& key) override;
   std::int64_t num_keys() override;
+  // One request, answered when the last participant arrives (wire.h, Op::arrive); at the
+  // timeout the arrive is withdrawn and the arrival record read once to name the missing.
+  [[nodiscard]] std::vector<int> arrive(const std::string& key, int rank, int participants,
+                                        Duration timeout) override;
   std::unique_ptr<Store> clone() override;
   std::string describe() const override { return address_; }
 
@@ -57,6 +61,8 @@ class Client final : public Store {
   bool read_reply(tcp_wire::Reply& reply, Clock::time_point deadline, tcp_wire::Op op);
   [[noreturn]] void fail(tcp_wire::Op op, const std::string& why);
   [[noreturn]] void unexpected(tcp_wire::Op op, const tcp_wire::Reply& reply);
+  // Withdraws a parked wait or arrive after its deadline; true when `ready` crossed the cancel.
+  bool withdraw();
   std::vector<bool> present(const std::vector<std::string>& keys);
   void check_key(const std::string& key, tcp_wire::Op op) const;
   void check_keys(const std::vector<std::string>& keys, tcp_wire::Op op) const;

@@ -82,6 +82,8 @@ struct Server::Impl {
 
   Table table;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Connection>>> waiters;
+  // Connections parked in an arrive, by key, until its last participant arrives.
+  std::unordered_map<std::string, std::vector<std::shared_ptr<Connection>>> arrivals;
   std::unordered_set<std::shared_ptr<Connection>> live;
 
   std::atomic<std::uint64_t> n_open{0}, n_peak{0}, n_accepted{0}, n_dropped{0}, n_auth_failures{0};
@@ -99,6 +101,7 @@ struct Server::Impl {
 
   void handle(const std::shared_ptr<Connection>& c, Request& r);
   void key_created(const std::string& key);
+  void arrive(const std::shared_ptr<Connection>& c, const Request& r);
   void remove_waiter(const std::shared_ptr<Connection>& c);
 };
 
@@ -132,6 +135,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool waiting = false;
   std::size_t wait_remaining = 0;
   std::vector<std::string> wait_keys;  // the keys registered in Impl::waiters
+  std::string arrive_key;              // registered in Impl::arrivals (an arrive is parked)
 
   void send(tcp_wire::Bytes frame) {
     if (closed_) return;
@@ -339,6 +343,8 @@ void Server::Impl::handle(const std::shared_ptr<Connection>& c, Request& r) {
       c->wait_remaining = missing;
       return;
     }
+    case Op::arrive:
+      return arrive(c, r);
     case Op::cancel_wait:
       // Either the wait is still parked (unpark it) or `ready` already went out and crossed
       // this request on the wire; the client reads up to `canceled` in both cases.
@@ -373,7 +379,40 @@ void Server::Impl::key_created(const std::string& key) {
   }
 }
 
+// One request per participant: the last arrival answers every parked one at once, so a round
+// of N costs N requests and N replies (add + wait on a release key costs 2N of each).
+void Server::Impl::arrive(const std::shared_ptr<Connection>& c, const Request& r) {
+  auto res = table.arrive(r.key, r.rank, r.participants);
+  if (!res.error.empty()) return c->send(tcp_wire::encode_error_reply(res.error));
+  if (res.arrived < r.participants) {
+    arrivals[r.key].push_back(c);
+    c->waiting = true;
+    c->arrive_key = r.key;
+  } else {
+    c->send(tcp_wire::encode_status(Status::ready));
+    if (auto it = arrivals.find(r.key); it != arrivals.end()) {
+      auto list = std::move(it->second);
+      arrivals.erase(it);
+      for (auto& w : list) {
+        if (w->closed() || !w->waiting) continue;
+        w->waiting = false;
+        w->arrive_key.clear();
+        w->send(tcp_wire::encode_status(Status::ready));
+      }
+    }
+  }
+  if (res.created) key_created(r.key);
+}
+
 void Server::Impl::remove_waiter(const std::shared_ptr<Connection>& c) {
+  if (!c->arrive_key.empty()) {
+    if (auto it = arrivals.find(c->arrive_key); it != arrivals.end()) {
+      auto& list = it->second;
+      list.erase(std::remove(list.begin(), list.end(), c), list.end());
+      if (list.empty()) arrivals.erase(it);
+    }
+    c->arrive_key.clear();
+  }
   for (const auto& k : c->wait_keys) {
     auto it = waiters.find(k);
     if (it == waiters.end()) continue;
@@ -480,6 +519,7 @@ void Server::Impl::shutdown() {
   acceptor.close(ec);
   accept_retry.cancel();
   waiters.clear();
+  arrivals.clear();
   for (const auto& c : std::vector<std::shared_ptr<Connection>>(live.begin(), live.end())) c->close();
   live.clear();
 }

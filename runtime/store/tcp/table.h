@@ -34,6 +34,17 @@ class Table {
   };
   CompareSetResult compare_set(const std::string& key, const Bytes& expected, Bytes desired);
 
+  // Marks `rank` arrived in the arrival record under `key` (tcp_wire::kArrivalHeader; created
+  // on the first arrival). `error` (nothing changed) for a rank out of range, a key holding
+  // something else or a record for another count, and a rank that already arrived (a key used
+  // by an earlier round).
+  struct ArriveResult {
+    std::uint32_t arrived = 0;
+    bool created = false;
+    std::string error;
+  };
+  ArriveResult arrive(const std::string& key, std::uint32_t rank, std::uint32_t participants);
+
   bool erase(const std::string& key) { return map_.erase(key) != 0; }
   std::int64_t size() const { return static_cast<std::int64_t>(map_.size()); }
 

@@ -118,10 +118,21 @@ class Writer {
   Bytes out_;
 };
 
-bool known_op(std::uint8_t op) { return op >= 1 && op <= 10; }
+bool known_op(std::uint8_t op) { return op >= 1 && op <= 11; }
 bool known_status(std::uint8_t s) { return s <= 8; }
 
 }  // namespace
+
+std::optional<std::vector<int>> arrival_missing(const Bytes& record, std::uint32_t participants) {
+  if (participants < 1 || participants > kMaxParticipants || record.size() != arrival_record_size(participants))
+    return std::nullopt;
+  Cursor c(record.data(), record.size());
+  if (c.u32("participants") != participants) return std::nullopt;
+  std::vector<int> missing;
+  for (std::uint32_t r = 0; r < participants; ++r)
+    if ((record[kArrivalHeader + r / 8] & (1u << (r % 8))) == 0) missing.push_back(static_cast<int>(r));
+  return missing;
+}
 
 std::string_view op_name(Op op) {
   switch (op) {
@@ -135,6 +146,7 @@ std::string_view op_name(Op op) {
     case Op::check: return "check";
     case Op::delete_key: return "delete_key";
     case Op::num_keys: return "num_keys";
+    case Op::arrive: return "arrive";
   }
   return "?";
 }
@@ -167,6 +179,11 @@ Decoded<Request> decode_request(const std::uint8_t* body, std::size_t size, cons
     case Op::add:
       c.blob(r.key, limits.max_key, "key");
       r.delta = c.i64("delta");
+      break;
+    case Op::arrive:
+      c.blob(r.key, limits.max_key, "key");
+      r.rank = c.u32("rank");
+      r.participants = c.u32("participants");
       break;
     case Op::compare_set:
       c.blob(r.key, limits.max_key, "key");
@@ -247,6 +264,11 @@ Bytes encode_request(const Request& r) {
     case Op::add:
       w.blob(r.key);
       w.i64(r.delta);
+      break;
+    case Op::arrive:
+      w.blob(r.key);
+      w.u32(r.rank);
+      w.u32(r.participants);
       break;
     case Op::compare_set:
       w.blob(r.key);

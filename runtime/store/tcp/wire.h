@@ -36,7 +36,19 @@ enum class Op : std::uint8_t {
   check = 8,        // key list                                 -> flags (one byte per key)
   delete_key = 9,   // str key                                  -> integer (1 removed, 0 absent)
   num_keys = 10,    // (nothing)                                -> integer
+  // str key, u32 rank, u32 participants -> ready (once all `participants` arrived) | error.
+  // Marks `rank` arrived in the arrival record under `key` (arrival_record below) and parks
+  // like a wait until the last one arrives; the client withdraws it with cancel_wait. Not in
+  // c10d's protocol: fastrun's own server and client only.
+  arrive = 11,
 };
+
+// The value an arrive leaves under its key: u32 participants, u32 arrived (both LE), then one
+// bit per participant (bit r%8 of byte r/8), so that a client whose arrive timed out reads
+// the key once (get) to name the ranks that never arrived.
+inline constexpr std::uint32_t kMaxParticipants = 1u << 22;  // a 512 KiB record
+inline constexpr std::size_t kArrivalHeader = 8;
+inline std::size_t arrival_record_size(std::uint32_t participants) { return kArrivalHeader + (participants + 7) / 8; }
 
 enum class Status : std::uint8_t {
   ok = 0,
@@ -67,6 +79,8 @@ struct Request {
   Bytes value;                    // set: value; compare_set: expected
   Bytes desired;                  // compare_set
   std::int64_t delta = 0;         // add
+  std::uint32_t rank = 0;         // arrive
+  std::uint32_t participants = 0; // arrive
   std::vector<std::string> keys;  // wait, check
   std::uint32_t magic = 0;        // hello
   std::uint16_t version = 0;      // hello
@@ -132,6 +146,10 @@ class FrameReader {
   std::size_t body_size_ = 0;
   Bytes body_;
 };
+
+// The ranks an arrival record (kArrivalHeader) has no bit for; nullopt when `record` is not
+// one for `participants`.
+std::optional<std::vector<int>> arrival_missing(const Bytes& record, std::uint32_t participants);
 
 std::string_view op_name(Op op);
 
