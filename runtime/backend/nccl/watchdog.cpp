@@ -34,14 +34,11 @@ void check_async_error(GroupState& state) {
 }
 
 void check_operations(GroupState& state) {
-  std::vector<std::shared_ptr<WorkRecord>> works;
-  {
-    std::lock_guard lock(state.mutex);
-    works = state.in_flight;
-  }
   const auto now = Clock::now();
   bool retired = false;
-  for (auto& w : works) {
+  for (const auto& op : state.in_flight->snapshot()) {
+    auto* w = dynamic_cast<WorkRecord*>(op.get());  // the registry holds nothing else on nccl
+    if (!w) continue;
     const int status = state.poll(*w);
     if (status != WorkRecord::pending) {
       retired = true;
@@ -52,10 +49,7 @@ void check_operations(GroupState& state) {
       return;
     }
   }
-  if (retired) {
-    std::lock_guard lock(state.mutex);
-    std::erase_if(state.in_flight, [](const auto& w) { return w->status.load() > WorkRecord::pending; });
-  }
+  if (retired) state.in_flight->prune();
 }
 
 // The job's failure record, through the group runtime's one FailureWatch (rate-limited to its
