@@ -66,7 +66,7 @@ TEST_CASE("in-flight ops: fail_all reaches every live op once, with the error", 
   CHECK(d->failed.load() == 1);
 }
 
-TEST_CASE("in-flight ops: an op whose Work is gone is dropped; one held strongly stays until it ended",
+TEST_CASE("in-flight ops: an op whose Work is gone is dropped, one held strongly stays until it ended",
           "[in_flight]") {
   InFlightOps ops;
   auto kept = std::make_shared<CountingOp>();
