@@ -28,6 +28,7 @@ void AsyncWork::complete() {
     std::lock_guard lock(mutex_);
     if (done_) return;  // failed from outside already (GroupRuntime::in_flight_failer)
     done_ = true;
+    ended_.store(true, std::memory_order_release);
     error_ = outside_error_;  // the first outcome stands
   }
   cv_.notify_all();
@@ -39,6 +40,7 @@ void AsyncWork::complete(const std::function<void()>& write_back) {
     if (done_) return;  // failed from outside already: the caller's memory is no longer ours
     if (!abandoned_) write_back();
     done_ = true;
+    ended_.store(true, std::memory_order_release);
     error_ = outside_error_;  // the first outcome stands
   }
   cv_.notify_all();
@@ -49,6 +51,7 @@ void AsyncWork::fail(std::exception_ptr error) {
     std::lock_guard lock(mutex_);
     if (done_) return;  // the first outcome stands
     done_ = true;
+    ended_.store(true, std::memory_order_release);
     // A waiter may now return and free its buffers: the comm thread must leave them alone, as
     // after a wait that gave up (touch_caller_memory and complete(write_back) check this).
     abandoned_ = true;

@@ -13,6 +13,7 @@
 // cannot cancel an op (gloo) therefore runs it on op-owned copies (group_runtime.h, staging); one
 // that can (shm) touches the caller's buffers directly and gets `release_grace`: a wait that
 // gives up first cancels the op (on_abort) and then waits up to that long for the thread to let go.
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -22,6 +23,7 @@
 
 #include "fastrun/runtime/process_group/failure_watch.h"
 #include "fastrun/runtime/process_group/backend.h"
+#include "fastrun/runtime/process_group/in_flight.h"
 
 namespace fastrun {
 
@@ -39,7 +41,8 @@ class CompletedWork final : public Work {
 
 inline WorkHandle completed_work() { return std::make_shared<CompletedWork>(); }
 
-class AsyncWork final : public Work {
+// In its group runtime's registry of ops in flight (in_flight.h) from the moment it is queued.
+class AsyncWork final : public Work, public InFlightOp {
  public:
   // `label` and `op` name the operation for messages: "rank 1 in group 'world' (gloo)" and
   // "all_reduce #7". `watch` (may be null) is polled between wait slices. `on_abort` runs (once) when wait()
@@ -63,7 +66,8 @@ class AsyncWork final : public Work {
   // first outcome stands. An op that may be working on the caller's buffers (release_grace > 0)
   // is then treated like a wait that gave up: a wait returns `error` once the op let go of them
   // (at most release_grace); any other op's waits return it at once.
-  void fail_from_outside(std::exception_ptr error);
+  void fail_from_outside(std::exception_ptr error) override;
+  bool ended() override { return ended_.load(std::memory_order_acquire); }
   // Runs `touch` unless a wait() gave up on this op; false when skipped.
   bool touch_caller_memory(const std::function<void()>& touch);
 
@@ -90,6 +94,7 @@ class AsyncWork final : public Work {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
+  std::atomic<bool> ended_{false};  // done_, readable without the lock (ended())
   bool abandoned_ = false;  // a wait() gave up: the caller's buffers are no longer ours
   std::exception_ptr error_;
   std::exception_ptr outside_error_;  // fail_from_outside on an op that holds the caller's buffers

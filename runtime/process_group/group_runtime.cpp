@@ -1,7 +1,6 @@
 #include "fastrun/runtime/process_group/group_runtime.h"
 
 #include <cstring>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -16,9 +15,9 @@ struct GroupRuntime::Shared {
   // Ops posted and not yet finished. The comm thread's release decrement pairs with the issuing
   // thread's acquire load: at 0 the transport is back in the issuing thread's hands.
   std::atomic<int> pending{0};
-  // The Works of ops on the comm thread (in_flight_failer); expired entries are pruned on post.
-  std::mutex in_flight_mutex;
-  std::vector<std::weak_ptr<AsyncWork>> in_flight;
+  // The group's one registry of ops in flight (in_flight.h): the Works of ops on the comm thread
+  // and whatever a backend posted (post()); in_flight_failer fails them all.
+  std::shared_ptr<InFlightOps> in_flight = std::make_shared<InFlightOps>();
 };
 
 namespace {
@@ -128,11 +127,7 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
         fail_in_flight(*shared, error);
       })
                       : std::function<void()>());
-  {
-    std::lock_guard lock(s.in_flight_mutex);
-    std::erase_if(s.in_flight, [](const auto& w) { return w.expired(); });
-    s.in_flight.push_back(work);
-  }
+  s.in_flight->add(work);
   s.pending.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t ticket = thread_->post([shared = shared_, work, staged, ctx = std::move(ctx),
                                               buffers = std::move(buffers), body = std::move(body)]() mutable {
@@ -176,15 +171,9 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
   return work;
 }
 
-void GroupRuntime::fail_in_flight(Shared& s, const std::exception_ptr& error) {
-  std::vector<std::weak_ptr<AsyncWork>> works;
-  {
-    std::lock_guard lock(s.in_flight_mutex);
-    works = s.in_flight;
-  }
-  for (auto& w : works)
-    if (auto work = w.lock()) work->fail_from_outside(error);
-}
+void GroupRuntime::fail_in_flight(Shared& s, const std::exception_ptr& error) { s.in_flight->fail_all(error); }
+
+const std::shared_ptr<InFlightOps>& GroupRuntime::in_flight() const { return shared_->in_flight; }
 
 std::function<void(std::exception_ptr)> GroupRuntime::in_flight_failer() const {
   return [weak = std::weak_ptr<Shared>(shared_)](std::exception_ptr error) {

@@ -44,6 +44,7 @@
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/comm_thread.h"
 #include "fastrun/runtime/process_group/group_health.h"
+#include "fastrun/runtime/process_group/in_flight.h"
 #include "fastrun/runtime/process_group/op.h"
 
 namespace fastrun {
@@ -116,11 +117,17 @@ class GroupRuntime {
   // The number of the collective issued last (issuing thread).
   std::uint64_t last_seq() const { return seq_; }
 
-  // Fails every op still queued or running on the comm thread with `error`, for a transport that
-  // learns of a failure outside any op (gloo's transport threads): their waits return it at once
-  // for staged ops, and as a wait that gave up for ops on the caller's buffers (Hooks::cancel,
-  // then up to config.release_grace for the op to let go: AsyncWork::fail_from_outside). Safe to
-  // call from any thread, also after the runtime is gone (then it does nothing).
+  // The group's one registry of ops in flight (in_flight.h): run() registers the ops it queues
+  // on the comm thread; a backend registers what it posts (post()) and may poll them (nccl's
+  // watchdog). Shared: a backend's state that outlives the runtime may hold it.
+  const std::shared_ptr<InFlightOps>& in_flight() const;
+
+  // Fails every op in flight (above) with `error`, for a transport that learns of a failure
+  // outside any op (gloo's transport threads): for ops on the comm thread their waits return it
+  // at once for staged ops, and as a wait that gave up for ops on the caller's buffers
+  // (Hooks::cancel, then up to config.release_grace for the op to let go:
+  // AsyncWork::fail_from_outside); a posted op fails its own way (InFlightOp). Safe to call from
+  // any thread, also after the runtime is gone (then it does nothing).
   std::function<void(std::exception_ptr error)> in_flight_failer() const;
 
   // An op the transport runs its own way (shm's and gloo's point-to-point ops: the mailboxes,
@@ -129,7 +136,9 @@ class GroupRuntime {
   // refused once the group failed, with run()'s check and BackendError; numbered (point-to-point
   // apart) like any op; then `post(seq)` posts it as op #seq and returns its Work, which names
   // it "send #3" in its timeout message. No thread, no copy, and nothing formatted until a
-  // message needs it: the small-message path costs what it did.
+  // message needs it: the small-message path costs what it did. A posted op that can be failed
+  // from outside is registered by its backend in in_flight() (gloo's GlooP2PWork, nccl's
+  // WorkRecord); shm's point-to-point engine keeps its own protocol state (p2p_engine.h).
   template <class Post>
   WorkHandle post(const Op& op, Post&& post) {
     health_->check_usable(op.name);

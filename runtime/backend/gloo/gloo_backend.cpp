@@ -53,10 +53,11 @@ void check_cpu(const BufferView& b, const char* op) {
 struct TransportState {
   std::shared_ptr<GroupHealth> health;
   std::shared_ptr<::gloo::Context> context;
-  std::function<void(std::exception_ptr)> fail_collectives;  // GroupRuntime::in_flight_failer
-  std::mutex mutex;
-  std::vector<std::weak_ptr<Work>> p2p;  // point-to-point Works in flight (GlooP2PWork)
-  std::set<pid_t> threads;                // this group's Gloo transport threads
+  // GroupRuntime::in_flight_failer: the comm thread's ops and the point-to-point Works alike.
+  std::function<void(std::exception_ptr)> fail_in_flight;
+  std::set<pid_t> threads;  // this group's Gloo transport threads
+  // A transport thread failed: set before the ops in flight are failed, read by the Works.
+  std::shared_ptr<TransportFailed> failed = std::make_shared<TransportFailed>();
 };
 
 void on_transport_failure(TransportState& s, const std::string& what);
@@ -214,7 +215,7 @@ GlooBackend::GlooBackend(const GroupSpec& spec)
     context_ = context;
     transport_->health = runtime_->shared_health();
     transport_->context = context;
-    transport_->fail_collectives = runtime_->in_flight_failer();
+    transport_->fail_in_flight = runtime_->in_flight_failer();
     std::weak_ptr<TransportState> weak = transport_;
     listener_ = listen_for_transport_failure([weak](const std::string& what) {
       if (auto locked = weak.lock()) on_transport_failure(*locked, what);
@@ -462,12 +463,9 @@ WorkHandle GlooBackend::run(const Op& call, OpDesc op, std::size_t bytes, std::v
 WorkHandle GlooBackend::post_p2p(const char* what, const Op& call, const std::vector<P2POp>& ops) {
   return runtime_->post(call, [&](std::uint64_t seq) -> WorkHandle {
     const std::shared_ptr<GroupHealth>& health = runtime_->shared_health();
-    auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, what, seq, p2p_names_, &translate);
-    {
-      std::lock_guard lock(transport_->mutex);
-      std::erase_if(transport_->p2p, [](const auto& w) { return w.expired(); });
-      transport_->p2p.push_back(work);
-    }
+    auto work = std::make_shared<GlooP2PWork>(*context_, health, ops, what, seq, p2p_names_, &translate,
+                                              transport_->failed);
+    runtime_->in_flight()->add(work);
     // A transport failure between the runtime's check and the registration above missed this
     // Work: its buffers would wait for a parked thread until the op timeout.
     if (health->failed()) work->abort(std::make_exception_ptr(health->unusable(what)));
@@ -485,13 +483,9 @@ void on_transport_failure(TransportState& s, const std::string& what) {
   auto error = std::make_exception_ptr(BackendError(text));
   // This group's transport failed (not another group's of the process): it wrote our buffers
   // and will never write them again, so the Works may read what it received.
-  const bool own_transport = is_current_thread_in(s.threads);
+  if (is_current_thread_in(s.threads)) s.failed->own.store(true, std::memory_order_release);
+  s.failed->any.store(true, std::memory_order_release);
   s.health->fail(text);
-  std::vector<std::weak_ptr<Work>> p2p;
-  {
-    std::lock_guard lock(s.mutex);
-    p2p = s.p2p;
-  }
   // The parked thread must never be joined: keep the context (and its device) until exit.
   static std::mutex kept_mutex;
   static auto* kept = new std::vector<std::shared_ptr<::gloo::Context>>;  // reachable, never freed
@@ -500,9 +494,7 @@ void on_transport_failure(TransportState& s, const std::string& what) {
     kept->push_back(s.context);
   }
   s.health->publish(fmt::format("gloo: ranks issued different collectives ({})", what));
-  if (s.fail_collectives) s.fail_collectives(error);
-  for (auto& w : p2p)
-    if (auto work = std::static_pointer_cast<GlooP2PWork>(w.lock())) work->abort(error, own_transport);
+  if (s.fail_in_flight) s.fail_in_flight(error);  // every op in flight, point-to-point too
 }
 
 WorkHandle GlooBackend::send(const Op& call, BufferView buffer, int peer, const SendOptions& options) {

@@ -28,8 +28,13 @@ std::string p2p_size_mismatch(std::string_view backend, std::string_view op, con
 
 GlooP2PWork::GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> health, const std::vector<P2POp>& ops,
                          const char* what, std::uint64_t seq, const P2PNames& names,
-                         TranslateError translate)
-    : health_(std::move(health)), what_(what), seq_(seq), names_(names), translate_(translate) {
+                         TranslateError translate, std::shared_ptr<const TransportFailed> transport_failed)
+    : health_(std::move(health)),
+      what_(what),
+      seq_(seq),
+      names_(names),
+      translate_(translate),
+      transport_failed_(std::move(transport_failed)) {
   static char empty;  // Gloo wants an address even for an empty message
   messages_.reserve(ops.size());
   try {
@@ -62,8 +67,7 @@ GlooP2PWork::~GlooP2PWork() {
   // waits for such references to go: forever. So after this group's transport failed the
   // buffers (and the counts they point to) are left allocated; the parked thread never touches
   // them again, so the caller's memory is free to go.
-  std::lock_guard lock(abort_mutex_);
-  if (!own_transport_failed_) return;
+  if (!transport_failed_->own.load(std::memory_order_acquire)) return;
   // Reachable until exit (no leak report), never destroyed.
   static std::mutex kept_mutex;
   static auto* kept = new std::vector<Message>;
@@ -71,11 +75,10 @@ GlooP2PWork::~GlooP2PWork() {
   for (Message& m : messages_) kept->push_back(std::move(m));
 }
 
-void GlooP2PWork::abort(std::exception_ptr error, bool own_transport) {
+void GlooP2PWork::abort(std::exception_ptr error) {
   {
     std::lock_guard lock(abort_mutex_);
     if (!aborted_) aborted_ = std::move(error);  // the first: the root cause
-    own_transport_failed_ = own_transport_failed_ || own_transport;  // a later abort never clears it
   }
   for (Message& m : messages_) {
     if (m.op.kind == P2POp::Kind::send) {
@@ -110,10 +113,9 @@ void GlooP2PWork::wait(Duration timeout) {
       if (aborted) {
         // Gloo's abort wins over a completion that came just before it, so a count may have
         // arrived unseen. When this group's own transport thread failed (the only writer, now
-        // parked; the abort mutex orders its writes before this read), the counts it received
-        // are final: a message larger than its recv is the usual cause, and says so below.
-        std::lock_guard abort_lock(abort_mutex_);
-        if (own_transport_failed_)
+        // parked; the flag, set after it stopped, orders its writes before this read), the counts
+        // it received are final: a message larger than its recv is the usual cause, and says so below.
+        if (transport_failed_->own.load(std::memory_order_acquire))
           for (Message& m : messages_)
             if (m.op.kind == P2POp::Kind::recv && *m.length != kNoLength) m.length_known = true;
       }
@@ -140,6 +142,7 @@ void GlooP2PWork::wait(Duration timeout) {
       health_->fail(error_);  // the group is unusable after a failed send/recv, as after any op
     }
     done_ = true;
+    ended_.store(true, std::memory_order_release);
   }
   if (error_) std::rethrow_exception(error_);
 }

@@ -16,6 +16,7 @@
 // wait() waits for each message in turn, in one Gloo call per buffer with the time left: a Gloo
 // wait that times out closes the context's pairs, so it cannot be sliced. Hence completed() is
 // true only once a wait() returned.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string_view>
@@ -29,6 +30,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "fastrun/runtime/process_group/group_health.h"
+#include "fastrun/runtime/process_group/in_flight.h"
 #include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::gloo_backend {
@@ -47,19 +49,34 @@ struct P2PNames {
   std::vector<int> global_ranks;
 };
 
-class GlooP2PWork final : public Work {
+// What a failure of a Gloo transport thread (transport_failure.h) tells a group's Works: set by
+// gloo_backend.cpp's on_transport_failure before it fails the group's ops in flight.
+struct TransportFailed {
+  std::atomic<bool> any{false};  // a transport thread of this process failed: the Works may be aborted
+  std::atomic<bool> own{false};  // it was this group's: the only writer of their buffers, parked for good
+};
+
+// In its group runtime's registry of ops in flight (in_flight.h). Failed from outside only once
+// a Gloo transport thread failed: a failure without one (a stalled-op check) leaves the Work to
+// end at Gloo's own timeout, which closes the pairs first; woken earlier, its wait would let the
+// caller free a buffer that a late message may still be written into.
+class GlooP2PWork final : public Work, public InFlightOp {
  public:
   static constexpr std::uint64_t kNoLength = ~std::uint64_t{0};
   GlooP2PWork(::gloo::Context& context, std::shared_ptr<GroupHealth> health, const std::vector<P2POp>& ops,
-              const char* what, std::uint64_t seq, const P2PNames& names, TranslateError translate);
+              const char* what, std::uint64_t seq, const P2PNames& names, TranslateError translate,
+              std::shared_ptr<const TransportFailed> transport_failed);
   ~GlooP2PWork() override;
   GlooP2PWork(const GlooP2PWork&) = delete;
   GlooP2PWork& operator=(const GlooP2PWork&) = delete;
 
-  // From the failing transport thread: wakes a wait() in progress, which then reports `error`
-  // (or, for a recv whose message is larger than its buffer, says so). `own_transport`: the
-  // failed thread is this group's, the only writer of the Work's buffers, now stopped for good.
-  void abort(std::exception_ptr error, bool own_transport = false);
+  // Wakes a wait() in progress, which then reports `error` (or, for a recv whose message is
+  // larger than its buffer when this group's transport failed, says so). The first error stands.
+  void abort(std::exception_ptr error);
+  void fail_from_outside(std::exception_ptr error) override {
+    if (transport_failed_->any.load(std::memory_order_acquire)) abort(std::move(error));
+  }
+  bool ended() override { return ended_.load(std::memory_order_acquire); }
 
   void wait(Duration timeout) override;
   bool completed() override;
@@ -84,10 +101,11 @@ class GlooP2PWork final : public Work {
   TranslateError translate_;
   std::mutex mutex_;
   bool done_ = false;
+  std::atomic<bool> ended_{false};  // done_, readable while a wait() holds mutex_
   std::exception_ptr error_;
   std::mutex abort_mutex_;
   std::exception_ptr aborted_;
-  bool own_transport_failed_ = false;  // under abort_mutex_
+  std::shared_ptr<const TransportFailed> transport_failed_;
 };
 
 // "<backend> <op> on group 'G' rank R: recv from rank P tag T (B bytes): the message has M bytes,

@@ -55,14 +55,13 @@ void GroupState::fail(std::exception_ptr error, const std::string& reason, Origi
     // The first rank to fail keeps the key (the runtime's record, first writer wins).
     if (origin == Origin::self) health->publish(reason);
 
-    std::vector<std::shared_ptr<WorkRecord>> pending_works;
     {
       std::lock_guard comm_lock(comm_mutex);
       comm.abort();  // kernels of ours end before any waiter is released to reuse its buffers
-      std::lock_guard lock(mutex);
-      pending_works.swap(in_flight);
     }
-    for (auto& record : pending_works) record->finish(WorkRecord::failed, error);
+    // Every operation enqueued so far (enqueue registers under comm_mutex, after the usable check
+    // that the failure recorded above refuses from now on).
+    in_flight->fail_all(error);
     {
       std::lock_guard lock(mutex);
       wake.notify_all();

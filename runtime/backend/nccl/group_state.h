@@ -6,7 +6,9 @@
 //   comm_mutex: every NCCL call on the communicator (the issuing thread's enqueue, the
 //               watchdog's ncclCommGetAsyncError, abort). One thread issues; abort may come
 //               from another thread, so the mutex makes abort and enqueue exclusive.
-//   mutex:      in_flight, failed_at and `stopping`.
+//   mutex:      failed_at and `stopping`.
+// The operations in flight are in the group runtime's one registry (in_flight.h, its own lock,
+// taken inside comm_mutex when an operation is enqueued).
 // The group's failure (the first one, as text and as the error itself) is kept in one place, the
 // group runtime's GroupHealth (process_group/group_health.h, its own lock), as on every backend;
 // so is the job's failure record.
@@ -24,6 +26,7 @@
 
 #include "fastrun/runtime/backend/nccl/communicator.h"
 #include "fastrun/runtime/process_group/group_health.h"
+#include "fastrun/runtime/process_group/in_flight.h"
 #include "fastrun/runtime/process_group/stalled_op_check.h"
 #include "fastrun/runtime/store/store.h"
 
@@ -37,8 +40,10 @@ ErrorPolicy error_policy_from_env();
 inline constexpr auto kExitGrace = std::chrono::seconds(5);
 inline constexpr int kWatchdogExitCode = 70;  // EX_SOFTWARE
 
-// One enqueued collective: its end event, its deadline, and how it ended.
-struct WorkRecord {
+// One enqueued collective: its end event, its deadline, and how it ended. Held by the group
+// runtime's registry of ops in flight until it ended (InFlightOps::Hold::strong): the watchdog
+// keeps its deadline even after the caller dropped its Work.
+struct WorkRecord final : InFlightOp {
   enum Status : int { pending = 0, done = 1, failed = 2 };
 
   WorkRecord(std::string op, Clock::time_point start, Clock::time_point deadline);  // creates the event
@@ -48,6 +53,9 @@ struct WorkRecord {
 
   // pending -> done/failed, once; false if it had already ended.
   bool finish(Status status, std::exception_ptr error = nullptr);
+  // InFlightOp: GroupState::fail fails every operation in flight; the watchdog prunes ended ones.
+  void fail_from_outside(std::exception_ptr e) override { finish(failed, std::move(e)); }
+  bool ended() override { return status.load() > pending; }
 
   const std::string op;  // "all_reduce #3 (float32 x 1024, sum)"
   const Clock::time_point start;
@@ -67,8 +75,8 @@ struct GroupState {
   std::mutex comm_mutex;
   Communicator comm;
 
+  std::shared_ptr<InFlightOps> in_flight;  // the group runtime's (GroupRuntime::in_flight): WorkRecords
   std::mutex mutex;
-  std::vector<std::shared_ptr<WorkRecord>> in_flight;
   Clock::time_point failed_at{};  // when fail() recorded the group's failure (the exit policy's clock)
   // (fail() records the failure in `health` and sets failed_at under `mutex` together.)
   std::condition_variable wake;  // with `mutex`: wakes the watchdog (failure, stop)

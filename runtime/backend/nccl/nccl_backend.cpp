@@ -81,6 +81,7 @@ NcclBackend::NcclBackend(const GroupSpec& spec)
   state_->label = label_;
   state_->global_rank = runtime_.health().global_rank();
   state_->health = runtime_.shared_health();
+  state_->in_flight = runtime_.in_flight();
   state_->device = cuda_current_device();
   state_->op_timeout = spec.op_timeout;
   state_->policy = error_policy_from_env();
@@ -113,13 +114,11 @@ NcclBackend::~NcclBackend() {
     // watches the failure key, so this wait is bounded by the op timeout.
     os::BackoffSleeper sleeper({std::chrono::milliseconds(1), std::chrono::milliseconds(1)});
     for (;;) {
-      std::vector<std::shared_ptr<WorkRecord>> works;
-      {
-        std::lock_guard lock(state_->mutex);
-        works = state_->in_flight;
-      }
-      const bool pending = std::any_of(works.begin(), works.end(),
-                                       [&](const auto& w) { return state_->poll(*w) == WorkRecord::pending; });
+      const auto works = state_->in_flight->snapshot();
+      const bool pending = std::any_of(works.begin(), works.end(), [&](const auto& w) {
+        auto* record = dynamic_cast<WorkRecord*>(w.get());
+        return record && state_->poll(*record) == WorkRecord::pending;
+      });
       if (!pending || state_->failed()) break;
       sleeper.sleep(Clock::time_point::max());  // bounded by the watchdog's op deadlines (above)
     }
@@ -204,10 +203,7 @@ WorkHandle NcclBackend::enqueue(std::string op, const Launch& launch) {
     state_->throw_if_failed();
   }
   check_cuda(cudaEventRecord(record->event, stream_.get()), label_ + ": cudaEventRecord(" + record->op + ")");
-  {
-    std::lock_guard state_lock(state_->mutex);
-    state_->in_flight.push_back(record);
-  }
+  state_->in_flight->add(record, InFlightOps::Hold::strong);  // still under comm_mutex (GroupState::fail)
   return std::make_shared<NcclWork>(state_, std::move(record));
 }
 

@@ -47,14 +47,11 @@ void check_async_error(GroupState& state) {
 }
 
 void check_operations(GroupState& state) {
-  std::vector<std::shared_ptr<WorkRecord>> works;
-  {
-    std::lock_guard lock(state.mutex);
-    works = state.in_flight;
-  }
   const auto now = Clock::now();
   bool retired = false;
-  for (auto& w : works) {
+  for (const auto& op : state.in_flight->snapshot()) {
+    auto* w = dynamic_cast<WorkRecord*>(op.get());  // the registry holds nothing else on nccl
+    if (!w) continue;
     const int status = state.poll(*w);
     if (status != WorkRecord::pending) {
       retired = true;
@@ -65,10 +62,7 @@ void check_operations(GroupState& state) {
       return;
     }
   }
-  if (retired) {
-    std::lock_guard lock(state.mutex);
-    std::erase_if(state.in_flight, [](const auto& w) { return w->status.load() > WorkRecord::pending; });
-  }
+  if (retired) state.in_flight->prune();
 }
 
 // Ranks that issued different collectives wait on the device until the op timeout. Once the
@@ -78,14 +72,13 @@ void check_operations(GroupState& state) {
 // store is touched only then, never per op.
 void check_stalled_op(GroupState& state) {
   if (!state.op_check) return;
-  std::shared_ptr<WorkRecord> oldest;
-  {
-    std::lock_guard lock(state.mutex);
-    for (const auto& w : state.in_flight)
-      if (w->status.load() == WorkRecord::pending) {
-        oldest = w;
-        break;
-      }
+  std::shared_ptr<WorkRecord> oldest;  // the registry keeps the order ops were enqueued in
+  for (const auto& op : state.in_flight->snapshot()) {
+    auto w = std::dynamic_pointer_cast<WorkRecord>(op);
+    if (w && w->status.load() == WorkRecord::pending) {
+      oldest = std::move(w);
+      break;
+    }
   }
   auto& watch = state.stall_watch;
   if (!oldest) {
