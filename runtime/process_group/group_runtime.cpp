@@ -88,7 +88,7 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
   // without copying the op: this runs for every op.
   OpContext ctx;
   ctx.seq = take_number(op);
-  ctx.what = op.numbered() ? op.label : Op::numbered_as(op.name, ctx.seq, op.point_to_point).label;
+  ctx.what = op.numbered() ? op.label : op_label(op.name, ctx.seq);
   ctx.timeout = op.timeout == Duration::zero() ? health_->op_timeout() : op.timeout;
   // Inline only while the comm thread holds no op: otherwise this one would overtake them.
   const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||

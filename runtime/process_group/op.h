@@ -12,6 +12,7 @@
 // bare (seq 0) and the backend's runtime numbers it, on from the last number it ran.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "fastrun/runtime/duration.h"
@@ -37,5 +38,8 @@ struct Op {
   // Op #seq named `name`: its label is "name #seq".
   static Op numbered_as(std::string name, std::uint64_t seq, bool point_to_point = false);
 };
+
+// "name #seq", the label of op #seq named `name` (what a runtime names a bare op it numbered).
+std::string op_label(std::string_view name, std::uint64_t seq);
 
 }  // namespace fastrun
