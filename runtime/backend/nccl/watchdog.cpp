@@ -46,11 +46,16 @@ void check_async_error(GroupState& state) {
   state.fail(std::make_exception_ptr(BackendError(reason)), reason, GroupState::Origin::self);
 }
 
-void check_operations(GroupState& state) {
+// Polls every operation in flight (one snapshot of the registry per round) and fails the group
+// at the first that is past its deadline. Returns the oldest operation still pending (the
+// registry keeps the order ops were enqueued in), for check_stalled_op, so that the round walks
+// the registry once.
+std::shared_ptr<WorkRecord> check_operations(GroupState& state) {
   const auto now = Clock::now();
   bool retired = false;
+  std::shared_ptr<WorkRecord> oldest;
   for (const auto& op : state.in_flight->snapshot()) {
-    auto* w = dynamic_cast<WorkRecord*>(op.get());  // the registry holds nothing else on nccl
+    auto w = std::dynamic_pointer_cast<WorkRecord>(op);  // the registry holds nothing else on nccl
     if (!w) continue;
     const int status = state.poll(*w);
     if (status != WorkRecord::pending) {
@@ -59,10 +64,13 @@ void check_operations(GroupState& state) {
       const std::string reason = op_timeout_message(
           {state.label, w->op, Duration(w->deadline - w->start), {}, "the communicator was aborted by the watchdog"});
       state.fail(std::make_exception_ptr(TimeoutError(reason)), reason, GroupState::Origin::self);
-      return;
+      return nullptr;
+    } else if (!oldest) {
+      oldest = std::move(w);
     }
   }
   if (retired) state.in_flight->prune();
+  return oldest;
 }
 
 // Ranks that issued different collectives wait on the device until the op timeout. Once the
@@ -70,16 +78,8 @@ void check_operations(GroupState& state) {
 // most 30 s apart), compare the ranks' last ops: a mismatch fails the group (on every rank, as
 // each of the stalled ranks finds it or reads the failure and looks: check_failure_key). The
 // store is touched only then, never per op.
-void check_stalled_op(GroupState& state) {
+void check_stalled_op(GroupState& state, const std::shared_ptr<WorkRecord>& oldest) {
   if (!state.op_check) return;
-  std::shared_ptr<WorkRecord> oldest;  // the registry keeps the order ops were enqueued in
-  for (const auto& op : state.in_flight->snapshot()) {
-    auto w = std::dynamic_pointer_cast<WorkRecord>(op);
-    if (w && w->status.load() == WorkRecord::pending) {
-      oldest = std::move(w);
-      break;
-    }
-  }
   auto& watch = state.stall_watch;
   if (!oldest) {
     watch.op.reset();
@@ -161,8 +161,10 @@ void Watchdog::run(std::shared_ptr<GroupState> state) noexcept {
       if (state->stopping || state->failed()) continue;
       lock.unlock();
       check_async_error(*state);
-      if (!state->failed()) check_operations(*state);
-      if (!state->failed()) check_stalled_op(*state);
+      if (!state->failed()) {
+        const auto oldest = check_operations(*state);
+        if (!state->failed()) check_stalled_op(*state, oldest);
+      }
       if (!state->failed()) check_failure_key(*state);
       lock.lock();
     }
