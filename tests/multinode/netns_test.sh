@@ -344,6 +344,36 @@ case_store_only_trainer() {
   nothing_left
 }
 
+case_store_only_lost() {
+  # The store-only launcher's host cut off while 3 compute hosts x 1 rank run (--nnodes 2:3):
+  # every compute node stops its rank and exits 1 within seconds, naming the store-only
+  # launcher, as nodes do when node 0 is lost; the store-only launcher, cut off from all of
+  # them, ends too (fewer than MIN nodes left) rather than wait forever.
+  local t0 k store_pid store_code pids
+  export FASTRUN_TIMEOUT=60
+  start_on_host s "$fastrun" --store-only --nnodes 2:3 --master-addr "$master" --master-port "$port" \
+    >"$work/out-s" 2>"$work/err-s" &
+  store_pid=$!
+  for k in 2 1 0; do
+    start_node "$k" --nnodes 2:3 --external-store --nproc 1 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  done
+  pids=$(wait_for_pidfiles "$work" 3 30) || fail "ranks never all started (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug s
+  for k in 0 1 2; do finish_node "$k" 30 "$t0"; done
+  wait_exit "$store_pid" 30 store_code
+  for k in 0 1 2; do
+    expect_eq "${code[k]}" 1 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+    expect_contains "$work/err-$k" "the store-only launcher (host $master): lost the job's store" \
+      "node $k names the store-only launcher"
+    expect_below "${took[k]}" 20 "seconds from the cut until node $k's launcher exited"
+  done
+  expect_eq "$store_code" 1 "the cut-off store-only launcher's exit code (stderr: $(cat "$work/err-s"))"
+  wait_gone "$pids" 5 || fail "ranks still running 5 s after the launchers exited: $pids"
+  echo "store-only host cut off: compute nodes out in ${took[0]} / ${took[1]} / ${took[2]} s"
+  nothing_left
+}
+
 # mpirun on n0 reaching n1 through an rsh agent that enters n1's namespaces (as ssh would reach
 # another machine); the rest as mpirun's arguments. Output in $work/out-$1 / err-$1, its exit
 # code in mpirun_code. No MASTER_* anywhere: the store is at mpirun's host (n0), as documented.
