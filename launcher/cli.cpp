@@ -196,12 +196,13 @@ int finish_node(NodeWatch& watch, int exit_code) {
 }
 
 // --store-only starts no ranks: what would say how many or which program is a usage error.
-void check_store_only_args(const CliArgs& out, const std::vector<std::string>& rest) {
+void check_store_only_args(const CliArgs& out, std::vector<std::string> rest) {
   if (out.job.nproc != 0 || out.job.devices)
     throw ConfigError(fmt::format("--store-only with {}: the store-only launcher starts no ranks; give --nproc or "
                                   "--devices to the compute nodes' fastrun (with --external-store)",
                                   out.job.devices ? "--devices " + *out.job.devices
                                                   : "--nproc " + std::to_string(out.job.nproc)));
+  if (!rest.empty() && rest[0] == "--") rest.erase(rest.begin());
   if (!rest.empty())
     throw ConfigError(fmt::format("--store-only with PROGRAM '{}': the store-only launcher starts no program; "
                                   "give it to the compute nodes' fastrun (with --external-store)",
