@@ -187,7 +187,9 @@ std::optional<int> NodeAttempts::verdict(int n, NodeWatch& watch, const JobResul
     std::fprintf(stderr, "fastrun: the job was stopped: %s\n", s->why.c_str());
   } else if (failure) {
     code = failure->exit_code;
-    if (local.exit_code == 0)
+    if (local.exit_code == 0 && failure->node < 0)  // the store-only launcher's: a signal to it
+      std::fprintf(stderr, "fastrun: the job was stopped: %s\n", failure->why.c_str());
+    else if (local.exit_code == 0)
       std::fprintf(stderr, "fastrun: the job failed on node %d: %s\n", failure->node, failure->why.c_str());
   }
   return leave(n, code);

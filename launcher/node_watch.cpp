@@ -169,7 +169,8 @@ std::optional<NodeFailure> NodeWatch::finish_success() {
     if (f && !(shift_ && f->joining)) return f;
     if (const int sig = pending_stop_signal()) {
       // Ctrl-C while node 0 waits for the others: it stops the whole job, as it would earlier.
-      const std::string why = fmt::format("the launcher of {} got {}", coordinator_name(), signal_name(sig));
+      const std::string why = shift_ ? fmt::format("{} got {}", coordinator_name(), signal_name(sig))
+                                     : fmt::format("the launcher on {} got {}", coordinator_name(), signal_name(sig));
       if (auto first = publish(128 + sig, why, true)) return first;
       return NodeFailure{128 + sig, shown(0), why, false, true};
     }

@@ -116,3 +116,44 @@ TEST_CASE("--store-only with --nnodes 2:3: node 0's launcher SIGKILLed and the j
   CHECK_FALSE(std::filesystem::exists(dir.path() / "dump1-4"));
   expect_nothing_left(pids, id);
 }
+
+TEST_CASE("--store-only with --nnodes 2:3: node 0 lost, then started again, joins the next attempt",
+          "[launcher][multinode][store-only][elastic]") {
+  TempDir dir;
+  const std::string d = dir.str();
+  const std::string id = "t-so-back-" + std::to_string(::getpid());
+  const std::uint16_t port = free_port();
+  std::filesystem::create_directories(dir.path() / "a0");
+  std::filesystem::create_directories(dir.path() / "a1");
+  Process store(store_only_flags("2:3", port, {"--run-id", id}), quiet_env(), dir.path());
+  // Attempts 0 and 1 wait to be stopped (their pidfiles say they run); attempt 2 all-reduces.
+  const Strings flags = {"--nproc", "1", "--nnodes", "2:3", "--external-store"};
+  const Strings partner = {"--on-attempt", "0", "--pidfile", d + "/a0/pid-%r", "--on-attempt", "1", "--pidfile",
+                           d + "/a1/pid-%r", "--on-attempt", "0", "--sleep", "60", "--on-attempt", "1", "--sleep",
+                           "60", "--on-attempt", "2", "--join", "--world-allreduce", "--out", "done %r"};
+  Nodes nodes(3, port, {flags, flags, flags}, {partner, partner, partner}, quiet_env());
+  auto pids = read_rank_pids(dir.path() / "a0", 0, 2);
+  nodes.launchers[0]->signal(SIGKILL);
+  nodes.launchers[0]->finish(10s);
+  const auto pids1 = read_rank_pids(dir.path() / "a1", 0, 1);
+  pids.insert(pids.end(), pids1.begin(), pids1.end());
+  TempDir io;
+  Process again(cmd(node_flags(3, 0, port, flags), partner), quiet_env(), io.path());
+  const auto r0 = again.finish(60s);
+  INFO("node 0 (again) stderr: " << r0.err);
+  CHECK(r0.exit_code == 0);
+  CHECK(contains(r0.err, "fastrun: node 0: the job runs already (--nnodes 2:3); waiting for the store-only launcher"));
+  CHECK(contains(r0.out, "done 0\n"));  // attempt 2's all-reduce over the three nodes, node 0 first again
+  for (int k = 1; k < 3; ++k) {
+    const auto r = nodes.launchers[static_cast<std::size_t>(k)]->finish(60s);
+    INFO("node " << k << " stderr: " << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.err, "starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [0] back"));
+    CHECK(contains(r.out, "done " + std::to_string(k) + "\n"));
+  }
+  const auto rs = store.finish(30s);
+  INFO("store-only stderr: " << rs.err);
+  CHECK(rs.exit_code == 0);
+  CHECK(contains(rs.err, "starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [0] back"));
+  expect_nothing_left(pids, id);
+}
