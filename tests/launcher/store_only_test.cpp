@@ -157,3 +157,26 @@ TEST_CASE("--store-only with --nnodes 2:3: node 0 lost, then started again, join
   CHECK(contains(rs.err, "starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [0] back"));
   expect_nothing_left(pids, id);
 }
+
+TEST_CASE("--store-only: SIGTERM to the store-only launcher while the ranks run stops the job on every node",
+          "[launcher][multinode][store-only][signals]") {
+  TempDir dir;
+  const std::string id = "t-so-term-" + std::to_string(::getpid());
+  const std::uint16_t port = free_port();
+  Process store(store_only_flags("2:3", port, {"--run-id", id}), quiet_env(), dir.path());
+  const Strings flags = {"--nproc", "1", "--nnodes", "2:3", "--external-store"};
+  const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--sleep", "60"};
+  Nodes nodes(3, port, {flags, flags, flags}, {partner, partner, partner}, quiet_env());
+  const auto pids = read_rank_pids(dir.path(), 0, 2);
+  store.signal(SIGTERM);
+  const auto rs = store.finish(30s);
+  INFO("store-only stderr: " << rs.err);
+  CHECK(rs.exit_code == 128 + SIGTERM);
+  for (int k = 0; k < 3; ++k) {
+    const auto r = nodes.launchers[static_cast<std::size_t>(k)]->finish(30s);
+    INFO("node " << k << " stderr: " << r.err);
+    CHECK(r.exit_code == 128 + SIGTERM);
+    CHECK(contains(r.err, "fastrun: the job was stopped: the store-only launcher (host 127.0.0.1) got SIGTERM"));
+  }
+  expect_nothing_left(pids, id);
+}
