@@ -28,7 +28,7 @@ Strings store_only_flags(const std::string& nnodes, std::uint16_t port, Strings 
 
 }  // namespace
 
-TEST_CASE("--store-only and --external-store: bad combinations are usage errors naming the flag",
+TEST_CASE("store-only launcher, --external-store: bad combinations of flags are usage errors naming the flag",
           "[launcher][multinode][store-only]") {
   const std::string port = std::to_string(free_port());
   const std::vector<std::pair<Strings, std::string>> table = {
@@ -60,7 +60,7 @@ TEST_CASE("--store-only and --external-store: bad combinations are usage errors 
   }
 }
 
-TEST_CASE("--store-only: a compute node without --external-store is refused; SIGTERM ends the store-only launcher",
+TEST_CASE("store-only launcher: a compute node without --external-store is refused, and SIGTERM ends it",
           "[launcher][multinode][store-only]") {
   TempDir io;
   const std::uint16_t port = free_port();
@@ -75,7 +75,7 @@ TEST_CASE("--store-only: a compute node without --external-store is refused; SIG
   CHECK(rs.exit_code == 128 + SIGTERM);
 }
 
-TEST_CASE("--store-only with --nnodes 2:3: node 0's launcher SIGKILLed and the job goes on on nodes 1 and 2",
+TEST_CASE("store-only launcher with --nnodes 2:3: node 0's launcher SIGKILLed and the job goes on on nodes 1 and 2",
           "[launcher][multinode][store-only][elastic]") {
   TempDir dir;
   const std::string d = dir.str();
@@ -117,7 +117,7 @@ TEST_CASE("--store-only with --nnodes 2:3: node 0's launcher SIGKILLed and the j
   expect_nothing_left(pids, id);
 }
 
-TEST_CASE("--store-only with --nnodes 2:3: node 0 lost, then started again, joins the next attempt",
+TEST_CASE("store-only launcher with --nnodes 2:3: node 0 lost, then started again, joins the next attempt",
           "[launcher][multinode][store-only][elastic]") {
   TempDir dir;
   const std::string d = dir.str();
@@ -158,7 +158,7 @@ TEST_CASE("--store-only with --nnodes 2:3: node 0 lost, then started again, join
   expect_nothing_left(pids, id);
 }
 
-TEST_CASE("--store-only: SIGTERM to the store-only launcher while the ranks run stops the job on every node",
+TEST_CASE("store-only launcher: SIGTERM to it while the ranks run stops the job on every node",
           "[launcher][multinode][store-only][signals]") {
   TempDir dir;
   const std::string id = "t-so-term-" + std::to_string(::getpid());
