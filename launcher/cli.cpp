@@ -103,6 +103,15 @@ class Flags {
           "the port node 0 hosts the job's store on\n"
           "(under srun or mpirun all four come from the engine; docs/multinode.md)",
           [this](const std::string& v) { out_.job.node.master_port = text::parse_flag_int("--master-port", v); });
+    flag("--store-only",
+         "host the job's store and coordinate its nodes, start no ranks\n"
+         "and no PROGRAM: every compute node, node 0 included, may then be\n"
+         "lost (with --nnodes, --master-addr, --master-port; docs/multinode.md)",
+         [this] { out_.job.node.store_only = true; });
+    flag("--external-store",
+         "on every compute node: a fastrun --store-only at --master-addr\n"
+         "--master-port hosts the job's store; node 0 connects to it too",
+         [this] { out_.job.node.external_store = true; });
     value("--max-restarts", "N",
           "after a failed attempt, stop its ranks and start the job again,\n"
           "up to N times (default 0: the first failure ends the job;\n"
@@ -186,6 +195,20 @@ int finish_node(NodeWatch& watch, int exit_code) {
   return 0;
 }
 
+// --store-only starts no ranks: what would say how many or which program is a usage error.
+void check_store_only_args(const CliArgs& out, std::vector<std::string> rest) {
+  if (out.job.nproc != 0 || out.job.devices)
+    throw ConfigError(fmt::format("--store-only with {}: the store-only launcher starts no ranks; give --nproc or "
+                                  "--devices to the compute nodes' fastrun (with --external-store)",
+                                  out.job.devices ? "--devices " + *out.job.devices
+                                                  : "--nproc " + std::to_string(out.job.nproc)));
+  if (!rest.empty() && rest[0] == "--") rest.erase(rest.begin());
+  if (!rest.empty())
+    throw ConfigError(fmt::format("--store-only with PROGRAM '{}': the store-only launcher starts no program; "
+                                  "give it to the compute nodes' fastrun (with --external-store)",
+                                  fmt::join(rest, " ")));
+}
+
 }  // namespace
 
 std::string usage_text() {
@@ -221,6 +244,10 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest[0] != "--" && rest[0].size() >= 2 && rest[0][0] == '-')
     throw ConfigError(fmt::format("unknown option '{}'; see fastrun --help", rest[0]));
+  if (out.job.node.store_only) {
+    check_store_only_args(out, rest);
+    return out;
+  }
   if (out.job.nproc == 0 && !out.job.devices) {
     throw ConfigError("give --devices LIST|all (one rank per GPU) or --nproc N (CPU ranks); see fastrun --help");
   }
@@ -248,7 +275,7 @@ int cli_main(int argc, char** argv) {
     nodes = plan_nodes(args.job.node);
     if (auto gloo_host = env::raw(env::kGlooHost)) resolve_gloo_host(*gloo_host);  // every rank would fail on it
     job = prepare_job(args.job);
-    exec_path = resolve_program(args.program[0]);
+    if (!nodes.store_only) exec_path = resolve_program(args.program[0]);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "fastrun: %s\n", e.what());
     return 2;
@@ -258,6 +285,16 @@ int cli_main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &handled, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // for the launcher only: every rank starts with default dispositions (spawn.h)
   try {
+    if (nodes.store_only) {
+      // The job's store and coordinator, no ranks (docs/multinode.md, "A store outside the job").
+      log::set_tag("launcher");
+      NodeRendezvous rendezvous(nodes, env::get_timeout(env::kTimeout));
+      rendezvous.agree(job, args.job);
+      SupervisorOptions so;
+      so.job = job;
+      so.handle_signals = true;
+      return run_node_attempts(rendezvous, nodes, std::move(so));
+    }
     // 3. Several nodes: meet the other launchers through node 0's store (docs/multinode.md).
     std::unique_ptr<NodeRendezvous> rendezvous;
     if (nodes.multi_node()) {
@@ -268,7 +305,7 @@ int cli_main(int argc, char** argv) {
     }
     // Watching the other nodes starts at once: node 0 counts this node's heartbeats from here.
     // With restarts each attempt has a watch of its own (node_attempts.h).
-    const bool node_restarts = rendezvous && (job.max_restarts > 0 || nodes.elastic());
+    const bool node_restarts = rendezvous && (job.max_restarts > 0 || nodes.elastic() || nodes.external_store);
     std::unique_ptr<NodeWatch> watch;
     if (rendezvous && !node_restarts)
       watch = std::make_unique<NodeWatch>(rendezvous->address(), rendezvous->token(), nodes.node_rank,

@@ -28,8 +28,8 @@ std::string NodeAttempts::decide_members(int n, const NodeFailure& failure) {
   // of a rack) or while they waited to join: the pulse tells (node_pulse.h).
   std::vector<int> others, waiting;
   for (int k : members_)
-    if (k != 0 && std::find(lost.begin(), lost.end(), k) == lost.end()) others.push_back(k);
-  for (int k = 1; k < max_nodes_; ++k)
+    if (!decides(k) && std::find(lost.begin(), lost.end(), k) == lost.end()) others.push_back(k);
+  for (int k = first_losable(); k < max_nodes_; ++k)
     if (std::find(members_.begin(), members_.end(), k) == members_.end() && store_.check({launcher_keys::joining(k)}))
       waiting.push_back(k);
   std::vector<int> asked = others;
@@ -71,7 +71,7 @@ std::string NodeAttempts::describe_lost(const std::vector<int>& lost) const {
 }
 
 void NodeAttempts::admit(int m, std::vector<int>& next) {
-  for (int k = 1; k < max_nodes_ && static_cast<int>(next.size()) < max_nodes_; ++k) {
+  for (int k = first_losable(); k < max_nodes_ && static_cast<int>(next.size()) < max_nodes_; ++k) {
     if (std::find(next.begin(), next.end(), k) != next.end() || !store_.check({launcher_keys::joining(k)})) continue;
     store_.set(launcher_keys::node(k), store_.get(launcher_keys::joining(k), timeout_));
     store_.delete_key(launcher_keys::joining(k));
@@ -82,13 +82,13 @@ void NodeAttempts::admit(int m, std::vector<int>& next) {
 }
 
 NodeWatch::Arrivals NodeAttempts::arrivals() {
-  if (me_ != 0 || min_nodes_ == max_nodes_ || static_cast<int>(members_.size()) >= max_nodes_) return {};
+  if (!coordinator_ || min_nodes_ == max_nodes_ || static_cast<int>(members_.size()) >= max_nodes_) return {};
   StoreOptions so;
   so.timeout = std::chrono::seconds(5);
   so.token = rv_.token();
   arrivals_client_ = connect_store(rv_.address(), so);
   return [this, members = members_, s = arrivals_client_.get()]() -> std::optional<std::string> {
-    for (int k = 1; k < max_nodes_; ++k) {
+    for (int k = first_losable(); k < max_nodes_; ++k) {
       if (std::find(members.begin(), members.end(), k) != members.end() || !s->check({launcher_keys::joining(k)}))
         continue;
       const NodeEntry e = decode_node_entry(k, to_string(s->get(launcher_keys::joining(k), std::chrono::seconds(5))));
@@ -116,6 +116,12 @@ std::vector<int> NodeAttempts::lost_between(const std::vector<int>& before, cons
 
 int NodeAttempts::my_index() const {
   return static_cast<int>(std::find(members_.begin(), members_.end(), me_) - members_.begin());
+}
+
+std::vector<std::string> NodeAttempts::watch_hosts() const {
+  std::vector<std::string> out = member_hosts();
+  if (apart_) out.insert(out.begin(), coordinator_host_);
+  return out;
 }
 
 std::vector<std::string> NodeAttempts::member_hosts() const {
@@ -154,11 +160,13 @@ std::string NodeAttempts::resize_notice(int m) {
 void NodeAttempts::lost_before_start(int m, PulseWatch& pulses, Clock::time_point& looked,
                                      const std::function<std::vector<int>()>& missing) {
   const auto now = Clock::now();
-  if (me_ != 0 || min_nodes_ == max_nodes_ || now - looked < NodeWatch::kInterval) return;
+  if (!coordinator_ || min_nodes_ == max_nodes_ || now - looked < NodeWatch::kInterval) return;
   looked = now;
   std::vector<int> waited_for;
-  for (int i : missing())
-    if (const int k = members_.at(static_cast<std::size_t>(i)); k != 0) waited_for.push_back(k);
+  for (int i : missing()) {
+    if (apart_ && i == 0) continue;  // the store-only launcher's own slot
+    if (const int k = members_.at(static_cast<std::size_t>(i - (apart_ ? 1 : 0))); !decides(k)) waited_for.push_back(k);
+  }
   const std::vector<int> stale = pulses.still(store_, waited_for, now);
   if (stale.empty()) return;
   const int k = stale.front();  // one lost with it is found in the next attempt's round

@@ -58,7 +58,10 @@ JobSummary summarize(const AttemptOutcome& o) {
     result.exit_code = o.remote->exit_code;
     result.stop_signal = 0;
     // A node that came back (--nnodes MIN:MAX) stops the attempt without anything having failed.
-    const std::string what = o.remote->joining ? "the job grows" : fmt::format("the job failed on node {}", o.remote->node);
+    // Node -1: the store-only launcher (node_watch.h), which has no ranks of its own to fail.
+    const std::string what = o.remote->joining    ? "the job grows"
+                             : o.remote->node < 0 ? "the job was stopped"
+                                                  : fmt::format("the job failed on node {}", o.remote->node);
     text = fmt::format("fastrun: {}: {}; stopped this node's {} rank{}\n", what, o.remote->why, spawned,
                        spawned == 1 ? "" : "s") +
            text;

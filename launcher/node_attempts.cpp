@@ -40,6 +40,10 @@ constexpr auto kLeaveWithin = std::chrono::seconds(5);
 NodeAttempts::NodeAttempts(NodeRendezvous& rendezvous, const NodePlan& plan, SupervisorOptions options)
     : rv_(rendezvous),
       store_(*rendezvous.store()),
+      coordinator_(plan.coordinates()),
+      apart_(plan.coordinator_apart()),
+      store_only_(plan.store_only),
+      coordinator_host_(plan.master_addr),
       me_(plan.node_rank),
       min_nodes_(plan.min_nnodes),
       max_nodes_(plan.nnodes),
@@ -75,12 +79,15 @@ int NodeAttempts::run() {
     open_rank_store(n);
     std::optional<int> code;
     {
-      NodeWatch watch(rv_.address(), rv_.token(), my_index(), member_hosts(), key(n, "watch"), arrivals());
+      NodeWatch watch(rv_.address(), rv_.token(), slot(), watch_hosts(), key(n, "watch"), arrivals(), apart_);
       so_.job.attempt = n;
       so_.job.resized_attempts = resized_;
-      share_ranks();
       so_.nodes = &watch;
-      const JobResult local = Supervisor(so_).run();
+      JobResult local;  // the store-only launcher's part: no ranks, nothing failed
+      if (!store_only_) {
+        share_ranks();
+        local = Supervisor(so_).run();
+      }
       so_.nodes = nullptr;
       so_.failure_store = nullptr;
       rank_client_.reset();  // before node 0 takes the store down (after the next start round)
@@ -102,7 +109,7 @@ void NodeAttempts::open_rank_store(int n) {
   so.timeout = timeout_;
   so.token = rv_.token();
   std::string address;
-  if (me_ == 0) {
+  if (coordinator_) {
     rank_hosted_.reset();
     const std::string& a = rv_.address();  // tcp://HOST:PORT: the same host, a port of its own
     rank_hosted_ = host_store(a.substr(0, a.rfind(':')) + ":0", so);
@@ -112,9 +119,9 @@ void NodeAttempts::open_rank_store(int n) {
     try {
       address = to_string(store_.get(key(n, "store"), timeout_));
     } catch (const TimeoutError&) {
-      throw TimeoutError(fmt::format("node {}: node 0 did not publish the store of attempt {} within {:.3g} s "
+      throw TimeoutError(fmt::format("node {}: {} did not publish the store of attempt {} within {:.3g} s "
                                      "(FASTRUN_TIMEOUT)",
-                                     me_, n, std::chrono::duration<double>(timeout_).count()));
+                                     me_, coordinator_name(), n, std::chrono::duration<double>(timeout_).count()));
     }
   }
   rank_client_ = connect_store(address, so);
@@ -128,7 +135,7 @@ std::optional<int> NodeAttempts::verdict(int n, NodeWatch& watch, const JobResul
   try {
     failure = local.exit_code == 0 ? watch.finish_success() : watch.recorded();
   } catch (const Error& e) {
-    log::warn("attempt {}: lost node 0's store: {}", n, e.what());
+    log::warn("attempt {}: lost {}'s store: {}", n, coordinator_name(), e.what());
     return local.exit_code != 0 ? local.exit_code : 1;
   }
   if (local.exit_code != 0 && !failure) failure = NodeFailure{local.exit_code, me_, "this node's attempt failed"};
@@ -137,7 +144,7 @@ std::optional<int> NodeAttempts::verdict(int n, NodeWatch& watch, const JobResul
                                                                     signal_name(local.stop_signal)));
   // 2. Node 0 decides, the others wait for its decision.
   std::string said;
-  if (me_ == 0) {
+  if (coordinator_) {
     said = decide(n, failure);
     store_.set(key(n, "verdict"), to_bytes(said));
   } else {
@@ -146,8 +153,8 @@ std::optional<int> NodeAttempts::verdict(int n, NodeWatch& watch, const JobResul
     } catch (const JobStopped& s) {
       return leave(n, local.stop_signal ? local.exit_code : s.exit_code);
     } catch (const Error& e) {
-      std::fprintf(stderr, "fastrun: lost node 0 (its store) while waiting for its verdict on attempt %d: %s\n", n,
-                   e.what());
+      std::fprintf(stderr, "fastrun: lost %s (its store) while waiting for its verdict on attempt %d: %s\n",
+                   coordinator_name(), n, e.what());
       return failure ? failure->exit_code : 1;
     }
   }
@@ -160,7 +167,7 @@ std::optional<int> NodeAttempts::verdict(int n, NodeWatch& watch, const JobResul
     const std::string k = key(n + 1, "members");
     if (!store_.check({k})) return std::nullopt;
     std::vector<int> next = decode_members(k, to_string(store_.get(k, timeout_)));
-    if (std::find(next.begin(), next.end(), me_) == next.end()) {
+    if (!store_only_ && std::find(next.begin(), next.end(), me_) == next.end()) {
       std::fprintf(stderr, "fastrun: node %d was lost to the job in attempt %d; it goes on without this node\n",
                    me_, n);
       return leave(n, failure ? failure->exit_code : 1);
@@ -180,7 +187,9 @@ std::optional<int> NodeAttempts::verdict(int n, NodeWatch& watch, const JobResul
     std::fprintf(stderr, "fastrun: the job was stopped: %s\n", s->why.c_str());
   } else if (failure) {
     code = failure->exit_code;
-    if (local.exit_code == 0)
+    if (local.exit_code == 0 && failure->node < 0)  // the store-only launcher's: a signal to it
+      std::fprintf(stderr, "fastrun: the job was stopped: %s\n", failure->why.c_str());
+    else if (local.exit_code == 0)
       std::fprintf(stderr, "fastrun: the job failed on node %d: %s\n", failure->node, failure->why.c_str());
   }
   return leave(n, code);
@@ -233,7 +242,7 @@ int NodeAttempts::enter(int m) {
     } catch (const SkipAttempt&) {
       const std::string k = key(m + 1, "members");
       std::vector<int> next = decode_members(k, to_string(store_.get(k, timeout_)));
-      if (std::find(next.begin(), next.end(), me_) == next.end()) {
+      if (!store_only_ && std::find(next.begin(), next.end(), me_) == next.end()) {
         std::fprintf(stderr, "fastrun: node %d was lost to the job before attempt %d started; it goes on without "
                              "this node\n", me_, m);
         throw JobStopped{1};
@@ -256,8 +265,8 @@ void NodeAttempts::start_round(int m) {
   Clock::time_point looked{};
   RoundOptions round;
   round.prefix = key(n + 1, "start");
-  round.rank = my_index();
-  round.size = static_cast<int>(members_.size());
+  round.rank = slot();
+  round.size = slots();
   round.timeout = timeout_;
   round.poll = [&](const std::function<std::vector<int>()>& missing) {
     if (const int sig = pending_stop_signal()) {
@@ -296,13 +305,13 @@ std::optional<NodeFailure> NodeAttempts::stopped() {
 
 int NodeAttempts::leave(int n, int code) {
   try {
-    if (me_ != 0) {
+    if (!coordinator_) {
       store_.set(key(n, "left/" + std::to_string(me_)), to_bytes("1"));
       return code;
     }
     os::poll_until(Clock::now() + kLeaveWithin, kEvery100ms, [&] {
       for (int k : members_)
-        if (k != 0 && std::find(gone_.begin(), gone_.end(), k) == gone_.end() &&
+        if (!decides(k) && std::find(gone_.begin(), gone_.end(), k) == gone_.end() &&
             !store_.check({key(n, "left/" + std::to_string(k))}))
           return false;
       return true;

@@ -108,9 +108,26 @@ class NodeAttempts {
   void lost_before_start(int m, PulseWatch& pulses, Clock::time_point& looked,
                          const std::function<std::vector<int>()>& missing);
 
+  // Where node 0 and the store-only launcher differ (node_options.h, --store-only): the one that
+  // decides is either node 0, a member, or a launcher apart from the members that runs no ranks
+  // and takes slot 0 of the watch and start rounds (the members then take slots 1..K).
+  int slot() const { return coordinator_ && apart_ ? 0 : my_index() + (apart_ ? 1 : 0); }
+  int slots() const { return static_cast<int>(members_.size()) + (apart_ ? 1 : 0); }
+  std::vector<std::string> watch_hosts() const;
+  // Whether node k is the one that decides (node 0 without a store-only launcher): never lost.
+  bool decides(int k) const { return !apart_ && k == 0; }
+  // The first node rank that can be lost, or asks to join.
+  int first_losable() const { return apart_ ? 0 : 1; }
+  // "node 0" or "the store-only launcher", in messages.
+  const char* coordinator_name() const { return apart_ ? "the store-only launcher" : "node 0"; }
+
   NodeRendezvous& rv_;
   Store& store_;  // node 0's launcher store (the rendezvous's client)
-  const int me_;         // --node-rank: who this node is for the whole job
+  const bool coordinator_;  // this launcher decides (NodePlan::coordinates())
+  const bool apart_;        // the one that decides is a store-only launcher (NodePlan::coordinator_apart())
+  const bool store_only_;   // this launcher is it: no ranks, in no attempt's members
+  const std::string coordinator_host_;  // --master-addr: where the store-only launcher runs
+  const int me_;         // --node-rank: who this node is for the whole job (-1: the store-only launcher)
   const int min_nodes_;  // --nnodes MIN:MAX (MIN = MAX: a fixed set of nodes)
   const int max_nodes_;
   std::vector<int> members_;  // the current attempt's nodes (--node-rank of each, ascending: node 0 first)

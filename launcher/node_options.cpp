@@ -71,6 +71,32 @@ std::optional<cluster::EngineJob> engine_nodes(std::optional<int>& nnodes, std::
   return job;
 }
 
+// --store-only and --external-store (node_options.h): the combinations that cannot work, each
+// named, before anything starts. The store-only launcher is no node: a node rank is a mistake.
+void check_store_apart(const NodeOptions& flags, const std::optional<int>& nnodes, const std::optional<int>& node_rank,
+                       const std::string& rank_from, const std::optional<std::string>& addr,
+                       const std::optional<int>& port) {
+  const char* flag = flags.store_only ? "--store-only" : "--external-store";
+  if (flags.store_only && flags.external_store)
+    throw ConfigError("--store-only and --external-store were both given: --store-only runs the job's store (and "
+                      "no ranks), --external-store is for the compute nodes that connect to it; give one");
+  if (flags.store_only && node_rank)
+    throw ConfigError(fmt::format("--store-only with {} {}: the store-only launcher is none of the job's nodes; "
+                                  "leave the node rank out (compute nodes take 0 to MAX-1)",
+                                  rank_from, *node_rank));
+  if (const auto engine = cluster::engine_job(); flags.store_only && engine && engine->ntasks > 1)
+    throw ConfigError("--store-only under srun or mpirun: the engine starts one launcher per node, all compute "
+                      "nodes; start the store-only launcher on its own host by hand (docs/multinode.md)");
+  if (!nnodes)
+    throw ConfigError(fmt::format("{} needs --nnodes N or MIN:MAX (FASTRUN_NNODES): the compute nodes of the job",
+                                  flag));
+  if (!addr) throw ConfigError(fmt::format("{} needs --master-addr HOST (FASTRUN_MASTER_ADDR): the store-only "
+                                           "launcher's host, as every compute node reaches it", flag));
+  if (!port || *port == 0)
+    throw ConfigError(fmt::format("{} needs --master-port PORT (FASTRUN_MASTER_PORT), 1-65535: the port the "
+                                  "store-only launcher listens on, the same on every node", flag));
+}
+
 }  // namespace
 
 void parse_nnodes(const std::string& text, NodeOptions& flags) {
@@ -100,7 +126,8 @@ NodePlan plan_nodes(const NodeOptions& flags) {
   auto port = either(flags.master_port, env::kMasterPort, read_int, port_from, "--master-port");
 
   const bool addr_given = addr.has_value(), port_given = port.has_value();
-  const auto engine = engine_nodes(nnodes, nnodes_from, node_rank, rank_from);
+  if (flags.store_only || flags.external_store) check_store_apart(flags, nnodes, node_rank, rank_from, addr, port);
+  const auto engine = flags.store_only ? std::nullopt : engine_nodes(nnodes, nnodes_from, node_rank, rank_from);
   if (engine) {
     if (!addr) {
       addr = engine->master_host;
@@ -133,7 +160,7 @@ NodePlan plan_nodes(const NodeOptions& flags) {
     throw ConfigError(fmt::format("--nnodes {}:{}: under {} the engine fixes the nodes ({}={}); elastic membership "
                                   "needs launchers started by hand, or give --nnodes {}",
                                   plan.min_nnodes, plan.nnodes, engine->engine, nnodes_from, plan.nnodes, plan.nnodes));
-  if (plan.nnodes > 1) {
+  if (plan.nnodes > 1 && !flags.store_only) {
     const auto missing = [&](const char* what) {
       return ConfigError(fmt::format("{} {}: a job of several nodes needs {} on every node; see docs/multinode.md",
                                      nnodes_from, plan.nnodes, what));
@@ -142,8 +169,10 @@ NodePlan plan_nodes(const NodeOptions& flags) {
     if (!addr) throw missing("--master-addr HOST (FASTRUN_MASTER_ADDR), the host of node 0");
     if (!port) throw missing("--master-port PORT (FASTRUN_MASTER_PORT), 1-65535");
   }
-  plan.node_rank = node_rank.value_or(0);
-  if (plan.node_rank < 0 || plan.node_rank >= plan.nnodes)
+  plan.store_only = flags.store_only;
+  plan.external_store = flags.external_store;
+  plan.node_rank = flags.store_only ? -1 : node_rank.value_or(0);
+  if (!flags.store_only && (plan.node_rank < 0 || plan.node_rank >= plan.nnodes))
     throw ConfigError(fmt::format("{} {}: give a node rank from 0 to {} ({} {})", rank_from, plan.node_rank,
                                   plan.nnodes - 1, nnodes_from, plan.nnodes));
   plan.master_addr = addr.value_or("127.0.0.1");
@@ -155,7 +184,7 @@ NodePlan plan_nodes(const NodeOptions& flags) {
                                   "is also the MASTER_ADDR every rank gets)",
                                   addr_from, plan.master_addr));
   const int p = port.value_or(0);
-  const int min_port = plan.nnodes > 1 ? 1 : 0;
+  const int min_port = plan.nnodes > 1 || plan.coordinator_apart() ? 1 : 0;
   if (p < min_port || p > 65535)
     throw ConfigError(fmt::format("{} {}: give a port from {} to 65535{}", port_from, p, min_port,
                                   plan.nnodes > 1 ? " that every node can reach on the master" : ""));

@@ -17,6 +17,8 @@ struct NodeOptions {
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
   std::optional<double> last_call;  // --last-call SECS (elastic membership); nullopt = FASTRUN_LAST_CALL
+  bool store_only = false;      // --store-only: this launcher hosts the store and coordinates, runs no ranks
+  bool external_store = false;  // --external-store: a `fastrun --store-only` hosts the store, not node 0
 };
 
 // Checked. multi_node() is false for the ordinary one-launcher job (shm store, nothing shared).
@@ -30,7 +32,17 @@ struct NodePlan {
   // Elastic jobs: once MIN nodes are there, node 0 starts the job on those present this long after
   // the MIN-th arrived (at once when all MAX are there): torchrun's last call (node_rendezvous.h).
   std::chrono::milliseconds last_call{30000};
+  // --store-only / --external-store (docs/multinode.md, "A store outside the job"): the job's
+  // store and its coordinator (what node 0's launcher otherwise does: the node rendezvous, the
+  // verdicts, the members of each attempt) live in a launcher that runs no ranks, so that every
+  // compute node, node 0 included, can be lost. node_rank is -1 in the store-only launcher.
+  bool store_only = false;
+  bool external_store = false;
   bool multi_node() const { return !master_addr.empty(); }
+  // Whether this launcher hosts the job's store and decides for the job (node_attempts.h).
+  bool coordinates() const { return store_only || (node_rank == 0 && !external_store); }
+  // Whether the coordinator runs no ranks (it is not one of the job's nodes).
+  bool coordinator_apart() const { return store_only || external_store; }
   // --nnodes MIN:MAX with MIN < MAX: a lost node shrinks the job instead of ending it (node_attempts.h).
   bool elastic() const { return min_nnodes < nnodes; }
 };

@@ -52,7 +52,7 @@ NodeFailure decode_node_failure(const std::string& text) {
   const record::Json r = record::parse(key, text);
   NodeFailure f;
   f.exit_code = int_field(r, key, "exit_code", INT_MIN);
-  f.node = int_field(r, key, "node", 0);
+  f.node = int_field(r, key, "node", -1);  // -1: the store-only launcher (node_watch.h)
   f.why = record::text(r, key, "why");
   for (auto [field, flag] : {std::pair{"final", &f.final}, std::pair{"lost", &f.lost}, std::pair{"joining", &f.joining}}) {
     const auto it = r.find(field);

@@ -23,7 +23,7 @@ NodeEntry decode_node_entry(int node_rank, const std::string& text);
 // A node's failure as the node watch records it (launcher/node_watch.h; the first one wins).
 struct NodeFailure {
   int exit_code = 1;
-  int node = 0;
+  int node = 0;     // the node rank in the attempt; -1: the store-only launcher (--store-only)
   std::string why;  // names node, host and rank
   bool store_lost = false;  // node 0's store is unreachable: nothing more can be recorded there (not stored)
   // The job ends here whatever --max-restarts allows: a signal to a launcher, a lost node

@@ -36,6 +36,10 @@ std::string derived_from(const NodePlan& plan) {
                                                      plan.master_from);
 }
 
+// Set by a store-only launcher before the job's other settings: a compute node reads it to check
+// that it was started for such a job (--external-store), and the other way round.
+constexpr const char* kStoreOnlyKey = "fastrun/launcher/store-only";
+
 }  // namespace
 
 int pending_stop_signal() {
@@ -63,16 +67,16 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
   const std::string host =
       plan.master_addr.find(':') != std::string::npos ? "[" + plan.master_addr + "]" : plan.master_addr;
   address_ = fmt::format("tcp://{}:{}", host, plan.master_port);
-  token_ = job_store_token(plan, /*warn=*/plan.node_rank == 0);
+  token_ = job_store_token(plan, /*warn=*/plan.coordinates());
   StoreOptions so;
   so.timeout = timeout;
   so.token = token_;
-  if (plan.node_rank == 0) {
+  if (plan.coordinates()) {
     try {
       hosted_ = host_store(address_, so);
     } catch (const Error& e) {
-      throw StoreError(fmt::format("node 0: cannot host the job's store on --master-addr {} --master-port {}{}: {}",
-                                   plan.master_addr, plan.master_port, derived_from(plan), e.what()));
+      throw StoreError(fmt::format("{}: cannot host the job's store on --master-addr {} --master-port {}{}: {}",
+                                   plan.store_only ? "--store-only" : "node 0", plan.master_addr, plan.master_port, derived_from(plan), e.what()));
     }
     address_ = hosted_->address();  // the port actually bound (--nnodes 1 may ask for 0)
     client_ = hosted_->connect();
@@ -89,9 +93,9 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
         if (const int sig = pending_stop_signal()) throw Interrupted(sig);
         if (std::chrono::steady_clock::now() < deadline && std::string(e.what()).find("authentication") == std::string::npos)
           continue;
-        throw StoreError(fmt::format("node {}: cannot reach node 0's store at {}{} within {:.3g} s (--master-addr, "
+        throw StoreError(fmt::format("node {}: cannot reach {}'s store at {}{} within {:.3g} s (--master-addr, "
                                      "--master-port, FASTRUN_TIMEOUT): {}",
-                                     plan.node_rank, address_, derived_from(plan),
+                                     plan.node_rank, coordinator(), address_, derived_from(plan),
                                      std::chrono::duration<double>(timeout).count(), e.what()));
       }
     }
@@ -101,24 +105,37 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
 
 NodeRendezvous::~NodeRendezvous() = default;
 
+std::string NodeRendezvous::coordinator() const {
+  return plan_.coordinator_apart() ? "the store-only launcher" : "node 0";
+}
+
 void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
   const int me = plan_.node_rank;
   const std::string self_host = this_host_name();
-  // 1. Node 0 fixes what every node must share: the run id, the seed and the ranks' MASTER_PORT.
-  if (me == 0) {
+  // 1. Node 0 (or the store-only launcher) fixes what every node must share: the run id, the seed
+  // and the ranks' MASTER_PORT.
+  if (plan_.coordinates()) {
+    if (plan_.store_only) client_->set(kStoreOnlyKey, to_bytes("1"));
     client_->set(launcher_keys::kRunId, to_bytes(job.run_id));
     client_->set(launcher_keys::kSeed, to_bytes(job.seed));
     client_->set(launcher_keys::kMaxRestarts, to_bytes(std::to_string(job.max_restarts)));
     client_->set(launcher_keys::kNnodes, to_bytes(fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)));
     client_->set(launcher_keys::kRankMaster, to_bytes(fmt::format("{}", pick_free_port(plan_.master_addr))));
   }
-  if (me != 0) check_same_nnodes();
+  if (!plan_.coordinates()) {
+    check_same_nnodes();
+    check_same_store();
+  }
+  if (plan_.store_only) {  // no node of its own: it waits for the compute nodes and names the members
+    meet_after_last_call(job, options, std::string(), self_host);
+    return;
+  }
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
   const std::string mine = encode(NodeEntry{job.world_size, self_host, static_cast<long>(::getpid())});
   const std::string got = set_if_absent(*client_, launcher_keys::node(me), mine);
   // An elastic job's node 0 tells the live nodes from the lost ones by this (node_pulse.h).
-  if (plan_.elastic() && me != 0) pulse_ = std::make_unique<NodePulse>(address_, token_, me);
-  if (got != mine && plan_.elastic() && me != 0) {
+  if (plan_.elastic() && !plan_.coordinates()) pulse_ = std::make_unique<NodePulse>(address_, token_, me);
+  if (got != mine && plan_.elastic() && !plan_.coordinates()) {
     // --nnodes MIN:MAX: this node's place is an earlier launcher's, lost or running; node 0
     // takes this one into its next attempt (node_attempts.h), or it times out.
     join_running_job(mine);
@@ -132,7 +149,7 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
                                   "launcher its own node rank, 0 to {}",
                                   me, me, other.host, other.pid, plan_.nnodes - 1));
   }
-  if (plan_.elastic()) {
+  if (plan_.elastic() || plan_.coordinator_apart()) {
     meet_after_last_call(job, options, mine, self_host);
     return;
   }
@@ -214,34 +231,36 @@ void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& opti
   const auto deadline = Clock::now() + timeout_;
   const auto seconds = [](Duration d) { return std::chrono::duration<double>(d).count(); };
   std::vector<int> members;
-  if (me == 0) {
+  const int first_node = plan_.coordinator_apart() ? 0 : 1;  // the nodes node 0 (or the store-only launcher) waits for
+  const std::string who = plan_.store_only ? "the store-only launcher" : "node 0";
+  if (plan_.coordinates()) {
     // One check per node every 100 ms: the node keys are what a launcher claims on arrival.
     std::optional<Clock::time_point> last_call_ends;
     std::vector<int> missing;
     os::BackoffSleeper sleeper({std::chrono::milliseconds(100), std::chrono::milliseconds(100)});
     for (;;) {
       if (const int sig = pending_stop_signal()) throw Interrupted(sig);
-      members = {0};
+      members = first_node == 0 ? std::vector<int>{} : std::vector<int>{0};
       missing.clear();
-      for (int k = 1; k < plan_.nnodes; ++k) (client_->check({launcher_keys::node(k)}) ? members : missing).push_back(k);
+      for (int k = first_node; k < plan_.nnodes; ++k) (client_->check({launcher_keys::node(k)}) ? members : missing).push_back(k);
       const auto now = Clock::now();
       if (missing.empty()) break;
       if (static_cast<int>(members.size()) >= plan_.min_nnodes) {
         if (!last_call_ends) {
           last_call_ends = now + plan_.last_call;
           std::fprintf(stderr,
-                       "fastrun: node 0: %zu of %d nodes are here (--nnodes %d:%d); the job starts in %.3g s "
+                       "fastrun: %s: %zu of %d nodes are here (--nnodes %d:%d); the job starts in %.3g s "
                        "(--last-call, FASTRUN_LAST_CALL) or when all %d are\n",
-                       members.size(), plan_.nnodes, plan_.min_nnodes, plan_.nnodes,
+                       who.c_str(), members.size(), plan_.nnodes, plan_.min_nnodes, plan_.nnodes,
                        seconds(plan_.last_call), plan_.nnodes);
         }
         if (now >= *last_call_ends) break;
       } else if (now >= deadline) {
         throw TimeoutError(fmt::format(
-            "node 0 ({}): {} of the {} nodes needed (--nnodes {}:{}) arrived within {:.3g} s: node{} [{}] never "
+            "{} ({}): {} of the {} nodes needed (--nnodes {}:{}) arrived within {:.3g} s: node{} [{}] never "
             "came (store {}; start a fastrun with --node-rank K --master-addr {} --master-port {} on each, or raise "
             "FASTRUN_TIMEOUT)",
-            self_host, members.size(), plan_.min_nnodes, plan_.min_nnodes, plan_.nnodes, seconds(timeout_),
+            who, self_host, members.size(), plan_.min_nnodes, plan_.min_nnodes, plan_.nnodes, seconds(timeout_),
             missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), address_, plan_.master_addr, plan_.master_port));
       }
       // Never past the deadline that applies now: the last call's end, or FASTRUN_TIMEOUT's.
@@ -250,9 +269,9 @@ void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& opti
     client_->set(members_key, to_bytes(encode_members(members)));
     if (!missing.empty())
       std::fprintf(stderr,
-                   "fastrun: node 0: starting the job on %zu of %d nodes (--nnodes %d:%d): node%s [%s] did not "
+                   "fastrun: %s: starting the job on %zu of %d nodes (--nnodes %d:%d): node%s [%s] did not "
                    "arrive within the last call of %.3g s and join%s at the next attempt when %s\n",
-                   members.size(), plan_.nnodes, plan_.min_nnodes, plan_.nnodes, missing.size() == 1 ? "" : "s",
+                   who.c_str(), members.size(), plan_.nnodes, plan_.min_nnodes, plan_.nnodes, missing.size() == 1 ? "" : "s",
                    fmt::format("{}", fmt::join(missing, ", ")).c_str(), seconds(plan_.last_call),
                    missing.size() == 1 ? "s" : "", missing.size() == 1 ? "it comes" : "they come");
   } else {
@@ -264,9 +283,9 @@ void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& opti
         break;
       } catch (const TimeoutError&) {
         if (Clock::now() >= deadline)
-          throw TimeoutError(fmt::format("node {} ({}): node 0 did not start the job within {:.3g} s: fewer than "
+          throw TimeoutError(fmt::format("node {} ({}): {} did not start the job within {:.3g} s: fewer than "
                                          "the {} nodes of --nnodes {}:{} arrived (store {}; raise FASTRUN_TIMEOUT)",
-                                         me, self_host, seconds(timeout_), plan_.min_nnodes, plan_.min_nnodes,
+                                         me, self_host, who, seconds(timeout_), plan_.min_nnodes, plan_.min_nnodes,
                                          plan_.nnodes, address_));
       }
     }
@@ -297,6 +316,12 @@ void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& opti
   job.node.world_size = world;
   job.node.host = self_host;
   adopt_job_settings(job, options);
+  if (plan_.store_only) {
+    log::info("store-only launcher ({}): the job starts on node{} [{}] of --nnodes {}:{}, {} ranks, store {}, run {}",
+              self_host, members.size() == 1 ? "" : "s", fmt::join(members, ", "), plan_.min_nnodes, plan_.nnodes,
+              world, address_, job.run_id);
+    return;
+  }
   log::info("node {} ({}) of {} (--nnodes {}:{}; {}): ranks {}..{} of {}, store {}, run {}", job.node.node_rank, me,
             members.size(), plan_.min_nnodes, plan_.nnodes, self_host, offset, offset + job.world_size - 1, world,
             address_, job.run_id);
@@ -305,9 +330,9 @@ void NodeRendezvous::meet_after_last_call(JobConfig& job, const JobOptions& opti
 void NodeRendezvous::join_running_job(const std::string& entry) {
   const int me = plan_.node_rank;
   std::fprintf(stderr,
-               "fastrun: node %d: the job runs already (--nnodes %d:%d); waiting for node 0 to take this node "
+               "fastrun: node %d: the job runs already (--nnodes %d:%d); waiting for %s to take this node "
                "into its next attempt\n",
-               me, plan_.min_nnodes, plan_.nnodes);
+               me, plan_.min_nnodes, plan_.nnodes, coordinator().c_str());
   client_->set(launcher_keys::joining(me), to_bytes(entry));
   const std::string admitted = launcher_keys::joining(me) + "/admitted";
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -317,9 +342,9 @@ void NodeRendezvous::join_running_job(const std::string& entry) {
         return client_->check({admitted});
       });
   if (!admitted_in_time)
-    throw TimeoutError(fmt::format("node {}: node 0 did not take this node into the running job within {:.3g} s "
+    throw TimeoutError(fmt::format("node {}: {} did not take this node into the running job within {:.3g} s "
                                    "(FASTRUN_TIMEOUT); is a launcher with --node-rank {} still running in it?",
-                                   me, std::chrono::duration<double>(timeout_).count(), me));
+                                   me, coordinator(), std::chrono::duration<double>(timeout_).count(), me));
   // Node 0's records: a damaged one is refused, naming its key (stoi read '3x' as 3).
   first_attempt_ = static_cast<int>(
       text::parse_integer(fmt::format("store key {}", admitted), to_string(client_->get(admitted, timeout_)), 0, INT32_MAX));
@@ -332,25 +357,41 @@ void NodeRendezvous::join_running_job(const std::string& entry) {
 void NodeRendezvous::check_same_nnodes() {
   const std::string nnodes = to_string(client_->get(launcher_keys::kNnodes, timeout_));
   if (nnodes != fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes))
-    throw ConfigError(fmt::format("--nnodes {}: node 0 runs this job with --nnodes {}; give every node the same",
+    throw ConfigError(fmt::format("--nnodes {}: {} runs this job with --nnodes {}; give every node the same",
                                   plan_.elastic() ? fmt::format("{}:{}", plan_.min_nnodes, plan_.nnodes)
                                                   : std::to_string(plan_.nnodes),
-                                  nnodes));
+                                  coordinator(), nnodes));
+}
+
+// A node started without --external-store would host the store itself (node 0) or take node 0's
+// place in its decisions; one with it against node 0's store would wait for a coordinator that
+// never comes. The store-only launcher sets its key before kNnodes, which check_same_nnodes() waited for.
+void NodeRendezvous::check_same_store() {
+  const bool store_only = client_->check({kStoreOnlyKey});
+  if (store_only && !plan_.external_store)
+    throw ConfigError(fmt::format("node {}: the store at {} is a fastrun --store-only's: give --external-store to "
+                                  "every compute node of this job (docs/multinode.md)",
+                                  plan_.node_rank, address_));
+  if (!store_only && plan_.external_store)
+    throw ConfigError(fmt::format("node {}: --external-store, but the store at {} is node 0's, not a fastrun "
+                                  "--store-only's: leave --external-store out, or start the store-only launcher "
+                                  "there",
+                                  plan_.node_rank, address_));
 }
 
 // Step 5 of agree(), also for a node that joins a running job: what node 0 fixed.
 void NodeRendezvous::adopt_job_settings(JobConfig& job, const JobOptions& options) {
   const std::string run_id = to_string(client_->get(launcher_keys::kRunId, timeout_));
   if (!options.run_id.empty() && options.run_id != run_id)
-    throw ConfigError(fmt::format("--run-id {}: node 0 runs this job as '{}'; give every node the same --run-id, "
-                                  "or none (the nodes then share node 0's)",
-                                  options.run_id, run_id));
+    throw ConfigError(fmt::format("--run-id {}: {} runs this job as '{}'; give every node the same --run-id, "
+                                  "or none (the nodes then share its)",
+                                  options.run_id, coordinator(), run_id));
   // The count of restarts is the job's (node_attempts.h): every node must allow the same.
   const std::string max_restarts = to_string(client_->get(launcher_keys::kMaxRestarts, timeout_));
   if (max_restarts != std::to_string(job.max_restarts))
-    throw ConfigError(fmt::format("--max-restarts {} (or FASTRUN_MAX_RESTARTS): node 0 runs this job with "
+    throw ConfigError(fmt::format("--max-restarts {} (or FASTRUN_MAX_RESTARTS): {} runs this job with "
                                   "--max-restarts {}; give every node the same",
-                                  job.max_restarts, max_restarts));
+                                  job.max_restarts, coordinator(), max_restarts));
   job.run_id = run_id;
   job.seed = to_string(client_->get(launcher_keys::kSeed, timeout_));
   job.log_dir = options.log_dir.empty() ? std::string() : options.log_dir + "/" + run_id;

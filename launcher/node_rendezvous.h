@@ -25,7 +25,9 @@ class NodePulse;
 
 class NodeRendezvous {
  public:
-  // Node 0: hosts the store (StoreError naming the address when it cannot listen). Others:
+  // Node 0 (or, with --store-only, the store-only launcher, which runs no ranks and is none of
+  // the job's nodes: node_options.h): hosts the store (StoreError naming the address when it
+  // cannot listen). Others:
   // connect within `timeout` (StoreError naming node 0's address when it never answers).
   // The token: FASTRUN_STORE_TOKEN, else one derived from the address, with a warning.
   NodeRendezvous(const NodePlan& plan, Duration timeout);
@@ -67,6 +69,9 @@ class NodeRendezvous {
   std::vector<int> members_;
   std::unique_ptr<NodePulse> pulse_;  // node k > 0 of an elastic job, for the whole job
 
+  // Who hosts the store and decides, in messages: "node 0", or "the store-only launcher".
+  std::string coordinator() const;
+  void check_same_store();
   void meet_after_last_call(JobConfig& job, const JobOptions& options, const std::string& mine,
                             const std::string& self_host);
   void check_same_nnodes();

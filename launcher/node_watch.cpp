@@ -35,8 +35,9 @@ std::unique_ptr<Store> connect_short(const std::string& address, const std::stri
 }  // namespace
 
 NodeWatch::NodeWatch(const std::string& address, const std::string& token, int node_rank,
-                     std::vector<std::string> hosts, const std::string& prefix, Arrivals arrivals)
-    : me_(node_rank), hosts_(std::move(hosts)), address_(address), arrivals_(std::move(arrivals)) {
+                     std::vector<std::string> hosts, const std::string& prefix, Arrivals arrivals,
+                     bool coordinator_apart)
+    : me_(node_rank), shift_(coordinator_apart ? 1 : 0), hosts_(std::move(hosts)), address_(address), arrivals_(std::move(arrivals)) {
   watch_client_ = connect_short(address, token, prefix);
   main_client_ = connect_short(address, token, prefix);
   event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -49,6 +50,10 @@ NodeWatch::NodeWatch(const std::string& address, const std::string& token, int n
 }
 
 NodeWatch::~NodeWatch() { thread_.stop(); }
+
+std::string NodeWatch::coordinator_name() const {
+  return fmt::format("{} (host {})", shift_ ? "the store-only launcher" : "node 0", hosts_.empty() ? "?" : hosts_[0]);
+}
 
 std::optional<NodeFailure> NodeWatch::remote() const {
   std::lock_guard lock(mutex_);
@@ -71,7 +76,7 @@ bool NodeWatch::step() {
     if (s.check({launcher_keys::kNodeFailure})) {
       NodeFailure f = decode_node_failure(to_string(s.get(launcher_keys::kNodeFailure, std::chrono::seconds(5))));
       s.set(launcher_keys::ack(me_), to_bytes("1"));  // node 0 may now take the store down
-      if (f.node == me_) return false;     // our own, published by the supervisor
+      if (f.node == shown(me_)) return false;     // our own, published by the supervisor
       raise(std::move(f));
       return false;
     }
@@ -95,10 +100,10 @@ bool NodeWatch::step() {
         beats_[k] = beat;
         beat_seen_[k] = now;
       } else if (now - beat_seen_[k] > allowed) {
-        NodeFailure lost{1, static_cast<int>(k),
+        NodeFailure lost{1, shown(static_cast<int>(k)),
                          fmt::format("node {} (host {}): its launcher stopped answering (no heartbeat for {:.1f} s: "
                                      "killed, or the network to it is down)",
-                                     k, hosts_[k], std::chrono::duration<double>(allowed).count()),
+                                     shown(static_cast<int>(k)), hosts_[k], std::chrono::duration<double>(allowed).count()),
                          false, /*final=*/true, /*lost=*/true};  // a fixed set of nodes cannot restart without it
         const std::string got = set_if_absent(s, launcher_keys::kNodeFailure, encode(lost));
         raise(decode_node_failure(got));
@@ -107,7 +112,7 @@ bool NodeWatch::step() {
     }
     if (arrivals_ && !finishing_) {
       if (auto why = arrivals_()) {
-        NodeFailure back{1, 0, *why, false, false, false, /*joining=*/true};
+        NodeFailure back{1, shown(0), *why, false, false, false, /*joining=*/true};
         raise(decode_node_failure(set_if_absent(s, launcher_keys::kNodeFailure, encode(back))));
         return false;
       }
@@ -118,9 +123,9 @@ bool NodeWatch::step() {
       log::warn("node watch: the job's store on this node failed: {}", e.what());
       return false;
     }
-    raise(NodeFailure{1, 0,
-                      fmt::format("node 0 (host {}): lost the job's store at {}: node 0's launcher is gone ({})",
-                                  hosts_.empty() ? "?" : hosts_[0], address_, e.what()),
+    raise(NodeFailure{1, shown(0),
+                      fmt::format("{}: lost the job's store at {}: {} launcher is gone ({})", coordinator_name(),
+                                  address_, shift_ ? "the store-only" : "node 0's", e.what()),
                       true});
     return false;
   }
@@ -133,11 +138,11 @@ std::optional<NodeFailure> NodeWatch::recorded() {
 
 std::optional<NodeFailure> NodeWatch::publish(int exit_code, const std::string& why, bool final) noexcept {
   try {
-    const NodeFailure mine{exit_code, me_, why, false, final};
+    const NodeFailure mine{exit_code, shown(me_), why, false, final};
     const std::string got = set_if_absent(*main_client_, launcher_keys::kNodeFailure, encode(mine));
     const NodeFailure first = decode_node_failure(got);
     main_client_->set(launcher_keys::ack(me_), to_bytes("1"));  // seen: node 0 need not wait for this node
-    if (first.node != me_) return first;
+    if (first.node != shown(me_)) return first;
   } catch (const std::exception& e) {
     // Node 0 gone: the other nodes find out by themselves; this node reports its own failure.
     log::warn("could not record this node's failure in the job's store {}: {}", address_, e.what());
@@ -155,20 +160,25 @@ std::optional<NodeFailure> NodeWatch::finish_success() {
     }
     return remote();
   }
-  // Node 0: the store must outlive every node's ranks.
-  finishing_ = true;
+  // Node 0: the store must outlive every node's ranks. The store-only launcher, whose ranks are
+  // none, keeps taking nodes that come back meanwhile.
+  finishing_ = shift_ == 0;
   for (;;) {
-    if (auto f = remote()) return f;
+    const auto f = remote();
+    // A node back just as the last one finished: the job is done, there is no attempt to join.
+    if (f && !(shift_ && f->joining)) return f;
     if (const int sig = pending_stop_signal()) {
       // Ctrl-C while node 0 waits for the others: it stops the whole job, as it would earlier.
-      const std::string why = fmt::format("the launcher on node 0 (host {}) got {}", hosts_[0], signal_name(sig));
+      const std::string why = shift_ ? fmt::format("{} got {}", coordinator_name(), signal_name(sig))
+                                     : fmt::format("the launcher on {} got {}", coordinator_name(), signal_name(sig));
       if (auto first = publish(128 + sig, why, true)) return first;
-      return NodeFailure{128 + sig, 0, why, false, true};
+      return NodeFailure{128 + sig, shown(0), why, false, true};
     }
     bool all_done = true;
     for (std::size_t k = 1; k < hosts_.size() && all_done; ++k)
       all_done = main_client_->check({launcher_keys::done(static_cast<int>(k))});
     if (all_done) return std::nullopt;
+    if (f) return f;  // the joining node stops the attempt on the nodes still running
     std::this_thread::sleep_for(kInterval);
   }
 }
@@ -184,7 +194,7 @@ void NodeWatch::finish_failure() noexcept {
     if (main_client_->check({launcher_keys::kNodeFailure})) failed_node = decode_node_failure(to_string(main_client_->get(launcher_keys::kNodeFailure))).node;
     for (std::size_t k = 1; k < hosts_.size(); ++k) {
       const int node = static_cast<int>(k);
-      if (node == failed_node) continue;
+      if (shown(node) == failed_node) continue;
       os::poll_until(deadline, kEvery20ms, [&] {
         return main_client_->check({launcher_keys::ack(node)}) || main_client_->check({launcher_keys::done(node)});
       });

@@ -38,8 +38,11 @@ class NodeWatch {
   // `arrivals` (node 0, --nnodes MIN:MAX): called by the thread each round while this node's
   // ranks run; a text (which node is back) stops the attempt on every node as a "joining" record.
   using Arrivals = std::function<std::optional<std::string>()>;
+  // `coordinator_apart` (--store-only, node_options.h): slot 0 (`node_rank` 0, hosts[0]) is the
+  // store-only launcher, which runs no ranks, and the nodes are slots 1..: records and messages
+  // name slot k as node k-1 (the node rank its ranks see), the store-only launcher as node -1.
   NodeWatch(const std::string& address, const std::string& token, int node_rank, std::vector<std::string> hosts,
-            const std::string& prefix = "", Arrivals arrivals = {});
+            const std::string& prefix = "", Arrivals arrivals = {}, bool coordinator_apart = false);
   ~NodeWatch();
   NodeWatch(const NodeWatch&) = delete;
   NodeWatch& operator=(const NodeWatch&) = delete;
@@ -65,9 +68,12 @@ class NodeWatch {
 
  private:
   bool step();  // one round; false when the thread is done
+  int shown(int slot) const { return slot - shift_; }
+  std::string coordinator_name() const;  // "node 0 (host h)" or "the store-only launcher (host h)"
   void raise(NodeFailure f);
 
   int me_;
+  int shift_;  // 1 when slot 0 is the store-only launcher
   std::vector<std::string> hosts_;
   std::string address_;
   std::unique_ptr<Store> watch_client_;  // the thread's

@@ -25,8 +25,10 @@ if [[ $case_name == mpirun_* ]] && ! command -v mpirun >/dev/null; then
 fi
 hosts=(n0 n1)
 [[ $case_name == gloo_allreduce || $case_name == elastic_* ]] && hosts=(n0 n1 n2)
+[[ $case_name == store_only_* ]] && hosts=(s n0 n1 n2)  # s: the store-only launcher's host
 hosts_up "${hosts[@]}" || exit 1
 master=$(host_addr n0)
+[[ $case_name == store_only_* ]] && master=$(host_addr s)
 port=29400  # each run has its own switch and addresses: a fixed port collides with nothing
 work=$HOSTS_DIR/work
 mkdir -p "$work"
@@ -299,6 +301,76 @@ case_elastic_trainer() {
     fail "the uninterrupted run failed: $(cat "$work/straight.out")"
   "$train_mlp_compare" "$work/straight.weights" "$work/elastic.weights" 1e-4 >"$work/compare.out" 2>&1 ||
     fail "weights after losing n2 differ from an uninterrupted run's: $(cat "$work/compare.out")"
+  nothing_left
+}
+
+case_store_only_trainer() {
+  # fastrun --store-only on host s (docs/multinode.md, "A store outside the job"): the job's
+  # store and coordinator on a host of its own; 3 compute hosts x 2 ranks train as in
+  # case_elastic_trainer, with --external-store, and host n0 (compute node 0) is cut off once
+  # the first checkpoint exists. Nodes 1 and 2 finish the run as 4 ranks, with the weights of an
+  # uninterrupted run, and the store-only launcher exits 0.
+  local t0 k i store_pid store_code
+  export FASTRUN_TIMEOUT=60
+  local train=("$train_mlp" --seed 7 --samples 65520 --epochs 1 --global-batch 48 --quiet 1)
+  start_on_host s "$fastrun" --store-only --nnodes 2:3 --master-addr "$master" --master-port "$port" \
+    >"$work/out-s" 2>"$work/err-s" &
+  store_pid=$!
+  for k in 2 1 0; do
+    start_node "$k" --nnodes 2:3 --external-store --nproc 2 "${train[@]}" --checkpoint "$work/ckpt" \
+      --checkpoint-every 50 --resume-latest --weights-out "$work/elastic.weights"
+  done
+  for ((i = 0; i < 1200; i++)); do [[ -e $work/ckpt ]] && break; sleep 0.05; done
+  [[ -e $work/ckpt ]] || fail "no checkpoint within 60 s (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug n0
+  for k in 0 1 2; do finish_node "$k" 120 "$t0"; done
+  wait_exit "$store_pid" 30 store_code
+  for k in 1 2; do
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+    expect_contains "$work/err-$k" "starting attempt 1 of the job on 2 nodes (--nnodes 2:3) without lost node [0]" \
+      "node $k goes on without n0"
+  done
+  expect_eq "$store_code" 0 "the store-only launcher's exit code (stderr: $(cat "$work/err-s"))"
+  expect_contains "$work/err-s" "without lost node [0]" "the store-only launcher names the lost node"
+  expect_eq "${code[0]}" 1 "the cut-off launcher's exit code"
+  expect_contains "$work/err-0" "the store-only launcher (host $master): lost the job's store" \
+    "the cut-off node names the store-only launcher"
+  echo "store-only trainer: nodes 1 and 2 done ${took[1]} s after n0 was cut off"
+  on_host n1 "$fastrun" --nproc 4 "${train[@]}" --weights-out "$work/straight.weights" >"$work/straight.out" 2>&1 ||
+    fail "the uninterrupted run failed: $(cat "$work/straight.out")"
+  "$train_mlp_compare" "$work/straight.weights" "$work/elastic.weights" 1e-4 >"$work/compare.out" 2>&1 ||
+    fail "weights after losing n0 differ from an uninterrupted run's: $(cat "$work/compare.out")"
+  nothing_left
+}
+
+case_store_only_lost() {
+  # The store-only launcher's host cut off while 3 compute hosts x 1 rank run (--nnodes 2:3):
+  # every compute node stops its rank and exits 1 within seconds, naming the store-only
+  # launcher, as nodes do when node 0 is lost; the store-only launcher, cut off from all of
+  # them, ends too (fewer than MIN nodes left) rather than wait forever.
+  local t0 k store_pid store_code pids
+  export FASTRUN_TIMEOUT=60
+  start_on_host s "$fastrun" --store-only --nnodes 2:3 --master-addr "$master" --master-port "$port" \
+    >"$work/out-s" 2>"$work/err-s" &
+  store_pid=$!
+  for k in 2 1 0; do
+    start_node "$k" --nnodes 2:3 --external-store --nproc 1 "$partner" --pidfile "$work/pid-%r" --sleep 60
+  done
+  pids=$(wait_for_pidfiles "$work" 3 30) || fail "ranks never all started (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  host_unplug s
+  for k in 0 1 2; do finish_node "$k" 30 "$t0"; done
+  wait_exit "$store_pid" 30 store_code
+  for k in 0 1 2; do
+    expect_eq "${code[k]}" 1 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+    expect_contains "$work/err-$k" "the store-only launcher (host $master): lost the job's store" \
+      "node $k names the store-only launcher"
+    expect_below "${took[k]}" 20 "seconds from the cut until node $k's launcher exited"
+  done
+  expect_eq "$store_code" 1 "the cut-off store-only launcher's exit code (stderr: $(cat "$work/err-s"))"
+  wait_gone "$pids" 5 || fail "ranks still running 5 s after the launchers exited: $pids"
+  echo "store-only host cut off: compute nodes out in ${took[0]} / ${took[1]} / ${took[2]} s"
   nothing_left
 }
 
