@@ -66,10 +66,13 @@ RuntimeConfig hier_runtime_config(Duration op_timeout) {
   RuntimeConfig c;
   c.backend = "hier";
   c.async_from_bytes = 0;  // every op on the comm thread: its body blocks on the inner ops
-  // Like gloo's (gloo_backend.cpp): small ops work on op-owned copies, so a wait that gives up
-  // returns at once; a larger op's wait returns when the inner waits (bounded by the op's
-  // timeout) let go of the caller's buffers.
-  c.stage_up_to_bytes = 2 * 1024 * 1024;
+  // Every op works on op-owned copies of the caller's buffer, so that a wait returns as soon as
+  // the job's failure is known (the runtime's AsyncWork watches the failure key): a leader's
+  // body can stay blocked inside a Gloo point-to-point wait on a dead leader (a Gloo wait cannot
+  // be sliced, p2p_work.h), and on the caller's buffer the wait would then hold on for
+  // release_grace (the op timeout; measured: node 0's leader held 40 s when node 1's leader was
+  // SIGKILLed mid-op). The cost is one copy in and one out per op (docs/backend-hier.md).
+  c.stage_up_to_bytes = RuntimeConfig::kNever;
   c.release_grace = op_timeout + std::chrono::seconds(1);
   c.detach_on_failure = true;  // the body may be blocked on a dead peer's inner op
   return c;
