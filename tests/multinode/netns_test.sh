@@ -258,7 +258,7 @@ case_elastic_cut_and_back() {
     expect_contains "$work/err-$k" "starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [2] back" "node $k grows"
   done
   expect_contains "$work/err-2" "the job runs already (--nnodes 2:3); waiting for node 0" "node 2 asks to join"
-  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 21 gloo')" 6 "attempt 2's 6 ranks all-reduce across the 3 hosts"
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 21 hier')" 6 "attempt 2's 6 ranks all-reduce across the 3 hosts"
   echo "back: attempt 2 on 3 hosts done $(elapsed "$t0") s after node 2's launcher started again"
   wait_gone "$pids" 5 || fail "ranks still running: $pids"
   nothing_left
