@@ -9,6 +9,10 @@
 //                             its own backend's error, not by the launcher), joins, writes its
 //                             pid to F ("%r" = rank), then all-reduces 4 MiB until an op fails:
 //                             prints the error to stderr and exits 67.
+//   allreduce_bits --mismatch  joins; the last rank broadcasts 64 Ki floats from rank 0 while
+//                             the others all-reduce as many: a mismatch the default check must
+//                             name on every rank (stalled_op_check.h); prints the error, exit 67
+//                             (exit 0 would mean the op "succeeded": the test fails on it).
 // Inputs are a function of (rank, index): magnitudes 2^-20..2^20, so float sums depend on order.
 #include <unistd.h>
 
@@ -91,14 +95,27 @@ int loop(fastrun::Context& ctx, std::string pidfile) {
   for (;;) ctx.world().all_reduce(fastrun::view_of(buffer.data(), buffer.size()))->wait();
 }
 
+int mismatch(fastrun::Context& ctx) {
+  std::vector<float> buffer(64 * 1024, 1.0f);
+  if (ctx.rank() == ctx.world_size() - 1) {
+    ctx.world().broadcast(fastrun::view_of(buffer.data(), buffer.size()), {0})->wait();
+  } else {
+    ctx.world().all_reduce(fastrun::view_of(buffer.data(), buffer.size()))->wait();
+  }
+  std::printf("mismatched op returned on rank %d over %s\n", ctx.rank(), ctx.world().backend_name().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool looping = argc == 3 && std::string(argv[1]) == "--loop";
-  if (looping) std::signal(SIGTERM, SIG_IGN);
+  const bool mismatching = argc == 2 && std::string(argv[1]) == "--mismatch";
+  if (looping || mismatching) std::signal(SIGTERM, SIG_IGN);
   try {
     auto ctx = fastrun::join();
     if (looping) return loop(*ctx, argv[2]);
+    if (mismatching) return mismatch(*ctx);
     // 300,000 elements: more than one of the leaders' 1 MiB chunks for every dtype.
     constexpr std::size_t kCount = 300000;
     bool ok = run_case<float>(*ctx, "float32-sum", fastrun::ReduceOp::sum, kCount);

@@ -421,6 +421,29 @@ hier_rank_killed() {
 case_hier_rank_killed() { hier_rank_killed 3; }
 case_hier_leader_killed() { hier_rank_killed 2; }
 
+# Ranks out of step across hosts (issue 25's default check): ranks 0-2 all-reduce over hier
+# while rank 3 broadcasts over the flat gloo group. The op timeout is left at its 600 s, and the
+# ranks ignore SIGTERM (the launchers wait 60 s before SIGKILL), so every rank must fail by
+# itself, within seconds, with the message that names both ops.
+case_hier_mismatch() {
+  local t0 k
+  [[ -x $bits ]] || fail "allreduce_bits binary not given"
+  t0=$(now)
+  start_node 1 --nproc 2 --kill-timeout 60 "$bits" --mismatch
+  start_node 0 --nproc 2 --kill-timeout 60 "$bits" --mismatch
+  for k in 0 1; do
+    finish_node "$k" 60 "$t0"
+    expect_ne "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+  done
+  expect_eq "$(cat "$work"/out-[0-9]* | grep -c 'mismatched op returned')" 0 "ranks whose mismatched op returned"
+  expect_eq "$(cat "$work"/err-[0-9]* | grep -c '^allreduce_bits: ')" 4 "the ranks' own errors (stderr: $(cat "$work"/err-[0-9]*))"
+  expect_eq "$(cat "$work"/err-[0-9]* | grep '^allreduce_bits: ' | grep -c 'called all_reduce(float32 x 65536, sum).*called broadcast(float32 x 65536, root 0)')" 4 \
+    "errors naming both ops (stderr: $(cat "$work"/err-[0-9]*))"
+  expect_below "${took[0]}" 30 "seconds until node 0's launcher stopped"
+  echo "hier: all_reduce against broadcast across hosts: launchers out in ${took[0]} s / ${took[1]} s"
+  nothing_left
+}
+
 declare -F "case_$case_name" >/dev/null || { echo "no case '$case_name'" >&2; exit 2; }
 "case_$case_name"
 report "$work"/err-*

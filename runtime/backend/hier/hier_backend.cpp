@@ -15,6 +15,7 @@
 #include "fastrun/runtime/process_group/group_runtime.h"
 #include "fastrun/runtime/process_group/peer_info.h"
 #include "fastrun/runtime/process_group/shape_check.h"
+#include "fastrun/runtime/process_group/stalled_op_check.h"
 #include "fastrun/runtime/store/prefix_store.h"
 
 namespace fastrun::hier {
@@ -124,8 +125,25 @@ class HierBackend final : public Backend {
   std::shared_ptr<const NodeLayout> layout_;
   // Held by the queued ops too: the comm thread may outlive the backend on a dead peer.
   std::shared_ptr<Backend> flat_, node_, leaders_;
+  // The default mismatch check (stalled_op_check.h) over the two-level ops. It publishes under
+  // the flat gloo group's key ("flat/op_check/<rank>"), where the flat group's own check does
+  // for the ops handed to it, and every op carries the group's number: a rank stalled in a
+  // two-level all_reduce and a rank stalled in a flat broadcast of the same number read each
+  // other's rings and both name the mismatch. Each ring holds only its own ops; a number missing
+  // from a ring is not compared.
+  std::shared_ptr<StalledOpCheck> op_check_;
   std::unique_ptr<GroupRuntime> runtime_;
 };
+
+// A hier op's wait that stalls runs the check (as gloo's AsyncWork does for its own ops).
+GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
+  GroupRuntime::Hooks h;
+  h.stalled = [check]() -> std::exception_ptr {
+    if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+    return nullptr;
+  };
+  return h;
+}
 
 HierBackend::HierBackend(const GroupSpec& spec) : name_(spec.name) {
   const auto start = std::chrono::steady_clock::now();
@@ -145,7 +163,8 @@ HierBackend::HierBackend(const GroupSpec& spec) : name_(spec.name) {
       node_ = shm::make_shm_backend(sub_spec(spec, fmt::format("node{}", k), members, l.local_rank()));
     }
     if (l.leader()) leaders_ = backend::find("gloo")(sub_spec(spec, "leaders", l.first, l.my_node));
-    runtime_ = std::make_unique<GroupRuntime>(spec, hier_runtime_config(spec.op_timeout));
+    op_check_ = std::make_shared<StalledOpCheck>(*flat.store, spec.rank, spec.size, spec.global_ranks, spec.name);
+    runtime_ = std::make_unique<GroupRuntime>(spec, hier_runtime_config(spec.op_timeout), hier_hooks(op_check_));
   }
   log::debug("group '{}' (hier): {}, {:.1f} ms", spec.name,
              l.usable ? fmt::format("{} nodes, node {} of {} ranks", l.nodes(), l.my_node,
@@ -161,13 +180,17 @@ WorkHandle HierBackend::all_reduce(const Op& call, BufferView buffer, const AllR
                                   "buffer (use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
                                   name_));
   check_prescale(op_where("all_reduce", name_), buffer, options.prescale);
-  return runtime_->run(call, buffer.bytes(), {{buffer, OpBuffer::read_write}},
+  WorkHandle work = runtime_->run(call, buffer.bytes(), {{buffer, OpBuffer::read_write}},
                        [layout = layout_, node = node_, leaders = leaders_, size = size(), op = options.op,
                         prescale = options.prescale](const OpContext& o) {
                          apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
                          chain_all_reduce(ChainParts{node.get(), leaders.get(), layout.get(), size}, o.buffer(0),
                                           op, o.timeout);
                        });
+  OpDesc desc = op_desc("all_reduce", buffer).with_reduce(options.op);
+  desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
+  op_check_->record(desc);
+  return work;
 }
 
 }  // namespace
