@@ -38,6 +38,9 @@ std::string Context::resolve_backend(const std::string& requested, const std::ve
   for (int r : ranks)
     if (places_.at(static_cast<std::size_t>(r)) != places_.at(static_cast<std::size_t>(ranks.front()))) one_node = false;
   if (one_node && ranks.size() > 1 && backend::available("shm")) return "shm";
+  // Across nodes: shm inside each node, one leader per node over tcp (backend-hier.md); it runs
+  // flat gloo itself where two levels do not pay.
+  if (!one_node && backend::available("hier")) return "hier";
   return "gloo";
 }
 

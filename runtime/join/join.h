@@ -15,7 +15,7 @@
 namespace fastrun {
 
 struct JoinOptions {
-  std::string backend = "";  // "" = FASTRUN_BACKEND (auto|shm|gloo|nccl)
+  std::string backend = "";  // "" = FASTRUN_BACKEND (auto|shm|gloo|hier|nccl)
   Duration timeout{};        // zero = FASTRUN_TIMEOUT; any unit: std::chrono::seconds(30), 500ms
 };
 

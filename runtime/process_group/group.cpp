@@ -264,7 +264,7 @@ WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& 
 
 bool Group::works_on_host_memory() const {
   const std::string name = backend_name();
-  return name == "gloo" || name == "shm";
+  return name == "gloo" || name == "shm" || name == "hier";
 }
 
 Group& Group::cpu_group() {

@@ -135,6 +135,13 @@ void reduce(DType dtype, ReduceOp op, void* dst, void* dst2, const void* const* 
 namespace {
 
 template <typename T>
+void divide_plain(void* data, std::size_t count, int n) {
+  auto* d = static_cast<T*>(data);
+  const T divisor = static_cast<T>(n);  // as block<..., Avg>: acc / static_cast<Acc>(nsrc)
+  for (std::size_t i = 0; i < count; ++i) d[i] = d[i] / divisor;
+}
+
+template <typename T>
 void scale_plain(void* dst, const void* src, std::size_t count, double factor) {
   auto* d = static_cast<T*>(dst);
   auto* s = static_cast<const T*>(src);
@@ -153,6 +160,19 @@ void scale_16(void* dst, const void* src, std::size_t count, double factor) {
 }
 
 }  // namespace
+
+void divide(DType dtype, void* data, std::size_t count, int n) {
+  switch (dtype) {
+    case DType::float32: return divide_plain<float>(data, count, n);
+    case DType::float64: return divide_plain<double>(data, count, n);
+    case DType::int32: return divide_plain<std::int32_t>(data, count, n);
+    case DType::int64: return divide_plain<std::int64_t>(data, count, n);
+    case DType::float16:
+    case DType::bfloat16: break;
+  }
+  throw ConfigError("dividing a folded sum of dtype " + std::string(dtype_name(dtype)) +
+                    ": accepted: float32, float64, int32, int64 (16-bit floats accumulate in float)");
+}
 
 void scale(DType dtype, void* dst, const void* src, std::size_t count, double factor) {
   switch (dtype) {

@@ -27,6 +27,12 @@ namespace fastrun::kernels {
 
 void reduce(DType dtype, ReduceOp op, void* dst, void* dst2, const void* const* srcs, int nsrc, std::size_t count);
 
+// data[i] = data[i] / n: avg's last step, for a sum that was folded in pieces (the hier backend's
+// chain across nodes) with op sum. Exactly what reduce(avg) does after its sum for the dtypes
+// whose accumulation type is their own (float32, float64, int32, int64: ints truncate toward
+// zero); ConfigError for float16/bfloat16, whose sum reduce() keeps in float and rounds once.
+void divide(DType dtype, void* data, std::size_t count, int n);
+
 // dst[i] = src[i] * factor (dst may be src), for the floating dtypes: float32/float64 multiply in
 // their own type, float16/bfloat16 widen to float, multiply by (float)factor and round once. The
 // pre-division of an all-reduce (AllReduceOptions::prescale, DDP's sum of pre-divided

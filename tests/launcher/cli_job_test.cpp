@@ -305,7 +305,7 @@ TEST_CASE("every FASTRUN_* variable the ranks read is checked before anything st
     const char* value;
     const char* accepted;
   };
-  for (const Bad& b : {Bad{"FASTRUN_BACKEND", "bogus", "one of auto|shm|gloo|nccl"},
+  for (const Bad& b : {Bad{"FASTRUN_BACKEND", "bogus", "one of auto|shm|gloo|hier|nccl"},
                        Bad{"FASTRUN_TIMEOUT", "abc", "seconds > 0 and <= 86400"},
                        Bad{"FASTRUN_OP_TIMEOUT", "1e10", "seconds > 0 and <= 86400"},
                        Bad{"FASTRUN_NO_SYNC", "7", "an integer from 0 to 2"},

@@ -211,7 +211,7 @@ TEST_CASE("mpirun -np 2 fastrun --nproc 2: two launchers on one host are two nod
     CHECK(d.env.at("FASTRUN_LOCAL_RANK") == std::to_string(g % 2));
     CHECK(contains(r.out, layout_line(g, 4, g % 2, 2, g / 2, "fastrun")));
   }
-  CHECK(contains(r.out, "allreduce 10 gloo"));
+  CHECK(contains(r.out, "allreduce 10 hier"));  // two nodes: auto picks hier
 }
 
 TEST_CASE("mpirun -np 2 fastrun: a rank failing on node 1 stops both launchers with its code",

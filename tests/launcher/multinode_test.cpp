@@ -98,7 +98,7 @@ TEST_CASE("two nodes with uneven rank counts share one global layout", "[launche
   CHECK_FALSE(std::filesystem::exists(dir.str() + "/logs0/" + id + "/rank-2"));
 }
 
-TEST_CASE("three nodes all-reduce over gloo across the nodes", "[launcher][multinode][gloo]") {
+TEST_CASE("three nodes all-reduce over hier across the nodes", "[launcher][multinode][hier]") {
   const auto port = free_port();
   Env env = quiet_env();
   env["FASTRUN_BACKEND"] = "auto";
@@ -109,10 +109,10 @@ TEST_CASE("three nodes all-reduce over gloo across the nodes", "[launcher][multi
     INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
     REQUIRE(r[static_cast<std::size_t>(k)].exit_code == 0);
   }
-  // 1+2+3+4 on every rank; `auto` picks gloo, never shm, for ranks on different nodes.
-  CHECK(contains(r[0].out, "allreduce 10 gloo"));
-  CHECK(contains(r[1].out, "allreduce 10 gloo"));
-  CHECK(contains(r[2].out, "allreduce 10 gloo"));
+  // 1+2+3+4 on every rank; `auto` picks hier (shm inside node 1), never shm alone, across nodes.
+  CHECK(contains(r[0].out, "allreduce 10 hier"));
+  CHECK(contains(r[1].out, "allreduce 10 hier"));
+  CHECK(contains(r[2].out, "allreduce 10 hier"));
 }
 
 TEST_CASE("a rank failing on a non-master node stops every node with its code", "[launcher][multinode][failure]") {

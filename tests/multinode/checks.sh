@@ -25,13 +25,13 @@ report() {
 
 # expect_hello_on_two_hosts DIR OUT SOURCE: hello's 4 ranks, started by an engine (SOURCE: slurm,
 # openmpi) two per host on hosts n0 and n1, each having written its host to DIR/host-<rank>:
-# every rank's host and layout, and the all-reduce 1+2+3+4 over gloo across the hosts (in OUT).
+# every rank's host and layout, and the all-reduce 1+2+3+4 over hier (auto, across nodes) across the hosts (in OUT).
 expect_hello_on_two_hosts() {
   local dir=$1 out=$2 source=$3 g hosts=(n0 n0 n1 n1) want=("0/2, node 0" "1/2, node 0" "0/2, node 1" "1/2, node 1")
   for g in 0 1 2 3; do
     expect_eq "$(cat "$dir/host-$g" 2>/dev/null)" "${hosts[g]}" "the host of $source's rank $g"
     expect_contains "$out" "hello from rank $g of 4 (local ${want[g]}, from $source)" "rank $g's layout"
-    expect_contains "$out" "rank $g: all-reduce of 1..4 = 10 over gloo" "rank $g's all-reduce across hosts"
+    expect_contains "$out" "rank $g: all-reduce of 1..4 = 10 over hier" "rank $g's all-reduce across hosts"
   done
 }
 

@@ -4,7 +4,7 @@
 # machines would not share (the TCP store, gloo, failure propagation all go over the bridge).
 # The mpirun_* cases start the job with mpirun on n0, reaching n1 through an rsh agent that
 # enters n1's namespaces (hosts_rsh_agent), as ssh would reach another machine.
-#   netns_test.sh CASE FASTRUN SPARRING_PARTNER HELLO [C10D_ALLREDUCE]
+#   netns_test.sh CASE FASTRUN SPARRING_PARTNER HELLO [C10D_ALLREDUCE [TRAIN_MLP TRAIN_MLP_COMPARE [ALLREDUCE_BITS]]]
 # CASE is one of the functions named case_* below; CTest runs each as its own test.
 # Skips (test_support/skip.sh; CTest: Skipped) when not root (and, for mpirun_*, without Open MPI).
 set -uo pipefail
@@ -14,7 +14,7 @@ source "$here/hosts.sh"
 # shellcheck source=tests/multinode/checks.sh
 source "$here/checks.sh"
 
-case_name=$1 fastrun=$2 partner=$3 hello=$4 c10d=${5:-} train_mlp=${6:-} train_mlp_compare=${7:-}
+case_name=$1 fastrun=$2 partner=$3 hello=$4 c10d=${5:-} train_mlp=${6:-} train_mlp_compare=${7:-} bits=${8:-}
 hosts_skip_unless_able
 if [[ $case_name == c10d_allreduce && -z $c10d ]]; then
   fastrun_skip "tests/c10d/c10d_allreduce not built (LibTorch not found, FASTRUN_WITH_TORCH=OFF, or a sanitizer build)"
@@ -24,7 +24,7 @@ if [[ $case_name == mpirun_* ]] && ! command -v mpirun >/dev/null; then
   fastrun_skip "'mpirun' is not installed (tools/install-deps.sh installs Open MPI)"
 fi
 hosts=(n0 n1)
-[[ $case_name == gloo_allreduce || $case_name == elastic_* ]] && hosts=(n0 n1 n2)
+[[ $case_name == gloo_allreduce || $case_name == elastic_* || $case_name == hier_bits_3_hosts ]] && hosts=(n0 n1 n2)
 [[ $case_name == store_only_* ]] && hosts=(s n0 n1 n2)  # s: the store-only launcher's host
 hosts_up "${hosts[@]}" || exit 1
 master=$(host_addr n0)
@@ -90,8 +90,8 @@ case_layout() {
 }
 
 case_gloo_allreduce() {
-  # Three hosts with 1, 2 and 1 ranks. `auto` must pick gloo: shm would need a /dev/shm the
-  # hosts do not share.
+  # Three hosts with 1, 2 and 1 ranks. `auto` must pick hier (shm inside n1, tcp between the
+  # hosts' leaders): shm alone would need a /dev/shm the hosts do not share.
   local t0 k
   t0=$(now)
   FASTRUN_BACKEND=auto start_node 2 --nproc 1 "$partner" --allreduce
@@ -101,9 +101,9 @@ case_gloo_allreduce() {
     finish_node "$k" 30 "$t0"
     expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
   done
-  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 10 gloo')" 4 \
-    "ranks whose sum of rank+1 over 4 ranks on 3 hosts is 10, over gloo (out: $(cat "$work"/out-*))"
-  echo "gloo all-reduce across 3 hosts: done in ${took[2]} s"
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 10 hier')" 4 \
+    "ranks whose sum of rank+1 over 4 ranks on 3 hosts is 10, over hier (out: $(cat "$work"/out-*))"
+  echo "all-reduce across 3 hosts: done in ${took[2]} s"
   nothing_left
 }
 
@@ -126,7 +126,7 @@ case_shm_refused_across_hosts() {
 case_restart_node1() {
   # --max-restarts across hosts (docs/launching.md, "Restarts"): rank 3 (on n1) fails in attempt
   # 0 only; both nodes run attempt 1 together, whose ranks join on a fresh store and all-reduce
-  # over gloo across the hosts; then the job's count runs out for a rank that always fails.
+  # over hier (auto) across the hosts; then the job's count runs out for a rank that always fails.
   local t0 k
   t0=$(now)
   start_node 1 --nproc 2 --max-restarts 1 "$partner" --pidfile "$work/pid-%r" --on 3 --on-attempt 0 --exit 5 \
@@ -139,7 +139,7 @@ case_restart_node1() {
     expect_contains "$work/err-$k" "attempt 0 of the job failed (1 of --max-restarts 1 left)" "node $k's summary"
     expect_contains "$work/err-$k" "starting attempt 1 of the job" "node $k restarts"
   done
-  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 10 gloo')" 4 "attempt 1's ranks all-reduce across the hosts"
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 10 hier')" 4 "attempt 1's ranks all-reduce across the hosts"
   echo "restart across hosts: both launchers done in ${took[0]} s / ${took[1]} s"
   t0=$(now)
   start_node 1 --nproc 2 --max-restarts 1 "$partner" --pidfile "$work/pid-%r" --on 2 --exit 6 --sleep 60
@@ -234,7 +234,7 @@ case_partition() {
 case_elastic_cut_and_back() {
   # --nnodes 2:3 across hosts (docs/multinode.md, "Elastic membership"): host n2 cut off while
   # attempt 0 runs on 3 hosts x 2 ranks; nodes 0 and 1 go on with attempt 1 as 4 ranks (their
-  # all-reduce over gloo sums 1..4 = 10). n2 plugged back in and its launcher started again: its
+  # all-reduce over hier sums 1..4 = 10). n2 plugged back in and its launcher started again: its
   # arrival stops attempt 1, and attempt 2 runs on the three hosts (1..6 = 21).
   local t0 k pids
   export FASTRUN_TIMEOUT=60
@@ -247,7 +247,7 @@ case_elastic_cut_and_back() {
   host_unplug n2
   wait_for_pidfiles "$work/a1" 4 30 >/dev/null || fail "attempt 1 never ran on n0 and n1 (stderr: $(cat "$work"/err-*))"
   echo "cut: attempt 1 on 2 hosts running $(elapsed "$t0") s after the cut"
-  expect_eq "$(cat "$work"/out-0 "$work"/out-1 | grep -c 'allreduce 10 gloo')" 4 "attempt 1's 4 ranks all-reduce across n0 and n1"
+  expect_eq "$(cat "$work"/out-0 "$work"/out-1 | grep -c 'allreduce 10 hier')" 4 "attempt 1's 4 ranks all-reduce across n0 and n1"
   finish_node 2 30 "$t0"  # the cut-off launcher: lost node 0's store
   expect_eq "${code[2]}" 1 "the cut-off launcher's exit code"
   host_plug n2
@@ -260,7 +260,7 @@ case_elastic_cut_and_back() {
     expect_contains "$work/err-$k" "starting attempt 2 of the job on 3 nodes (--nnodes 2:3) with node [2] back" "node $k grows"
   done
   expect_contains "$work/err-2" "the job runs already (--nnodes 2:3); waiting for node 0" "node 2 asks to join"
-  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 21 gloo')" 6 "attempt 2's 6 ranks all-reduce across the 3 hosts"
+  expect_eq "$(cat "$work"/out-* | grep -c 'allreduce 21 hier')" 6 "attempt 2's 6 ranks all-reduce across the 3 hosts"
   echo "back: attempt 2 on 3 hosts done $(elapsed "$t0") s after node 2's launcher started again"
   wait_gone "$pids" 5 || fail "ranks still running: $pids"
   nothing_left
@@ -409,7 +409,7 @@ case_mpirun_fastrun() {
   for g in 0 1 2 3; do
     expect_eq "$(cat "$work/rank-$g" 2>/dev/null)" "${want[g]}" "rank $g: rank host node world"
   done
-  expect_eq "$(grep -c 'all-reduce of 1..4 = 10 over gloo' "$work/out-fastrun")" 4 "ranks' all-reduce across hosts"
+  expect_eq "$(grep -c 'all-reduce of 1..4 = 10 over hier' "$work/out-fastrun")" 4 "ranks' all-reduce across hosts"
   run_mpirun failing "${per_node[@]}" "$partner" --on 3 --sleep 0.5 --on 3 --exit 3 --sleep 60
   expect_eq "$mpirun_code" 3 "mpirun's exit code: the failed rank's (stderr: $(cat "$work/err-failing"))"
   expect_contains "$work/err-failing" "on node 1 (host n1) exited with code 3" "the launchers name the failed rank's node and host"
@@ -427,6 +427,92 @@ case_c10d_allreduce() {
     expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
   done
   expect_eq "$(cat "$work"/out-* | grep -c 'all_reduce 10 ok')" 4 "c10d ranks with the right sum across hosts"
+  nothing_left
+}
+
+# The hier backend (docs/backend-hier.md): the bits of the world all-reduce (allreduce_bits.cpp
+# prints one hash per case and checks it against the rank-order kernel) on one node (shm) and
+# on the hosts of this run ($@: ranks per host), which must be the same hashes.
+hier_bits_against_one_node() {
+  local per_host=("$@") total=0 t0 k
+  for k in "${per_host[@]}"; do total=$((total + k)); done
+  [[ -x $bits ]] || fail "allreduce_bits binary not given"
+  t0=$(now)
+  start_on_host n0 "$fastrun" --nproc "$total" "$bits" >"$work/out-one" 2>"$work/err-one" &
+  local one=$! one_code
+  wait_exit "$one" 60 one_code
+  expect_eq "$one_code" 0 "one node's exit code (stderr: $(cat "$work/err-one"))"
+  t0=$(now)
+  for ((k = ${#per_host[@]} - 1; k >= 0; k--)); do start_node "$k" --nproc "${per_host[k]}" "$bits"; done
+  for k in "${!per_host[@]}"; do
+    finish_node "$k" 60 "$t0"
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+  done
+  local cases=7
+  expect_eq "$(grep -c ' ok shm$' "$work/out-one")" $((cases * total)) "one node: results equal to the rank-order kernel's, over shm"
+  expect_eq "$(cat "$work"/out-[0-9]* | grep -c ' ok hier$')" $((cases * total)) \
+    "across hosts: results equal to the rank-order kernel's, over hier (out: $(cat "$work"/out-[0-9]*))"
+  expect_eq "$(cat "$work"/out-[0-9]* | grep -o 'bits [^ ]* [0-9a-f]*' | sort -u)" \
+    "$(grep -o 'bits [^ ]* [0-9a-f]*' "$work/out-one" | sort -u)" "the hashes across hosts and on one node"
+  echo "hier bits on ${#per_host[@]} hosts (${per_host[*]} ranks) = one node's: done in ${took[0]} s"
+  nothing_left
+}
+
+case_hier_bits_2x2() { hier_bits_against_one_node 2 2; }
+case_hier_bits_3_hosts() { hier_bits_against_one_node 2 1 2; }
+
+# A rank SIGKILLed while the hier all-reduces run (rank $1: 3 is a plain rank of n1, 2 its
+# leader): every launcher stops promptly with the killed rank's code and names it, and every
+# survivor's op fails by itself (the ranks ignore SIGTERM and the launchers wait 60 s before
+# SIGKILL), each with an error that names the dead rank.
+hier_rank_killed() {
+  local victim=$1 t0 k pid
+  [[ -x $bits ]] || fail "allreduce_bits binary not given"
+  t0=$(now)
+  start_node 1 --nproc 2 --kill-timeout 60 "$bits" --loop "$work/pid-%r"
+  start_node 0 --nproc 2 --kill-timeout 60 "$bits" --loop "$work/pid-%r"
+  for ((k = 0; k < 300; k++)); do [[ -s $work/pid-0 && -s $work/pid-1 && -s $work/pid-2 && -s $work/pid-3 ]] && break; sleep 0.1; done
+  pid=$(cat "$work/pid-$victim" 2>/dev/null) || fail "rank $victim never started its loop (stderr: $(cat "$work"/err-*))"
+  t0=$(now)
+  kill -KILL "$pid"
+  finish_node 0 40 "$t0"
+  finish_node 1 40 "$t0"
+  # The launcher of the killed rank exits with its code; the other may see its own rank's error
+  # (67) before the record of the kill.
+  expect_eq "${code[1]}" 137 "node 1's exit code: the killed rank's (stderr: $(cat "$work/err-1"))"
+  expect_ne "${code[0]}" 0 "node 0's exit code (stderr: $(cat "$work/err-0"))"
+  for k in 0 1; do expect_contains "$work/err-$k" "rank $victim (pid" "node $k names the killed rank"; done
+  # Each survivor's op failed by itself (exit 67 with its error), and the errors name the dead
+  # rank (a rank whose shm peer left first names that peer, whose own error names the dead one).
+  expect_eq "$(cat "$work"/err-* | grep -c '^allreduce_bits: ')" 3 "the survivors' own errors (stderr: $(cat "$work"/err-*))"
+  expect_contains <(cat "$work"/err-* | grep '^allreduce_bits: ') "rank $victim" "a survivor's error names rank $victim"
+  expect_below "${took[0]}" 15 "seconds until node 0's launcher stopped after the kill (the survivors' errors included)"
+  echo "hier: rank $victim killed mid-op: launchers out in ${took[0]} s / ${took[1]} s"
+  nothing_left
+}
+case_hier_rank_killed() { hier_rank_killed 3; }
+case_hier_leader_killed() { hier_rank_killed 2; }
+
+# Ranks out of step across hosts (issue 25's default check): ranks 0-2 all-reduce over hier
+# while rank 3 broadcasts over the flat gloo group. The op timeout is left at its 600 s, and the
+# ranks ignore SIGTERM (the launchers wait 60 s before SIGKILL), so every rank must fail by
+# itself, within seconds, with the message that names both ops.
+case_hier_mismatch() {
+  local t0 k
+  [[ -x $bits ]] || fail "allreduce_bits binary not given"
+  t0=$(now)
+  start_node 1 --nproc 2 --kill-timeout 60 "$bits" --mismatch
+  start_node 0 --nproc 2 --kill-timeout 60 "$bits" --mismatch
+  for k in 0 1; do
+    finish_node "$k" 60 "$t0"
+    expect_ne "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+  done
+  expect_eq "$(cat "$work"/out-[0-9]* | grep -c 'mismatched op returned')" 0 "ranks whose mismatched op returned"
+  expect_eq "$(cat "$work"/err-[0-9]* | grep -c '^allreduce_bits: ')" 4 "the ranks' own errors (stderr: $(cat "$work"/err-[0-9]*))"
+  expect_eq "$(cat "$work"/err-[0-9]* | grep '^allreduce_bits: ' | grep -c 'called all_reduce(float32 x 65536, sum).*called broadcast(float32 x 65536, root 0)')" 4 \
+    "errors naming both ops (stderr: $(cat "$work"/err-[0-9]*))"
+  expect_below "${took[0]}" 30 "seconds until node 0's launcher stopped"
+  echo "hier: all_reduce against broadcast across hosts: launchers out in ${took[0]} s / ${took[1]} s"
   nothing_left
 }
 

@@ -137,7 +137,7 @@ case_srun_layout() {
 
 case_srun_hello() {
   # srun starts hello once per rank, no launcher and no MASTER_* set: the runtime's Slurm support
-  # derives the layout, the store on n0 and the port; the ranks all-reduce over gloo across hosts.
+  # derives the layout, the store on n0 and the port; the ranks all-reduce over hier across hosts.
   run_srun hello -N2 --ntasks-per-node=2 sh -c 'hostname >"$1/host-$SLURM_PROCID" && exec "$2"' hello "$work" "$hello"
   expect_eq "$srun_code" 0 "srun's exit code (stderr: $(cat "$work/hello.err"))"
   expect_hello_on_two_hosts "$work" "$work/hello.out" slurm
@@ -155,7 +155,7 @@ case_fastrun_per_node() {
 
 case_trainer() {
   # The same seeded training on 2 nodes x 2 ranks under Slurm and on 4 ranks of one host must
-  # end with the same weights (DDP over gloo across hosts, shm on one).
+  # end with the same weights (DDP over hier across hosts, shm on one).
   local train=("$train_mlp" --epochs 2 --samples 512 --seed 7)
   run_srun trainer "${srun_fastrun[@]}" --nproc 2 "${train[@]}" --weights-out "$work/slurm.weights"
   expect_eq "$srun_code" 0 "srun's exit code (stderr: $(cat "$work/trainer.err"))"

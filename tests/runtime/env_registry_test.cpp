@@ -50,7 +50,7 @@ TEST_CASE("defaults apply only when unset, and no default means not given", "[en
 
 TEST_CASE("choices and seconds are validated", "[env]") {
   CHECK(env::parse_choice(env::kBackend, "gloo") == "gloo");
-  CHECK_THROWS_WITH(env::parse_choice(env::kBackend, "mpi"), Catch::Contains("auto|shm|gloo|nccl"));
+  CHECK_THROWS_WITH(env::parse_choice(env::kBackend, "mpi"), Catch::Contains("auto|shm|gloo|hier|nccl"));
   CHECK(env::parse_seconds(env::kTimeout, "0.5") == 0.5);
   CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "-1"), ConfigError);
   CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "inf"), ConfigError);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/backend/hier/hier_backend.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/error.h"
 #ifdef FASTRUN_GLOO_MODULE
@@ -21,7 +22,7 @@ struct Table {
   // The built-in backends are entered here, by symbol, not by a static object in their own
   // file: a program linking the static libfastrun_runtime.a would leave such files out.
   // gloo, in shared builds, is a module loaded on first use (gloo_module.h).
-  Table() : factories{{"shm", &shm::make_shm_backend}} {
+  Table() : factories{{"shm", &shm::make_shm_backend}, {"hier", &hier::make_hier_backend}} {
 #ifndef FASTRUN_GLOO_MODULE
     factories.emplace("gloo", &gloo_backend::make_gloo_backend);
 #endif
@@ -70,7 +71,7 @@ std::vector<std::string> names() {
 }
 
 bool available(std::string_view name) {
-  if (name == "gloo") {
+  if (name == "gloo" || name == "hier") {  // hier is made of gloo groups (and shm)
     try {
       ensure_gloo();
     } catch (const Error&) {
@@ -83,7 +84,7 @@ bool available(std::string_view name) {
 }
 
 Factory find(std::string_view name) {
-  if (name == "gloo") ensure_gloo();
+  if (name == "gloo" || name == "hier") ensure_gloo();
   {
     auto& t = table();
     std::lock_guard lock(t.mutex);

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# All-reduce bandwidth across separate hosts (network namespaces, tests/multinode/hosts.sh): one
+# `fastrun --nnodes H` per host, each with --nproc P, running
+#   fastrun-bench allreduce --backend B --min MIN --max MAX
+# for each backend B in BACKENDS (hier: the default across nodes; gloo: flat), then Open MPI's
+# MPI_Allreduce (fastrun-mpi-allreduce, back to back) over the same hosts through an rsh agent
+# that enters them, when mpirun and that binary exist. RATE (e.g. 10gbit; default none) is set
+# with `tc` on every host's link (both ends) to make the bridge look like a network. Prints each
+# table as rank 0 printed it. The hosts are removed whatever happens. Root only.
+#   bench/allreduce_on_hosts.sh [BUILD_DIR]    env: HOSTS=2 PER_HOST=2 BACKENDS="hier gloo"
+#                                                   MIN=4K MAX=64M RATE= MPI=yes MPI_ARGS=
+# Open MPI busy-polls: with more ranks than free cores give MPI_ARGS="--mca mpi_yield_when_idle 1".
+set -uo pipefail
+here=$(dirname "$(readlink -f "$0")")
+build=$(readlink -f "${1:-$here/../build}")
+bench=$build/bench/fastrun-bench fastrun=$build/tools/fastrun mpi_bench=$build/bench/fastrun-mpi-allreduce
+for bin in "$bench" "$fastrun"; do
+  [[ -x $bin ]] || { echo "allreduce_on_hosts.sh: no $bin; accepted: a build directory holding it" >&2; exit 2; }
+done
+nhosts=${HOSTS:-2} per_host=${PER_HOST:-2} min=${MIN:-4K} max=${MAX:-64M}
+[[ $(id -u) == 0 ]] || { echo "allreduce_on_hosts.sh: needs root (network namespaces)" >&2; exit 2; }
+# shellcheck source=tests/multinode/hosts.sh
+source "$here/../tests/multinode/hosts.sh"
+names=()
+for ((k = 0; k < nhosts; k++)); do names+=("n$k"); done
+hosts_up "${names[@]}" || exit 1
+if [[ -n ${RATE:-} ]]; then
+  for name in "${names[@]}"; do
+    on_host "$name" tc qdisc add dev eth0 root tbf rate "$RATE" burst 1mb latency 50ms || exit 1
+    tc -n "$HOSTS_RUN-switch" qdisc add dev "${HOSTS_PORT[$name]}" root tbf rate "$RATE" burst 1mb latency 50ms || exit 1
+  done
+fi
+export FASTRUN_STORE_TOKEN=allreduce-on-hosts
+echo "# $nhosts hosts x $per_host ranks, rate ${RATE:-unlimited (veth)}; $(uptime)"
+port=29500
+for backend in ${BACKENDS-hier gloo}; do
+  port=$((port + 1))
+  pids=()
+  for ((k = nhosts - 1; k >= 0; k--)); do
+    start_on_host "n$k" "$fastrun" --nnodes "$nhosts" --node-rank "$k" --master-addr "$(host_addr n0)" \
+      --master-port "$port" --nproc "$per_host" "$bench" allreduce --backend "$backend" --min "$min" --max "$max" \
+      >"$HOSTS_DIR/out-$backend-$k" 2>"$HOSTS_DIR/err-$backend-$k" &
+    pids+=($!)
+  done
+  failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  ((failed)) && { echo "backend $backend failed:"; cat "$HOSTS_DIR/err-$backend-"*; }
+  cat "$HOSTS_DIR/out-$backend-0"
+done
+if [[ ${MPI:-yes} != yes ]]; then
+  :
+elif command -v mpirun >/dev/null && [[ -x $mpi_bench ]]; then
+  hostlist=$(for name in "${names[@]}"; do printf '%s:%s,' "$name" "$per_host"; done)
+  mkdir -p "$HOSTS_DIR/ompi-tmp"
+  echo "# Open MPI MPI_Allreduce, $nhosts hosts x $per_host ranks (b2b <bytes> <s per op>)"
+  on_host n0 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$(hosts_rsh_agent)" \
+    --mca orte_tmpdir_base "$HOSTS_DIR/ompi-tmp" ${MPI_ARGS:-} --host "${hostlist%,}" -np $((nhosts * per_host)) \
+    "$mpi_bench" "$(numfmt --from=iec "$min")" "$(numfmt --from=iec "$max")" 3 back-to-back
+else
+  echo "# Open MPI: mpirun or $mpi_bench missing"
+fi

@@ -1,0 +1,32 @@
+#pragma once
+// The two-level all-reduce's body (runs on the hier backend's comm thread, blocking).
+//
+//   1. node: every rank's input is gathered at its node's leader (shm gather, root 0);
+//   2. leaders, a chain in node order, pipelined in chunks: node 0's leader folds its ranks'
+//      values (x0 OP x1 ...) into an accumulator chunk and sends it on; node k's leader receives
+//      it and folds its own ranks' values onto it, left to right; the last node's leader
+//      finishes the chunk (avg: divide by the group size) and sends the result chunk back round
+//      the ring (last -> node 0 -> node 1 ... -> node K-2), so the chain and the return keep
+//      both directions of every link busy at once;
+//   3. node: each leader broadcasts the result to its ranks (shm broadcast, root 0).
+// The fold is kernels::reduce over [accumulator, x_first .. x_last], so element i is
+// x0 OP x1 OP ... OP x(n-1) in group rank order with the accumulator in the storage type: the
+// one-kernel rule's bits for float32, float64, int32, int64 (16-bit floats are not taken here).
+#include "fastrun/runtime/backend/hier/node_layout.h"
+#include "fastrun/runtime/process_group/backend.h"
+
+namespace fastrun::hier {
+
+struct ChainParts {
+  Backend* node = nullptr;     // shm over this node's ranks (null when the node has one rank)
+  Backend* leaders = nullptr;  // gloo over the leaders (null on other ranks)
+  const NodeLayout* layout = nullptr;
+  int group_size = 0;
+};
+
+// Bytes of one pipelined chunk between leaders.
+constexpr std::size_t kChainChunkBytes = 1024 * 1024;
+
+void chain_all_reduce(const ChainParts& parts, BufferView buffer, ReduceOp op, Duration timeout);
+
+}  // namespace fastrun::hier

@@ -1,0 +1,200 @@
+#include "fastrun/runtime/backend/hier/hier_backend.h"
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "fastrun/runtime/backend/hier/chain_all_reduce.h"
+#include "fastrun/runtime/backend/hier/node_layout.h"
+#include "fastrun/runtime/backend/registry/registry.h"
+#include "fastrun/runtime/backend/shm/shm_backend.h"
+#include "fastrun/runtime/error.h"
+#include "fastrun/runtime/log/log.h"
+#include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/process_group/peer_info.h"
+#include "fastrun/runtime/process_group/shape_check.h"
+#include "fastrun/runtime/process_group/stalled_op_check.h"
+#include "fastrun/runtime/store/prefix_store.h"
+
+namespace fastrun::hier {
+namespace {
+
+// Node identity of each group member, from what join() gathered (or the job's store): its host
+// and launcher node, as Context::resolve_backend tells nodes apart (two launchers on one host are
+// two nodes), numbered in order of appearance; -1 when a member's record is missing.
+std::vector<int> nodes_of(const GroupSpec& spec) {
+  std::vector<PeerInfo> read;
+  const std::vector<PeerInfo>* peers = spec.peers.get();
+  if (!peers && spec.failure_store) {
+    for (PeerInfo& p : read_peer_infos(*spec.failure_store, spec.global_ranks)) {
+      if (read.size() <= static_cast<std::size_t>(p.rank)) read.resize(static_cast<std::size_t>(p.rank) + 1);
+      read[static_cast<std::size_t>(p.rank)] = std::move(p);
+    }
+    peers = &read;
+  }
+  std::map<std::string, int> ids;
+  std::vector<int> node(static_cast<std::size_t>(spec.size), -1);
+  for (int r = 0; r < spec.size; ++r) {
+    const int global = spec.global_ranks.empty() ? r : spec.global_ranks[static_cast<std::size_t>(r)];
+    if (!peers || static_cast<std::size_t>(global) >= peers->size()) continue;
+    const PeerInfo& p = (*peers)[static_cast<std::size_t>(global)];
+    if (p.rank != global || p.host.empty()) continue;
+    const int id = static_cast<int>(ids.size());
+    node[static_cast<std::size_t>(r)] = ids.emplace(fmt::format("{}#{}", p.host, p.node), id).first->second;
+  }
+  return node;
+}
+
+// A sub-group of `spec`'s ranks [first, first + count) (or the leaders), under its own store
+// prefix and name, so its keys and shm segment never meet the flat group's.
+GroupSpec sub_spec(const GroupSpec& spec, const std::string& part, const std::vector<int>& members, int rank) {
+  GroupSpec s = spec;
+  s.store = std::make_shared<PrefixStore>(part, spec.store->clone());
+  s.name = fmt::format("{}-{}", spec.name, part);
+  s.rank = rank;
+  s.size = static_cast<int>(members.size());
+  s.global_ranks.clear();
+  for (int m : members)
+    s.global_ranks.push_back(spec.global_ranks.empty() ? m : spec.global_ranks[static_cast<std::size_t>(m)]);
+  return s;
+}
+
+bool takes_chain(DType dtype) { return dtype != DType::float16 && dtype != DType::bfloat16; }
+
+RuntimeConfig hier_runtime_config(Duration op_timeout) {
+  RuntimeConfig c;
+  c.backend = "hier";
+  c.async_from_bytes = 0;  // every op on the comm thread: its body blocks on the inner ops
+  // Every op works on op-owned copies of the caller's buffer, so that a wait returns as soon as
+  // the job's failure is known (the runtime's AsyncWork watches the failure key): a leader's
+  // body can stay blocked inside a Gloo point-to-point wait on a dead leader (a Gloo wait cannot
+  // be sliced, p2p_work.h), and on the caller's buffer the wait would then hold on for
+  // release_grace (the op timeout; measured: node 0's leader held 40 s when node 1's leader was
+  // SIGKILLed mid-op). The cost is one copy in and one out per op (docs/backend-hier.md).
+  c.stage_up_to_bytes = RuntimeConfig::kNever;
+  c.release_grace = op_timeout + std::chrono::seconds(1);
+  c.detach_on_failure = true;  // the body may be blocked on a dead peer's inner op
+  return c;
+}
+
+class HierBackend final : public Backend {
+ public:
+  explicit HierBackend(const GroupSpec& spec);
+
+  int rank() const override { return flat_->rank(); }
+  int size() const override { return flat_->size(); }
+  std::string backend_name() const override { return "hier"; }
+
+  WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
+  WorkHandle broadcast(const Op& call, BufferView b, const BroadcastOptions& o) override { return flat_->broadcast(call, b, o); }
+  WorkHandle all_gather(const Op& call, BufferView in, BufferView out, const AllGatherOptions& o) override {
+    return flat_->all_gather(call, in, out, o);
+  }
+  WorkHandle reduce_scatter(const Op& call, BufferView in, BufferView out, const ReduceScatterOptions& o) override {
+    return flat_->reduce_scatter(call, in, out, o);
+  }
+  WorkHandle barrier(const Op& call, const BarrierOptions& o) override { return flat_->barrier(call, o); }
+  WorkHandle send(const Op& call, BufferView b, int peer, const SendOptions& o) override {
+    return flat_->send(call, b, peer, o);
+  }
+  WorkHandle recv(const Op& call, BufferView b, int peer, const RecvOptions& o) override {
+    return flat_->recv(call, b, peer, o);
+  }
+  WorkHandle batch_send_recv(const Op& call, const std::vector<P2POp>& ops) override {
+    return flat_->batch_send_recv(call, ops);
+  }
+  WorkHandle reduce(const Op& call, BufferView b, const ReduceOptions& o) override { return flat_->reduce(call, b, o); }
+  WorkHandle gather(const Op& call, BufferView in, BufferView out, const GatherOptions& o) override {
+    return flat_->gather(call, in, out, o);
+  }
+  WorkHandle scatter(const Op& call, BufferView in, BufferView out, const ScatterOptions& o) override {
+    return flat_->scatter(call, in, out, o);
+  }
+  WorkHandle all_to_all(const Op& call, BufferView in, BufferView out, const AllToAllOptions& o) override {
+    return flat_->all_to_all(call, in, out, o);
+  }
+  WorkHandle all_to_allv(const Op& call, BufferView in, const std::vector<std::size_t>& sc, BufferView out,
+                         const std::vector<std::size_t>& rc, const AllToAllOptions& o) override {
+    return flat_->all_to_allv(call, in, sc, out, rc, o);
+  }
+
+ private:
+  std::string name_;
+  std::shared_ptr<const NodeLayout> layout_;
+  // Held by the queued ops too: the comm thread may outlive the backend on a dead peer.
+  std::shared_ptr<Backend> flat_, node_, leaders_;
+  // The default mismatch check (stalled_op_check.h) over the two-level ops. It publishes under
+  // the flat gloo group's key ("flat/op_check/<rank>"), where the flat group's own check does
+  // for the ops handed to it, and every op carries the group's number: a rank stalled in a
+  // two-level all_reduce and a rank stalled in a flat broadcast of the same number read each
+  // other's rings and both name the mismatch. Each ring holds only its own ops; a number missing
+  // from a ring is not compared.
+  std::shared_ptr<StalledOpCheck> op_check_;
+  std::unique_ptr<GroupRuntime> runtime_;
+};
+
+// A hier op's wait that stalls runs the check (as gloo's AsyncWork does for its own ops).
+GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
+  GroupRuntime::Hooks h;
+  h.stalled = [check]() -> std::exception_ptr {
+    if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+    return nullptr;
+  };
+  return h;
+}
+
+HierBackend::HierBackend(const GroupSpec& spec) : name_(spec.name) {
+  const auto start = std::chrono::steady_clock::now();
+  // 1. the layout, from the job's node identities; 2. the flat gloo group every rank is in;
+  // 3. when two levels pay: this node's shm group and the leaders' gloo group; 4. the runtime
+  // that numbers and runs the two-level ops.
+  layout_ = std::make_shared<const NodeLayout>(plan_node_layout(nodes_of(spec), spec.rank));
+  const NodeLayout& l = *layout_;
+  GroupSpec flat = spec;
+  flat.store = std::make_shared<PrefixStore>("flat", spec.store->clone());
+  flat_ = backend::find("gloo")(flat);
+  if (l.usable) {
+    const auto k = static_cast<std::size_t>(l.my_node);
+    if (l.count[k] > 1) {
+      std::vector<int> members;
+      for (int r = 0; r < l.count[k]; ++r) members.push_back(l.first[k] + r);
+      node_ = shm::make_shm_backend(sub_spec(spec, fmt::format("node{}", k), members, l.local_rank()));
+    }
+    if (l.leader()) leaders_ = backend::find("gloo")(sub_spec(spec, "leaders", l.first, l.my_node));
+    op_check_ = std::make_shared<StalledOpCheck>(*flat.store, spec.rank, spec.size, spec.global_ranks, spec.name);
+    runtime_ = std::make_unique<GroupRuntime>(spec, hier_runtime_config(spec.op_timeout), hier_hooks(op_check_));
+  }
+  log::debug("group '{}' (hier): {}, {:.1f} ms", spec.name,
+             l.usable ? fmt::format("{} nodes, node {} of {} ranks", l.nodes(), l.my_node,
+                                    l.count[static_cast<std::size_t>(l.my_node)])
+                      : "flat gloo: " + l.why_flat,
+             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+}
+
+WorkHandle HierBackend::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
+  if (!runtime_ || !takes_chain(buffer.dtype) || buffer.count == 0) return flat_->all_reduce(call, buffer, options);
+  if (buffer.device != DeviceKind::cpu)
+    throw ConfigError(fmt::format("all_reduce on group '{}': the hier backend takes host memory only, got a CUDA "
+                                  "buffer (use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
+                                  name_));
+  check_prescale(op_where("all_reduce", name_), buffer, options.prescale);
+  WorkHandle work = runtime_->run(call, buffer.bytes(), {{buffer, OpBuffer::read_write}},
+                       [layout = layout_, node = node_, leaders = leaders_, size = size(), op = options.op,
+                        prescale = options.prescale](const OpContext& o) {
+                         apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
+                         chain_all_reduce(ChainParts{node.get(), leaders.get(), layout.get(), size}, o.buffer(0),
+                                          op, o.timeout);
+                       });
+  OpDesc desc = op_desc("all_reduce", buffer).with_reduce(options.op);
+  desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
+  op_check_->record(desc);
+  return work;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_hier_backend(const GroupSpec& spec) { return std::make_unique<HierBackend>(spec); }
+
+}  // namespace fastrun::hier
