@@ -62,16 +62,15 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
     body(ctx);
   } catch (...) {
     std::exception_ptr error = std::current_exception();
-    if (s.hooks.translate) {
-      error = s.hooks.translate(*s.health, ctx.what, error);
-    } else {
-      try {
-        std::rethrow_exception(error);
-      } catch (const Error&) {
-      } catch (const std::exception& e) {
-        error = std::make_exception_ptr(
-            BackendError(fmt::format("{}: {} failed: {}", s.health->label(), ctx.what, e.what())));
-      }
+    if (s.hooks.translate) error = s.hooks.translate(*s.health, ctx.what, error);
+    // What a hook left as it was: fastrun's errors stay, anything else names the op.
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error&) {
+    } catch (const std::exception& e) {
+      error = std::make_exception_ptr(
+          BackendError(fmt::format("{}: {} failed: {}", s.health->label(), ctx.what, e.what())));
+    } catch (...) {
     }
     s.health->fail(error);
     if (s.hooks.op_failed) s.hooks.op_failed();  // peers waiting on us fail now, not at their timeout

@@ -77,7 +77,7 @@ TEST_CASE("srun ./train: a two-node step of four tasks joins and all-reduces wit
     const RunResult r = tasks[static_cast<std::size_t>(3 - t)]->finish(30s);
     INFO("task " << t << " stderr: " << r.err);
     CHECK(r.exit_code == 0);
-    CHECK(contains(r.out, "allreduce 10 gloo"));  // gloo, never shm, across the step's nodes
+    CHECK(contains(r.out, "allreduce 10 hier"));  // hier (never shm alone) across the step's nodes
     CHECK(contains(r.out, layout_line(t, 4, t % 2, 2, t / 2, "slurm")));
   }
 }
@@ -103,7 +103,7 @@ TEST_CASE("srun --ntasks-per-node=1 fastrun: two launchers take nodes and master
     const RunResult r = l->finish(30s);
     INFO("stderr: " << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(contains(r.out, "allreduce 6 gloo"));
+    CHECK(contains(r.out, "allreduce 6 hier"));
   }
   const std::string store = fmt::format("tcp://127.0.0.1:{}", fastrun::cluster::derived_port(
                                                                   static_cast<std::uint64_t>(step.job_id), 0));

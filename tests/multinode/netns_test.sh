@@ -266,6 +266,16 @@ case_elastic_cut_and_back() {
   nothing_left
 }
 
+# The same training ("${train[@]}" of the caller) as 4 ranks on host $1 without a failure: its
+# weights must equal $work/elastic.weights, the job's that lost host $2 (train_mlp_compare's
+# tolerance, as the kill-and-resume tests use).
+expect_uninterrupted_weights() {
+  on_host "$1" "$fastrun" --nproc 4 "${train[@]}" --weights-out "$work/straight.weights" >"$work/straight.out" 2>&1 ||
+    fail "the uninterrupted run failed: $(cat "$work/straight.out")"
+  "$train_mlp_compare" "$work/straight.weights" "$work/elastic.weights" 1e-4 >"$work/compare.out" 2>&1 ||
+    fail "weights after losing $2 differ from an uninterrupted run's: $(cat "$work/compare.out")"
+}
+
 case_elastic_trainer() {
   # --nnodes 2:3 with the example trainer (docs/multinode.md, "Elastic membership"): 3 hosts x 2
   # ranks train with a checkpoint every 50 steps and --resume-latest; host n2 is cut off once the
@@ -297,10 +307,7 @@ case_elastic_trainer() {
   done
   expect_eq "${code[2]}" 1 "the cut-off launcher's exit code"
   echo "trainer: nodes 0 and 1 done ${took[0]} s after n2 was cut off"
-  on_host n0 "$fastrun" --nproc 4 "${train[@]}" --weights-out "$work/straight.weights" >"$work/straight.out" 2>&1 ||
-    fail "the uninterrupted run failed: $(cat "$work/straight.out")"
-  "$train_mlp_compare" "$work/straight.weights" "$work/elastic.weights" 1e-4 >"$work/compare.out" 2>&1 ||
-    fail "weights after losing n2 differ from an uninterrupted run's: $(cat "$work/compare.out")"
+  expect_uninterrupted_weights n0 n2
   nothing_left
 }
 
@@ -337,10 +344,7 @@ case_store_only_trainer() {
   expect_contains "$work/err-0" "the store-only launcher (host $master): lost the job's store" \
     "the cut-off node names the store-only launcher"
   echo "store-only trainer: nodes 1 and 2 done ${took[1]} s after n0 was cut off"
-  on_host n1 "$fastrun" --nproc 4 "${train[@]}" --weights-out "$work/straight.weights" >"$work/straight.out" 2>&1 ||
-    fail "the uninterrupted run failed: $(cat "$work/straight.out")"
-  "$train_mlp_compare" "$work/straight.weights" "$work/elastic.weights" 1e-4 >"$work/compare.out" 2>&1 ||
-    fail "weights after losing n0 differ from an uninterrupted run's: $(cat "$work/compare.out")"
+  expect_uninterrupted_weights n1 n0
   nothing_left
 }
 

@@ -159,7 +159,7 @@ case_trainer() {
   local train=("$train_mlp" --epochs 2 --samples 512 --seed 7)
   run_srun trainer "${srun_fastrun[@]}" --nproc 2 "${train[@]}" --weights-out "$work/slurm.weights"
   expect_eq "$srun_code" 0 "srun's exit code (stderr: $(cat "$work/trainer.err"))"
-  expect_contains "$work/trainer.out" "4 rank(s) on gloo" "the trainer's backend across hosts"
+  expect_contains "$work/trainer.out" "4 rank(s) on hier" "the trainer's backend across hosts"
   on_host n0 "$fastrun" --nproc 4 "${train[@]}" --weights-out "$work/one-host.weights" >"$work/one-host.out" 2>&1 ||
     fail "the one-host run failed: $(cat "$work/one-host.out")"
   "$train_mlp_compare" "$work/one-host.weights" "$work/slurm.weights" 1e-4 >"$work/compare.out" 2>&1 ||

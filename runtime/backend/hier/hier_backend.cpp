@@ -8,7 +8,6 @@
 
 #include "fastrun/runtime/backend/hier/chain_all_reduce.h"
 #include "fastrun/runtime/backend/hier/node_layout.h"
-#include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
@@ -81,7 +80,7 @@ RuntimeConfig hier_runtime_config(Duration op_timeout) {
 
 class HierBackend final : public Backend {
  public:
-  explicit HierBackend(const GroupSpec& spec);
+  HierBackend(const GroupSpec& spec, backend::Factory gloo);
 
   int rank() const override { return flat_->rank(); }
   int size() const override { return flat_->size(); }
@@ -135,17 +134,29 @@ class HierBackend final : public Backend {
   std::unique_ptr<GroupRuntime> runtime_;
 };
 
-// A hier op's wait that stalls runs the check (as gloo's AsyncWork does for its own ops).
+// A hier op's wait that stalls runs the check (as gloo's AsyncWork does for its own ops), and so
+// does an op that failed on a dead peer: a rank that found the ranks out of step leaves, and its
+// node's ranks, waiting on it in an inner shm op, would otherwise report "rank N died" while its
+// message names both ops (as gloo_hooks does for a closed connection).
 GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
   GroupRuntime::Hooks h;
   h.stalled = [check]() -> std::exception_ptr {
     if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
     return nullptr;
   };
+  h.translate = [check](GroupHealth&, const std::string&, std::exception_ptr thrown) {
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const PeerFailure&) {
+      if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+    } catch (...) {
+    }
+    return thrown;  // the runtime names the op where this is no fastrun error
+  };
   return h;
 }
 
-HierBackend::HierBackend(const GroupSpec& spec) : name_(spec.name) {
+HierBackend::HierBackend(const GroupSpec& spec, backend::Factory gloo) : name_(spec.name) {
   const auto start = std::chrono::steady_clock::now();
   // 1. the layout, from the job's node identities; 2. the flat gloo group every rank is in;
   // 3. when two levels pay: this node's shm group and the leaders' gloo group; 4. the runtime
@@ -154,7 +165,7 @@ HierBackend::HierBackend(const GroupSpec& spec) : name_(spec.name) {
   const NodeLayout& l = *layout_;
   GroupSpec flat = spec;
   flat.store = std::make_shared<PrefixStore>("flat", spec.store->clone());
-  flat_ = backend::find("gloo")(flat);
+  flat_ = gloo(flat);
   if (l.usable) {
     const auto k = static_cast<std::size_t>(l.my_node);
     if (l.count[k] > 1) {
@@ -162,7 +173,7 @@ HierBackend::HierBackend(const GroupSpec& spec) : name_(spec.name) {
       for (int r = 0; r < l.count[k]; ++r) members.push_back(l.first[k] + r);
       node_ = shm::make_shm_backend(sub_spec(spec, fmt::format("node{}", k), members, l.local_rank()));
     }
-    if (l.leader()) leaders_ = backend::find("gloo")(sub_spec(spec, "leaders", l.first, l.my_node));
+    if (l.leader()) leaders_ = gloo(sub_spec(spec, "leaders", l.first, l.my_node));
     op_check_ = std::make_shared<StalledOpCheck>(*flat.store, spec.rank, spec.size, spec.global_ranks, spec.name);
     runtime_ = std::make_unique<GroupRuntime>(spec, hier_runtime_config(spec.op_timeout), hier_hooks(op_check_));
   }
@@ -195,6 +206,8 @@ WorkHandle HierBackend::all_reduce(const Op& call, BufferView buffer, const AllR
 
 }  // namespace
 
-std::unique_ptr<Backend> make_hier_backend(const GroupSpec& spec) { return std::make_unique<HierBackend>(spec); }
+std::unique_ptr<Backend> make_hier_backend(const GroupSpec& spec, backend::Factory gloo) {
+  return std::make_unique<HierBackend>(spec, gloo);
+}
 
 }  // namespace fastrun::hier

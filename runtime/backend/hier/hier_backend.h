@@ -15,10 +15,13 @@
 // on one node fails the ranks of the others promptly.
 #include <memory>
 
+#include "fastrun/runtime/backend/factory.h"
 #include "fastrun/runtime/process_group/backend.h"
 
 namespace fastrun::hier {
 
-std::unique_ptr<Backend> make_hier_backend(const GroupSpec& spec);
+// `gloo`: the factory of the gloo groups it is made of. The registry passes it: the registry sits
+// above the backends (it names them), so a backend never looks itself up there.
+std::unique_ptr<Backend> make_hier_backend(const GroupSpec& spec, backend::Factory gloo);
 
 }  // namespace fastrun::hier

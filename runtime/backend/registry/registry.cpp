@@ -18,11 +18,13 @@
 namespace fastrun::backend {
 namespace {
 
+std::unique_ptr<Backend> make_hier(const GroupSpec& spec);  // below: it looks gloo up here
+
 struct Table {
   // The built-in backends are entered here, by symbol, not by a static object in their own
   // file: a program linking the static libfastrun_runtime.a would leave such files out.
   // gloo, in shared builds, is a module loaded on first use (gloo_module.h).
-  Table() : factories{{"shm", &shm::make_shm_backend}, {"hier", &hier::make_hier_backend}} {
+  Table() : factories{{"shm", &shm::make_shm_backend}, {"hier", &make_hier}} {
 #ifndef FASTRUN_GLOO_MODULE
     factories.emplace("gloo", &gloo_backend::make_gloo_backend);
 #endif
@@ -49,6 +51,9 @@ void ensure_gloo() {
   t.factories.emplace("gloo", gloo);
 #endif
 }
+
+// hier is made of gloo groups (and shm): it gets gloo's factory from here, once loaded.
+std::unique_ptr<Backend> make_hier(const GroupSpec& spec) { return hier::make_hier_backend(spec, find("gloo")); }
 
 }  // namespace
 
