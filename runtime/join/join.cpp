@@ -170,7 +170,7 @@ std::shared_ptr<Context> join(const JoinOptions& options) {
   c.peers_ = std::make_shared<const std::vector<PeerInfo>>(peers);
   for (const auto& p : peers) {
     c.hosts_.push_back(p.host);
-    c.places_.push_back(fmt::format("{}#{}", p.host, p.node));
+    c.places_.push_back(p.place());
   }
 
   // ... and this rank's place on its node, computed from those host names where the environment

@@ -14,6 +14,8 @@ namespace fastrun {
 
 // The record's one encoding and one decoding (runtime/store/record.h): a JSON object, so that a
 // host or device name with a tab in it reads back whole.
+std::string PeerInfo::place() const { return fmt::format("{}#{}", host, node); }
+
 std::string PeerInfo::encode() const {
   return record::Json{{"host", host}, {"pid", pid}, {"device", device}, {"node", node}}.dump();
 }

@@ -21,6 +21,9 @@ struct PeerInfo {
   // nodes: `auto` keeps shm within a node (their segments and cleanup are per launcher).
   int node = -1;
 
+  // "host#node": where the rank runs, as `auto` and the hier backend tell nodes apart.
+  std::string place() const;
+
   // {"host":"h","pid":123,"device":"cpu","node":0}: a JSON record (runtime/store/record.h).
   std::string encode() const;
   // StoreError naming peer_key(rank), the field and what is accepted on a malformed value.

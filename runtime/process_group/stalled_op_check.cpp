@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 #include "fastrun/runtime/process_group/sequence_check.h"
 
@@ -76,6 +77,13 @@ std::optional<std::string> StalledOpCheck::check() {
   } catch (const std::exception&) {
     return std::nullopt;  // no verdict: the op's own timeout still bounds the wait
   }
+}
+
+std::function<std::exception_ptr()> stalled_op_hook(std::shared_ptr<StalledOpCheck> check) {
+  return [check = std::move(check)]() -> std::exception_ptr {
+    if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+    return nullptr;
+  };
 }
 
 }  // namespace fastrun

@@ -16,6 +16,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +57,10 @@ class StalledOpCheck {
   std::array<Fingerprint, kHistory> ring_{};
   std::uint64_t recorded_ = 0;
 };
+
+// GroupRuntime::Hooks::stalled for a backend whose waits run `check`: the mismatch as a
+// ConfigError (which fails the group and its ops in flight), or null while there is no verdict.
+std::function<std::exception_ptr()> stalled_op_hook(std::shared_ptr<StalledOpCheck> check);
 
 // When a stalled wait runs the check: kFirstCheck after the wait began, then after twice as long
 // each time, at most kMaxInterval apart (a check costs a store write and a read per peer).

@@ -117,10 +117,7 @@ GroupRuntime::Hooks gloo_hooks(std::shared_ptr<StalledOpCheck> check) {
   GroupRuntime::Hooks h;
   h.translate = &translate;
   if (!check) return h;
-  h.stalled = [check]() -> std::exception_ptr {
-    if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
-    return nullptr;
-  };
+  h.stalled = stalled_op_hook(check);
   h.translate = [check](GroupHealth& health, const std::string& what, std::exception_ptr thrown) {
     try {
       std::rethrow_exception(thrown);

@@ -41,7 +41,7 @@ std::vector<int> nodes_of(const GroupSpec& spec) {
     const PeerInfo& p = (*peers)[static_cast<std::size_t>(global)];
     if (p.rank != global || p.host.empty()) continue;
     const int id = static_cast<int>(ids.size());
-    node[static_cast<std::size_t>(r)] = ids.emplace(fmt::format("{}#{}", p.host, p.node), id).first->second;
+    node[static_cast<std::size_t>(r)] = ids.emplace(p.place(), id).first->second;
   }
   return node;
 }
@@ -140,10 +140,7 @@ class HierBackend final : public Backend {
 // message names both ops (as gloo_hooks does for a closed connection).
 GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
   GroupRuntime::Hooks h;
-  h.stalled = [check]() -> std::exception_ptr {
-    if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
-    return nullptr;
-  };
+  h.stalled = stalled_op_hook(check);
   h.translate = [check](GroupHealth&, const std::string&, std::exception_ptr thrown) {
     try {
       std::rethrow_exception(thrown);
