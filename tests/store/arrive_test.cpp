@@ -27,6 +27,7 @@ namespace {
 struct Outcome {
   std::vector<int> missing;
   std::string error;
+  std::chrono::steady_clock::duration took{};  // the arrive call alone: connecting the handles is not timed
 };
 
 std::vector<Outcome> arrive_as_threads(Store& s, const std::string& key, const std::vector<int>& ranks, int size,
@@ -35,11 +36,13 @@ std::vector<Outcome> arrive_as_threads(Store& s, const std::string& key, const s
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < ranks.size(); ++i)
     threads.emplace_back([&, i, h = s.clone()]() mutable {
+      const auto t0 = std::chrono::steady_clock::now();
       try {
         out[i].missing = h->arrive(key, ranks[i], size, timeout);
       } catch (const std::exception& e) {
         out[i].error = e.what();
       }
+      out[i].took = std::chrono::steady_clock::now() - t0;
     });
   for (auto& t : threads) t.join();
   return out;
@@ -75,10 +78,11 @@ TEST_CASE("store arrive: a timeout returns the ranks that never arrived", "[stor
     DYNAMIC_SECTION(kind.name) {
       auto hosted = kind.host();
       auto store = hosted->connect();
-      const auto t0 = std::chrono::steady_clock::now();
       const auto out = arrive_as_threads(*store, "short", {0, 1, 2, 3, 5, 6, 8}, 9, 300ms);
-      CHECK(std::chrono::steady_clock::now() - t0 < 10s);
       for (const auto& o : out) {
+        // Bounded by the 300 ms asked for, not the handle's 20 s: the margin is for a loaded
+        // sanitizer run (the handles' connects are outside the timing; 2.x servers accept slowly).
+        CHECK(o.took < 10s);
         CHECK(o.error.empty());
         CHECK(o.missing == std::vector<int>{4, 7});
       }
