@@ -9,13 +9,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/text/number.h"
 
 namespace fastrun {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // A group's arrivals are bits of one 64-bit counter (each member adds its own bit), so a group
 // has at most 62 members: the sum stays positive with room for one carry to show a reuse.
@@ -60,10 +59,6 @@ std::vector<Bytes> split_values(const Store& store, const std::string& prefix, c
   return out;
 }
 
-Duration left_until(Clock::time_point deadline) {
-  return std::max<Duration>(Duration(deadline - Clock::now()), std::chrono::milliseconds(1));
-}
-
 // A counter past its participants (or a bit that carried) means a second round under the same
 // prefix, or one participant arriving twice: its keys (and the first round's release) are
 // stale, so fail now rather than read them or hang.
@@ -93,7 +88,7 @@ Bytes run_round(Store& store, const RoundOptions& round, const Bytes& mine, bool
   if (round.size < 1 || round.rank < 0 || round.rank >= round.size)
     throw ConfigError(fmt::format("round '{}': rank {} of {} is out of range", round.prefix, round.rank, round.size));
   const std::string& prefix = round.prefix;
-  const auto deadline = Clock::now() + round.timeout;
+  const Deadline deadline(round.timeout);
   const Bytes marker = to_bytes("1");
   const int b = group_size_for(round.size, round.group_size);
   const int groups = (round.size + b - 1) / b;
@@ -115,7 +110,7 @@ Bytes run_round(Store& store, const RoundOptions& round, const Bytes& mine, bool
     if (gather) {
       agg.clear();
       for (int r = lo; r < hi; ++r)
-        append_value(agg, r == round.rank ? mine : store.get(round_rank_key(prefix, r), left_until(deadline)));
+        append_value(agg, r == round.rank ? mine : store.get(round_rank_key(prefix, r), deadline.left()));
     }
     if (groups == 1) {
       store.set(round_all_key(prefix), agg);
@@ -132,7 +127,7 @@ Bytes run_round(Store& store, const RoundOptions& round, const Bytes& mine, bool
           if (j == k) {
             all.insert(all.end(), agg.begin(), agg.end());
           } else {
-            const Bytes g = store.get(round_group_key(prefix, j), left_until(deadline));
+            const Bytes g = store.get(round_group_key(prefix, j), deadline.left());
             all.insert(all.end(), g.begin(), g.end());
           }
         }
@@ -150,22 +145,20 @@ Bytes run_round(Store& store, const RoundOptions& round, const Bytes& mine, bool
   const Duration slice = round.poll ? round_slice(round.size) : Duration::max();
   const auto missing = [&] { return round_missing(store, prefix, round.size, round.group_size); };
   for (;;) {
-    const auto now = Clock::now();
-    if (now >= deadline) {
+    if (deadline.passed()) {
       const std::vector<int> who = missing();
       if (round.on_timeout) round.on_timeout(who);
       default_timeout(store, round, who);
     }
-    const Duration wait = std::min<Duration>(slice, Duration(deadline - now));
     try {
-      store.wait({round_all_key(prefix)}, std::max<Duration>(wait, std::chrono::milliseconds(1)));
+      store.wait({round_all_key(prefix)}, std::min<Duration>(slice, deadline.left()));
       break;
     } catch (const TimeoutError&) {
       // The slice ended: poll, then wait again (or report at the deadline).
     }
     if (round.poll) round.poll(missing);
   }
-  return gather ? store.get(round_all_key(prefix), left_until(deadline)) : marker;
+  return gather ? store.get(round_all_key(prefix), deadline.left()) : marker;
 }
 
 }  // namespace

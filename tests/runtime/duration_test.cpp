@@ -1,11 +1,13 @@
 // fastrun::Duration, the type of every public timeout: any chrono unit, never a bare number,
-// rounded up and saturated so that a deadline now() + timeout cannot overflow.
+// rounded up and saturated so that a deadline now() + timeout cannot overflow; and Deadline,
+// one op's timeout shared by its inner waits.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <limits>
 #include <type_traits>
 
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/context.h"
 #include "fastrun/runtime/store/memory_store.h"
@@ -64,4 +66,17 @@ TEST_CASE("Duration: public timeouts take it in any unit", "[duration]") {
   JoinOptions o;
   o.timeout = std::chrono::minutes(2);
   CHECK(o.timeout.count() == 120000);
+}
+
+TEST_CASE("Deadline: each inner wait gets what is left, never the zero that means the default", "[duration]") {
+  const Deadline d(std::chrono::seconds(30));
+  CHECK(d.left() <= std::chrono::seconds(30));
+  CHECK(d.left() > std::chrono::seconds(20));  // far more than this check can take
+  CHECK_FALSE(d.passed());
+  const Deadline gone(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  CHECK(gone.passed());
+  CHECK(gone.left() == std::chrono::milliseconds(1));  // a wait that times out at once
+  CHECK(Deadline(Duration::zero()).left() == std::chrono::milliseconds(1));
+  // An op's timeout of "forever" stays a deadline that does not overflow.
+  CHECK(Deadline(Duration::max()).left() > std::chrono::hours(24 * 365));
 }

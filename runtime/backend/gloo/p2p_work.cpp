@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
@@ -92,14 +93,11 @@ void GlooP2PWork::abort(std::exception_ptr error) {
 }
 
 bool GlooP2PWork::wait_for(Message& m, std::chrono::steady_clock::time_point deadline) {
-  const auto left = [&] {
-    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                      deadline - std::chrono::steady_clock::now()));
-  };
-  if (m.op.kind == P2POp::Kind::send) return m.length_buffer->waitSend(left()) && m.payload->waitSend(left());
-  if (!m.length_buffer->waitRecv(left())) return false;
+  const Deadline d(deadline);
+  if (m.op.kind == P2POp::Kind::send) return m.length_buffer->waitSend(d.left()) && m.payload->waitSend(d.left());
+  if (!m.length_buffer->waitRecv(d.left())) return false;
   m.length_known = true;
-  return m.payload->waitRecv(left());
+  return m.payload->waitRecv(d.left());
 }
 
 void GlooP2PWork::wait(Duration timeout) {

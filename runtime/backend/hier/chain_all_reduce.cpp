@@ -6,23 +6,11 @@
 #include <cstring>
 #include <vector>
 
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::hier {
 namespace {
-
-// Each inner wait gets what is left of the op's timeout (never zero: zero means "the default").
-class Deadline {
- public:
-  explicit Deadline(Duration timeout) : end_(std::chrono::steady_clock::now() + timeout) {}
-  Duration left() const {
-    const auto rest = end_ - std::chrono::steady_clock::now();
-    return rest > std::chrono::milliseconds(1) ? Duration(rest) : Duration(std::chrono::milliseconds(1));
-  }
-
- private:
-  std::chrono::steady_clock::time_point end_;
-};
 
 // Receive and accumulator space: ops run one at a time on the backend's comm thread, so one
 // buffer per thread is never shared, and a training loop does not fault in fresh pages per call.
