@@ -17,6 +17,7 @@
 #include "fastrun/launcher/node_records.h"
 #include "fastrun/launcher/spawn.h"
 #include "fastrun/runtime/cluster/local_address.h"
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/join/env_sources.h"
@@ -82,16 +83,15 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
     client_ = hosted_->connect();
   } else {
     // In slices of a second, so that Ctrl-C is noticed while node 0 is not up yet.
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const Deadline deadline(timeout);
     for (;;) {
-      const auto left = Duration(deadline - std::chrono::steady_clock::now());
-      so.timeout = std::clamp<Duration>(left, std::chrono::milliseconds(1), std::chrono::seconds(1));
+      so.timeout = std::min<Duration>(deadline.left(), std::chrono::seconds(1));
       try {
         client_ = connect_store(address_, so);
         break;
       } catch (const StoreError& e) {
         if (const int sig = pending_stop_signal()) throw Interrupted(sig);
-        if (std::chrono::steady_clock::now() < deadline && std::string(e.what()).find("authentication") == std::string::npos)
+        if (!deadline.passed() && std::string(e.what()).find("authentication") == std::string::npos)
           continue;
         throw StoreError(fmt::format("node {}: cannot reach {}'s store at {}{} within {:.3g} s (--master-addr, "
                                      "--master-port, FASTRUN_TIMEOUT): {}",

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/backend/nccl/nccl_check.h"
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/log/log.h"
@@ -39,10 +40,9 @@ ncclUniqueId exchange_unique_id(const GroupSpec& spec, const std::string& label,
     }
     return id;
   }
-  const Duration left = deadline - Clock::now();
   Bytes bytes;
   try {
-    bytes = spec.store->get(kUidKey, std::max(left, Duration(std::chrono::milliseconds(1))));
+    bytes = spec.store->get(kUidKey, Deadline(deadline).left());
   } catch (const TimeoutError& e) {
     throw TimeoutError(fmt::format("{}: {} did not publish the NCCL unique id within the join timeout "
                                    "(FASTRUN_TIMEOUT): {}",
