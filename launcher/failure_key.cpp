@@ -1,7 +1,9 @@
 #include "fastrun/launcher/failure_key.h"
 
+#include <charconv>
 #include <chrono>
 #include <exception>
+#include <string_view>
 
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/store/job_keys.h"
@@ -25,6 +27,17 @@ std::string FailureKey::recorded() const {
     log::warn("could not read {} in the job's store: {}", kFailureKey, e.what());
   }
   return {};
+}
+
+std::optional<int> FailureKey::blamed_rank(const std::string& record) {
+  static constexpr std::string_view prefix = "rank ";
+  if (record.rfind(prefix, 0) != 0) return std::nullopt;
+  int rank = 0;
+  const char* first = record.data() + prefix.size();
+  const char* last = record.data() + record.size();
+  const auto [end, error] = std::from_chars(first, last, rank);
+  if (error != std::errc() || end == first || end == last || *end != ':') return std::nullopt;
+  return rank;
 }
 
 bool FailureKey::known_unjoined(int r) const {

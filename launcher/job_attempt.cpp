@@ -214,13 +214,13 @@ class JobAttempt {
     }
   }
 
-  // Reaps every child rank that has ended, waiting up to timeout_ms for the first one when none
-  // has; a failed one becomes the job's first failure (reap()).
-  void reap_gone_ranks(int timeout_ms) {
+  // Reaps every child rank that has ended (or only rank `only`), waiting up to timeout_ms for the
+  // first one when none has; a failed one becomes the job's first failure (reap()).
+  void reap_gone_ranks(int timeout_ms, std::optional<int> only = std::nullopt) {
     std::vector<pollfd> fds;
     std::vector<int> which;
     for (const RankProcess& rk : ranks_) {
-      if (!rk.alive || !rk.pidfd) continue;
+      if (!rk.alive || !rk.pidfd || (only && rk.rank != *only)) continue;
       fds.push_back(pollfd{rk.pidfd.get(), POLLIN, 0});
       which.push_back(rk.rank);
     }
@@ -253,6 +253,7 @@ class JobAttempt {
     // Everything the rank wrote is in its pipes now: take it all, then deliver partial lines.
     read_stream(r, Stream::out, true);
     read_stream(r, Stream::err, true);
+    if (status_failed(status) && !stop_.stopping()) await_blamed_rank(r);
     if (status_failed(status) && !stop_.stopping()) {
       first_failure_ = r;
       failure_key_.set(fmt::format("rank {}: {}", global(r), describe_status(status)));
@@ -262,6 +263,21 @@ class JobAttempt {
     } else if (!stop_.stopping()) {
       check_joined(r, status);
     }
+  }
+
+  // Rank r failed with the job's failure record already blaming another rank of this node,
+  // e.g. "rank 0: process gone" from a survivor whose connection to rank 0 broke: the dying rank
+  // closes its sockets before its exit shows (the kernel closes a process's files before it
+  // tells the parent), so the survivor may exit first. Waits up to SelfSpawn::kPeerGraceMs for
+  // the blamed rank's end and reaps it first, so that the root cause is the job's first failure,
+  // as on_self_done does for rank 0.
+  void await_blamed_rank(int r) {
+    if (WIFSIGNALED(ranks_[static_cast<std::size_t>(r)].status)) return;  // a signal is its own cause
+    const auto blamed = FailureKey::blamed_rank(failure_key_.recorded());
+    if (!blamed) return;
+    const int b = *blamed - o_.job.node.rank_offset;
+    if (b == r || b < 0 || b >= static_cast<int>(ranks_.size())) return;
+    reap_gone_ranks(SelfSpawn::kPeerGraceMs, b);
   }
 
   // A rank that ended cleanly without having joined would leave the others waiting in join()

@@ -179,6 +179,20 @@ TEST_CASE("exit codes: 0 on success then the failing rank code or 128+signal", "
   CHECK(contains(r.err, "SIGABRT"));
 }
 
+// A survivor that learns of a peer's death from a broken connection records "rank 0: process
+// gone" and exits 1, which can show before the dying rank's own exit does (its sockets close
+// first). The job's failure is still the root cause: here rank 0 dies by SIGKILL 0.2 s after
+// rank 1 blamed it and exited, and the summary and exit code are rank 0's.
+TEST_CASE("a rank that exits blaming a peer's death does not hide that death", "[launcher][exit]") {
+  const auto r = run(cmd({"--nproc", "2"}, {"--on", "1", "--blame-rank-0", "--on", "1", "--exit", "1", "--until-failure",
+                                            "--sleep", "0.2", "--crash", "kill"}));
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK(contains(r.err, "fastrun: rank 0 (pid "));
+  CHECK(contains(r.err, "killed by signal SIGKILL"));
+  CHECK(contains(r.err, "the job's first recorded failure: rank 0: process gone"));
+  CHECK_FALSE(contains(r.err, "exited with code 1"));
+}
+
 TEST_CASE("a rank ignoring SIGTERM is killed after --kill-timeout", "[launcher][exit]") {
   const auto r = run(cmd({"--nproc", "2", "--kill-timeout", "0.5"},
                          {"--ignore-term", "--barrier", "--on", "1", "--exit", "5", "--sleep", "30"}));

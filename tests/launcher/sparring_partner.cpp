@@ -326,10 +326,8 @@ int main(int argc, char** argv) {
                 std::fclose(f);
               });
   // The store actions: an error is printed and exits 66.
-  auto with_store = [&](const char* name, std::function<void(fastrun::Store&)> run) {
-    action(name, name == std::string("--barrier") ? "a barrier of all ranks through FASTRUN_STORE (10 s)"
-                                                  : "wait (10 s) for the failure key, print it to stderr, exit 7",
-           [name, run] {
+  auto with_store = [&](const char* name, const char* help, std::function<void(fastrun::Store&)> run) {
+    action(name, help, [name, run] {
              try {
                auto store = fastrun::connect_store(std::getenv("FASTRUN_STORE"));
                run(*store);
@@ -339,14 +337,21 @@ int main(int argc, char** argv) {
              }
            });
   };
-  with_store("--barrier", [](fastrun::Store& store) {
+  with_store("--barrier", "a barrier of all ranks through FASTRUN_STORE (10 s)", [](fastrun::Store& store) {
     fastrun::store_barrier(store, "sparring/barrier", static_cast<int>(fastrun::env::get_int(fastrun::env::kWorldSize)),
                            std::chrono::seconds(10));
   });
-  with_store("--wait-failure", [](fastrun::Store& store) {
+  with_store("--wait-failure", "wait (10 s) for the failure key, print it to stderr, exit 7", [](fastrun::Store& store) {
     const auto v = store.get(fastrun::kFailureKey, std::chrono::seconds(10));
     std::fprintf(stderr, "saw failure: %s\n", fastrun::to_string(v).c_str());
     throw Exit{7};
+  });
+  with_store("--until-failure", "wait (10 s) for the failure key, then go on", [](fastrun::Store& store) {
+    (void)store.get(fastrun::kFailureKey, std::chrono::seconds(10));
+  });
+  // What a survivor records when its connection to a dying peer breaks (gloo_backend.cpp).
+  with_store("--blame-rank-0", "record \"rank 0: process gone\" as the job's failure", [](fastrun::Store& store) {
+    fastrun::record_failure(store, "rank 0: process gone (sparring_partner --blame-rank-0)");
   });
   action("--allreduce", "join, all-reduce (rank + 1), print the sum and the layout", [] {
     int wrong = 0;
