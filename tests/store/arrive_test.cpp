@@ -80,10 +80,10 @@ TEST_CASE("store arrive: a timeout returns the ranks that never arrived", "[stor
       auto store = hosted->connect();
       const auto out = arrive_as_threads(*store, "short", {0, 1, 2, 3, 5, 6, 8}, 9, 300ms);
       for (const auto& o : out) {
-        // Bounded by the 300 ms asked for, not the handle's 20 s. The margin is for torch 2.x's
-        // legacy server, which was seen to stall every client of this case for 10.0 s at once on a
-        // loaded CI run (cause not found yet); 15 s still tells the two apart.
-        CHECK(o.took < 15s);
+        // Bounded by the 300 ms asked for, not the handle's 20 s, with a margin for a loaded
+        // sanitizer run. (A 10.0 s stall of every client once seen here was torch 2.x's server
+        // waiting on DNS: test_support/torch_python.h, FASTRUN_TEST_TORCH2_LISTEN.)
+        CHECK(o.took < 10s);
         CHECK(o.error.empty());
         CHECK(o.missing == std::vector<int>{4, 7});
       }

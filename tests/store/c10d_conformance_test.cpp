@@ -18,14 +18,12 @@ const bool registered = [] {
   if (torch_python_available())
     RegisterStoreKind{{"c10d", [] { return std::make_unique<TorchStoreServer>(TorchServer::torch1); }}};
   if (torch2_python_available()) {
-    // The libuv server closes the connection on a value over 8 MiB (c10d_protocol.h); both 2.x
-    // servers take new connections slowly (conformance.h, max_rendezvous_procs).
+    // The libuv server closes the connection on a value over 8 MiB (c10d_protocol.h).
     RegisterStoreKind{{"c10d-torch2-libuv",
                        [] { return std::make_unique<TorchStoreServer>(TorchServer::torch2_libuv); },
-                       true, c10d_wire::kLibuvMaxValue, 64}};
+                       true, c10d_wire::kLibuvMaxValue}};
     RegisterStoreKind{{"c10d-torch2-legacy",
-                       [] { return std::make_unique<TorchStoreServer>(TorchServer::torch2_legacy); },
-                       true, std::size_t{16} << 20, 64}};
+                       [] { return std::make_unique<TorchStoreServer>(TorchServer::torch2_legacy); }}};
   }
   return true;
 }();

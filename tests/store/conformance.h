@@ -31,11 +31,6 @@ struct StoreKindCase {
   // The largest value the store takes (the "16 MiB values" case sets one this big when smaller):
   // torch 2.x's libuv c10d server refuses more than 8 MiB.
   std::size_t max_value_bytes = std::size_t{16} << 20;
-  // The most processes the rendezvous case starts against this kind (it starts fewer under the
-  // sanitizers). torch 2.x's servers answer a new connection's first request ~80-100 ms after
-  // the previous one's on 2 busy cores (measured: 256 at once took 25 s), so 256 processes with
-  // two connections each miss the case's 30 s: the peer server's accept rate, not the client's.
-  int max_rendezvous_procs = 256;
 };
 
 // Every registered kind, in registration order (one translation unit registers memory, prefix,

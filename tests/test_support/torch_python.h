@@ -91,6 +91,20 @@ inline std::string no_torch2_reason() {
   "import os, warnings; warnings.filterwarnings('ignore', 'Failed to initialize NumPy')\n" \
   "os.environ['TORCH_CPP_LOG_LEVEL'] = 'ERROR'\n"
 
+// torch 2.x's servers (both) look up the peer's host name of every connection they accept, for
+// a log line, on their one thread: a server listening on its own dual-stack socket sees
+// ::ffff:127.0.0.1, which /etc/hosts does not name, and asks DNS. One lost reply stalls every
+// client for the resolver's 5 s per try (a CI run saw 10.0 s, an strace here 5.0 s twice in one
+// case). An IPv4 socket on 127.0.0.1, handed over with master_listen_fd, makes the peer
+// 127.0.0.1, which /etc/hosts names.
+#define FASTRUN_TEST_TORCH2_LISTEN                                                            \
+  "import socket\n"                                                                           \
+  "import torch.distributed as d\n"                                                           \
+  "listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"                           \
+  "listening.bind(('127.0.0.1', 0))\n"                                                        \
+  "listening.listen(4096)\n"                                                                  \
+  "port = listening.getsockname()[1]\n"
+
 // Which TCPStore server a TorchStoreServer runs.
 enum class TorchServer {
   torch1,         // torch_python(): Debian's torch 1.13
@@ -135,17 +149,15 @@ class TorchStoreServer final : public HostedStore {
               "print(s.port, flush=True)\n"
               "sys.stdin.read()\n"
             : server == TorchServer::torch2_libuv
-            ? "import datetime, sys\n" FASTRUN_TEST_QUIET_TORCH2
-              "import torch.distributed as d\n"
-              "s = d.TCPStore('127.0.0.1', 0, is_master=True, timeout=datetime.timedelta(seconds=60),"
-              " wait_for_workers=False, use_libuv=True)\n"
+            ? "import datetime, sys\n" FASTRUN_TEST_QUIET_TORCH2 FASTRUN_TEST_TORCH2_LISTEN
+              "s = d.TCPStore('127.0.0.1', port, is_master=True, timeout=datetime.timedelta(seconds=60),"
+              " wait_for_workers=False, use_libuv=True, master_listen_fd=listening.fileno())\n"
               "assert s.libuvBackend\n"
               "print(s.port, flush=True)\n"
               "sys.stdin.read()\n"
-            : "import datetime, sys\n" FASTRUN_TEST_QUIET_TORCH2
-              "import torch.distributed as d\n"
-              "s = d.TCPStore('127.0.0.1', 0, is_master=True, timeout=datetime.timedelta(seconds=60),"
-              " wait_for_workers=False, use_libuv=False)\n"
+            : "import datetime, sys\n" FASTRUN_TEST_QUIET_TORCH2 FASTRUN_TEST_TORCH2_LISTEN
+              "s = d.TCPStore('127.0.0.1', port, is_master=True, timeout=datetime.timedelta(seconds=60),"
+              " wait_for_workers=False, use_libuv=False, master_listen_fd=listening.fileno())\n"
               "assert not s.libuvBackend\n"
               "print(s.port, flush=True)\n"
               "sys.stdin.read()\n";
