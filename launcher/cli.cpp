@@ -195,8 +195,16 @@ int finish_node(NodeWatch& watch, int exit_code) {
   return 0;
 }
 
-// --store-only starts no ranks: what would say how many or which program is a usage error.
-void check_store_only_args(const CliArgs& out, std::vector<std::string> rest) {
+// --store-only starts no ranks: what would say how many or which program is a usage error, and
+// so is a flag about ranks it would otherwise ignore (their output, placement, stopping).
+void check_store_only_args(const CLI::App& app, const CliArgs& out, std::vector<std::string> rest) {
+  for (const char* name : {"--log-dir", "--output", "--tag-output", "--bind", "--report-bindings", "--kill-timeout",
+                           "--stall-report", "--keep-background"}) {
+    if (app.count(name) > 0)
+      throw ConfigError(fmt::format("--store-only with {}: the store-only launcher starts no ranks, so {} would do "
+                                    "nothing here; give it to the compute nodes' fastrun (with --external-store)",
+                                    name, name));
+  }
   if (out.job.nproc != 0 || out.job.devices)
     throw ConfigError(fmt::format("--store-only with {}: the store-only launcher starts no ranks; give --nproc or "
                                   "--devices to the compute nodes' fastrun (with --external-store)",
@@ -245,7 +253,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   if (!rest.empty() && rest[0] != "--" && rest[0].size() >= 2 && rest[0][0] == '-')
     throw ConfigError(fmt::format("unknown option '{}'; see fastrun --help", rest[0]));
   if (out.job.node.store_only) {
-    check_store_only_args(out, rest);
+    check_store_only_args(app, out, rest);
     return out;
   }
   if (out.job.nproc == 0 && !out.job.devices) {
