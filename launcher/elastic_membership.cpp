@@ -164,8 +164,7 @@ void NodeAttempts::lost_before_start(int m, PulseWatch& pulses, Clock::time_poin
   looked = now;
   std::vector<int> waited_for;
   for (int i : missing()) {
-    if (apart_ && i == 0) continue;  // the store-only launcher's own slot
-    if (const int k = members_.at(static_cast<std::size_t>(i - (apart_ ? 1 : 0))); !decides(k)) waited_for.push_back(k);
+    if (const auto k = node_of_slot(i); k && !decides(*k)) waited_for.push_back(*k);
   }
   const std::vector<int> stale = pulses.still(store_, waited_for, now);
   if (stale.empty()) return;

@@ -282,10 +282,16 @@ void NodeAttempts::start_round(int m) {
     if (min_nodes_ < max_nodes_ && store_.check({key(m, "skip")})) throw SkipAttempt{};
   };
   round.on_timeout = [&](const std::vector<int>& who) {
-    throw TimeoutError(fmt::format("node {}: attempt {} could not start: node{} [{}] did not come back within "
+    // The round counts slots (node_of_slot): name the nodes, with the numbers the user gave them.
+    std::vector<std::string> names;
+    for (int i : who) {
+      const auto k = node_of_slot(i);
+      names.push_back(k ? fmt::format("node {} (host {})", *k, hosts_.at(static_cast<std::size_t>(*k)))
+                        : std::string("the store-only launcher"));
+    }
+    throw TimeoutError(fmt::format("node {}: attempt {} could not start: {} did not come back within "
                                    "{:.3g} s (FASTRUN_TIMEOUT)",
-                                   me_, n + 1, who.size() == 1 ? "" : "s", fmt::join(who, ", "),
-                                   std::chrono::duration<double>(timeout_).count()));
+                                   me_, n + 1, fmt::join(names, ", "), std::chrono::duration<double>(timeout_).count()));
   };
   store_round_barrier(store_, round);
 }

@@ -114,6 +114,11 @@ class NodeAttempts {
   int slot() const { return coordinator_ && apart_ ? 0 : my_index() + (apart_ ? 1 : 0); }
   int slots() const { return static_cast<int>(members_.size()) + (apart_ ? 1 : 0); }
   std::vector<std::string> watch_hosts() const;
+  // The node rank in slot i of those rounds; nullopt for the store-only launcher's slot 0.
+  std::optional<int> node_of_slot(int i) const {
+    if (apart_ && i == 0) return std::nullopt;
+    return members_.at(static_cast<std::size_t>(i - (apart_ ? 1 : 0)));
+  }
   // Whether node k is the one that decides (node 0 without a store-only launcher): never lost.
   bool decides(int k) const { return !apart_ && k == 0; }
   // The first node rank that can be lost, or asks to join.

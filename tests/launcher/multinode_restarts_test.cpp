@@ -125,6 +125,29 @@ TEST_CASE("two nodes with restarts left: SIGTERM to node 1's launcher ends the j
   for (pid_t p : pids) CHECK(process_gone(p));
 }
 
+// The next attempt's start round waits FASTRUN_TIMEOUT for every node, then names the ones that
+// did not come (by --node-rank and host, not by their place in the round). Node 1 is slow to end
+// attempt 0: its rank ignores SIGTERM and its --kill-timeout is 8 s, while its launcher stays
+// alive (so it is not lost, only late).
+TEST_CASE("two nodes: a node that does not come to the next attempt within FASTRUN_TIMEOUT is named",
+          "[launcher][multinode][restarts][timeout]") {
+  TempDir dir;
+  const std::string id = run_id_arg("restart-late");
+  const Strings flags0 = two_ranks({"--max-restarts", "1", "--run-id", id});
+  const Strings flags1 = two_ranks({"--max-restarts", "1", "--run-id", id, "--kill-timeout", "8"});
+  const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--on", "2", "--ignore-term", "--on", "0", "--exit", "5",
+                           "--sleep", "60"};
+  Nodes nodes(2, free_port(), {flags0, flags1}, {partner, partner}, quiet_env("3"));
+  const auto r0 = nodes.launchers[0]->finish(30s);
+  const auto r1 = nodes.launchers[1]->finish(30s);
+  INFO("node 0 stderr: " << r0.err << "\nnode 1 stderr: " << r1.err);
+  CHECK(r0.exit_code != 0);
+  CHECK(contains(r0.err, "node 0: attempt 1 could not start: node 1 (host "));
+  CHECK(contains(r0.err, ") did not come back within 3 s (FASTRUN_TIMEOUT)"));
+  CHECK(r1.exit_code != 0);
+  expect_nothing_left(dir, id);
+}
+
 TEST_CASE("two nodes with different --max-restarts: the second is a usage error naming node 0's",
           "[launcher][multinode][restarts][usage]") {
   TempDir dir;
