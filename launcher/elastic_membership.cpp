@@ -15,6 +15,7 @@
 #include "fastrun/launcher/node_pulse.h"
 #include "fastrun/launcher/node_records.h"
 #include "fastrun/launcher/node_watch.h"
+#include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/job_keys.h"
 
@@ -138,6 +139,18 @@ void NodeAttempts::share_ranks() {
   for (int k : members_) {
     if (k == me_) share.rank_offset = share.world_size;
     share.world_size += ranks_[static_cast<std::size_t>(k)];
+  }
+  if (apart_) {
+    // The job's rank 0 runs on the first member, not on the store-only host: a c10d program's
+    // rank 0 hosts its TCPStore at MASTER_ADDR:MASTER_PORT, so both name that member's host.
+    const int first = members_.front();
+    const NodeEntry e = decode_node_entry(first, to_string(store_.get(launcher_keys::node(first), timeout_)));
+    if (e.rank_master_port <= 0)
+      throw StoreError(fmt::format("node {}'s entry in the job's store has no rank_master_port: every compute node of a "
+                                   "job with --store-only must run the same fastrun version",
+                                   first));
+    so_.job.rank_master_addr = e.rank_master_addr;
+    so_.job.rank_master_port = e.rank_master_port;
   }
 }
 

@@ -26,7 +26,12 @@ int int_field(const record::Json& r, const std::string& key, const char* field, 
 }  // namespace
 
 std::string encode(const NodeEntry& e) {
-  return record::Json{{"ranks", e.ranks}, {"host", e.host}, {"pid", e.pid}}.dump();
+  record::Json r{{"ranks", e.ranks}, {"host", e.host}, {"pid", e.pid}};
+  if (e.rank_master_port > 0) {
+    r["rank_master_addr"] = e.rank_master_addr;
+    r["rank_master_port"] = e.rank_master_port;
+  }
+  return r.dump();
 }
 
 NodeEntry decode_node_entry(int node_rank, const std::string& text) {
@@ -36,6 +41,13 @@ NodeEntry decode_node_entry(int node_rank, const std::string& text) {
   e.ranks = int_field(r, key, "ranks", 0);
   e.host = record::text(r, key, "host");
   e.pid = static_cast<long>(record::integer(r, key, "pid"));
+  if (r.contains("rank_master_port")) {
+    e.rank_master_addr = record::text(r, key, "rank_master_addr");
+    e.rank_master_port = int_field(r, key, "rank_master_port", 1);
+    if (e.rank_master_port > 65535)
+      throw StoreError(fmt::format("{}: field 'rank_master_port' of the record is {}; accepted: 1 to 65535", key,
+                                   e.rank_master_port));
+  }
   return e;
 }
 

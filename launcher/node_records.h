@@ -1,7 +1,7 @@
 #pragma once
 // The launchers' records in the job's store (runtime/store/record.h: one-line JSON objects that
 // only fastrun's launchers read), each encoded and decoded here and nowhere else:
-//   fastrun/launcher/node/<k>   NodeEntry   {"ranks":4,"host":"h","pid":123}
+//   fastrun/launcher/node/<k>   NodeEntry   {"ranks":4,"host":"h","pid":123[,"rank_master_addr":"a","rank_master_port":p]}
 //   fastrun/launcher/failure    NodeFailure {"exit_code":1,"node":2,"why":"...","final":true}
 //   fastrun/launcher/attempt/<n>/members   an attempt's nodes, "0,1,3" (--nnodes MIN:MAX)
 // Decoding a malformed record is a StoreError naming the key, the field and what is accepted.
@@ -15,6 +15,11 @@ struct NodeEntry {
   int ranks = 0;  // the ranks it starts
   std::string host;
   long pid = 0;   // the launcher's
+  // With --external-store: where this node's ranks' MASTER_ADDR/MASTER_PORT would point when it
+  // holds the job's rank 0 (its address towards the store host, a port free there); "" / 0 when
+  // the coordinator picks them (node 0 of a job without --store-only). Stored only when set.
+  std::string rank_master_addr;
+  int rank_master_port = 0;
 };
 
 std::string encode(const NodeEntry& e);

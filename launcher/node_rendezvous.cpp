@@ -131,7 +131,17 @@ void NodeRendezvous::agree(JobConfig& job, const JobOptions& options) {
     return;
   }
   // 2. Claim this node's entry: a second launcher with the same --node-rank is refused.
-  const std::string mine = encode(NodeEntry{job.world_size, self_host, static_cast<long>(::getpid())});
+  NodeEntry entry;
+  entry.ranks = job.world_size;
+  entry.host = self_host;
+  entry.pid = static_cast<long>(::getpid());
+  if (plan_.external_store) {
+    // The store-only launcher's host runs no rank: the attempt's first node names the ranks'
+    // MASTER_ADDR/MASTER_PORT instead (node_attempts.h, share_ranks), from this entry.
+    entry.rank_master_addr = cluster::local_address_towards(plan_.master_addr, plan_.master_port);
+    entry.rank_master_port = pick_free_port(entry.rank_master_addr);
+  }
+  const std::string mine = encode(entry);
   const std::string got = set_if_absent(*client_, launcher_keys::node(me), mine);
   // An elastic job's node 0 tells the live nodes from the lost ones by this (node_pulse.h).
   if (plan_.elastic() && !plan_.coordinates()) pulse_ = std::make_unique<NodePulse>(address_, token_, me);

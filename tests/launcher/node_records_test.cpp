@@ -13,12 +13,25 @@ using namespace fastrun::launcher;
 using Catch::Contains;
 
 TEST_CASE("a node's entry round-trips", "[launcher][node_records]") {
-  const NodeEntry e{4, "node-b", 4242};
+  NodeEntry e;
+  e.ranks = 4;
+  e.host = "node-b";
+  e.pid = 4242;
   CHECK(encode(e) == R"({"ranks":4,"host":"node-b","pid":4242})");
   const NodeEntry back = decode_node_entry(1, encode(e));
   CHECK(back.ranks == 4);
   CHECK(back.host == "node-b");
   CHECK(back.pid == 4242);
+  CHECK(back.rank_master_port == 0);
+  // A compute node of a --store-only job also says where its ranks' MASTER_ADDR/PORT would be.
+  e.rank_master_addr = "10.0.0.7";
+  e.rank_master_port = 29511;
+  CHECK(encode(e) == R"({"ranks":4,"host":"node-b","pid":4242,"rank_master_addr":"10.0.0.7","rank_master_port":29511})");
+  const NodeEntry with_master = decode_node_entry(1, encode(e));
+  CHECK(with_master.rank_master_addr == "10.0.0.7");
+  CHECK(with_master.rank_master_port == 29511);
+  CHECK_THROWS_WITH(decode_node_entry(3, R"({"ranks":1,"host":"h","pid":1,"rank_master_addr":"a","rank_master_port":70000})"),
+                    Contains("field 'rank_master_port' of the record is 70000; accepted: 1 to 65535"));
   CHECK_THROWS_WITH(decode_node_entry(3, "4\tnode-b\t4242"), Contains("fastrun/launcher/node/3: malformed record"));
   CHECK_THROWS_WITH(decode_node_entry(3, R"({"ranks":-1,"host":"h","pid":1})"),
                     Contains("fastrun/launcher/node/3: field 'ranks' of the record is -1; accepted: 0 to"));

@@ -16,7 +16,7 @@ source "$here/checks.sh"
 
 case_name=$1 fastrun=$2 partner=$3 hello=$4 c10d=${5:-} train_mlp=${6:-} train_mlp_compare=${7:-} bits=${8:-}
 hosts_skip_unless_able
-if [[ $case_name == c10d_allreduce && -z $c10d ]]; then
+if [[ ($case_name == c10d_allreduce || $case_name == store_only_c10d) && -z $c10d ]]; then
   fastrun_skip "tests/c10d/c10d_allreduce not built (LibTorch not found, FASTRUN_WITH_TORCH=OFF, or a sanitizer build)"
 fi
 # Before hosts_up: its exit trap (hosts_down) would turn a later skip's exit code into its own.
@@ -431,6 +431,27 @@ case_c10d_allreduce() {
     expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
   done
   expect_eq "$(cat "$work"/out-* | grep -c 'all_reduce 10 ok')" 4 "c10d ranks with the right sum across hosts"
+  nothing_left
+}
+
+case_store_only_c10d() {
+  # The same c10d program under fastrun --store-only on host s (docs/multinode.md): the ranks'
+  # MASTER_ADDR/MASTER_PORT must name compute node 0's host (n0), where LibTorch's rank 0 hosts
+  # its TCPStore, not the store-only launcher's host.
+  local t0 k store_pid store_code
+  start_on_host s "$fastrun" --store-only --nnodes 2 --master-addr "$master" --master-port "$port" \
+    >"$work/out-s" 2>"$work/err-s" &
+  store_pid=$!
+  t0=$(now)
+  start_node 1 --nnodes 2 --external-store --nproc 2 "$c10d"
+  start_node 0 --nnodes 2 --external-store --nproc 2 "$c10d"
+  for k in 0 1; do
+    finish_node "$k" 60 "$t0"
+    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
+  done
+  wait_exit "$store_pid" 30 store_code
+  expect_eq "$store_code" 0 "the store-only launcher's exit code (stderr: $(cat "$work/err-s"))"
+  expect_eq "$(cat "$work"/out-[0-9]* | grep -c 'all_reduce 10 ok')" 4 "c10d ranks with the right sum across hosts"
   nothing_left
 }
 
