@@ -34,6 +34,7 @@
 #include "fastrun/launcher/rank_process.h"
 #include "fastrun/launcher/stall_watch.h"
 #include "fastrun/launcher/stop_escalation.h"
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/fd_control.h"
@@ -271,13 +272,25 @@ class JobAttempt {
   // tells the parent), so the survivor may exit first. Waits up to SelfSpawn::kPeerGraceMs for
   // the blamed rank's end and reaps it first, so that the root cause is the job's first failure,
   // as on_self_done does for rank 0.
+  // A blamed rank of another node is that node's launcher's to reap: wait as long for its
+  // failure to reach this node (on_remote), before this node publishes its own.
   void await_blamed_rank(int r) {
     if (WIFSIGNALED(ranks_[static_cast<std::size_t>(r)].status)) return;  // a signal is its own cause
     const auto blamed = FailureKey::blamed_rank(failure_key_.recorded());
     if (!blamed) return;
     const int b = *blamed - o_.job.node.rank_offset;
-    if (b == r || b < 0 || b >= static_cast<int>(ranks_.size())) return;
-    reap_gone_ranks(SelfSpawn::kPeerGraceMs, b);
+    if (b == r) return;
+    if (b >= 0 && b < static_cast<int>(ranks_.size())) {
+      reap_gone_ranks(SelfSpawn::kPeerGraceMs, b);
+    } else if (o_.nodes && *blamed >= 0 && *blamed < o_.job.world_size) {
+      pollfd fd{o_.nodes->fd(), POLLIN, 0};
+      const Deadline deadline(std::chrono::milliseconds(SelfSpawn::kPeerGraceMs));
+      int n = 0;
+      do {
+        n = ::poll(&fd, 1, static_cast<int>(deadline.left().count()));
+      } while (n < 0 && errno == EINTR && !deadline.passed());
+      if (n > 0) on_remote();
+    }
   }
 
   // A rank that ended cleanly without having joined would leave the others waiting in join()

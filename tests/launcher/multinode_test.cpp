@@ -139,6 +139,24 @@ TEST_CASE("a rank failing on a non-master node stops every node with its code", 
   for (pid_t p : pids) CHECK(process_gone(p));
 }
 
+// As on one node (cli_job_test.cpp): a survivor on node 1 blames rank 0 of node 0 and exits 1
+// before rank 0's death shows; node 1 waits for node 0's report of it rather than publish its
+// own, so every node names rank 0 and exits with its status.
+TEST_CASE("a rank that exits blaming a peer on another node does not hide that death", "[launcher][multinode][failure]") {
+  Nodes nodes(2, free_port(), {{"--nproc", "2"}, {"--nproc", "2"}},
+              {{"--on", "0", "--until-failure", "--on", "0", "--sleep", "0.2", "--on", "0", "--crash", "kill", "--sleep", "60"},
+               {"--on", "2", "--blame-rank-0", "--on", "2", "--exit", "1", "--sleep", "60"}},
+              quiet_env());
+  const auto r = nodes.finish();
+  for (int k = 0; k < 2; ++k) {
+    INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
+    CHECK(r[static_cast<std::size_t>(k)].exit_code == 128 + SIGKILL);
+    CHECK(contains(r[static_cast<std::size_t>(k)].err, "rank 0 (pid"));
+    CHECK(contains(r[static_cast<std::size_t>(k)].err, "on node 0 (host "));
+    CHECK_FALSE(contains(r[static_cast<std::size_t>(k)].err, "exited with code 1"));
+  }
+}
+
 TEST_CASE("a node that never arrives fails the others at the join timeout, named", "[launcher][multinode][failure]") {
   const auto port = free_port();
   std::vector<std::unique_ptr<Process>> ls;
