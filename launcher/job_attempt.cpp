@@ -266,14 +266,14 @@ class JobAttempt {
     }
   }
 
-  // Rank r failed with the job's failure record already blaming another rank of this node,
-  // e.g. "rank 0: process gone" from a survivor whose connection to rank 0 broke: the dying rank
-  // closes its sockets before its exit shows (the kernel closes a process's files before it
-  // tells the parent), so the survivor may exit first. Waits up to SelfSpawn::kPeerGraceMs for
-  // the blamed rank's end and reaps it first, so that the root cause is the job's first failure,
-  // as on_self_done does for rank 0.
-  // A blamed rank of another node is that node's launcher's to reap: wait as long for its
-  // failure to reach this node (on_remote), before this node publishes its own.
+  // Rank r failed with the job's failure record already blaming another rank, e.g. "rank 0:
+  // process gone" from a survivor whose connection to rank 0 broke: the dying rank closes its
+  // sockets before its exit shows (the kernel closes a process's files before it tells the
+  // parent), so the survivor may exit first. Waits up to SelfSpawn::kPeerGraceMs for the blamed
+  // rank's end and reaps it first, so that the root cause is the job's first failure, as
+  // on_self_done does for rank 0. A blamed rank of another node is that node's launcher's to
+  // reap: the wait is for its report to reach this node (on_remote), before this node publishes
+  // its own.
   void await_blamed_rank(int r) {
     if (WIFSIGNALED(ranks_[static_cast<std::size_t>(r)].status)) return;  // a signal is its own cause
     const auto blamed = FailureKey::blamed_rank(failure_key_.recorded());
