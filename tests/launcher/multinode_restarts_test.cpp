@@ -135,8 +135,10 @@ TEST_CASE("two nodes: a node that does not come to the next attempt within FASTR
   const std::string id = run_id_arg("restart-late");
   const Strings flags0 = two_ranks({"--max-restarts", "1", "--run-id", id});
   const Strings flags1 = two_ranks({"--max-restarts", "1", "--run-id", id, "--kill-timeout", "8"});
-  const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--on", "2", "--ignore-term", "--on", "0", "--exit", "5",
-                           "--sleep", "60"};
+  // Rank 0 fails only after the barrier: every rank has written its pid file by then (one
+  // stopped before writing it would fail expect_nothing_left's read).
+  const Strings partner = {"--pidfile", dir.str() + "/pid-%r", "--on", "2", "--ignore-term", "--barrier", "--on", "0",
+                           "--exit", "5", "--sleep", "60"};
   Nodes nodes(2, free_port(), {flags0, flags1}, {partner, partner}, quiet_env("3"));
   const auto r0 = nodes.launchers[0]->finish(30s);
   const auto r1 = nodes.launchers[1]->finish(30s);
