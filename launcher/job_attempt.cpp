@@ -34,7 +34,6 @@
 #include "fastrun/launcher/rank_process.h"
 #include "fastrun/launcher/stall_watch.h"
 #include "fastrun/launcher/stop_escalation.h"
-#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/fd_control.h"
@@ -46,6 +45,18 @@ namespace fastrun::launcher {
 namespace {
 
 using Kind = EventSet::Kind;
+
+// poll(2) on `fds` until one is ready or timeout_ms passed (0: just look), again after EINTR;
+// poll's result.
+int poll_within(pollfd* fds, std::size_t count, int timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const int n = ::poll(fds, count, static_cast<int>(std::max<long>(0, left.count())));
+    if (n >= 0 || errno != EINTR) return n;
+  }
+}
 
 class JobAttempt {
  public:
@@ -226,14 +237,7 @@ class JobAttempt {
       which.push_back(rk.rank);
     }
     if (fds.empty()) return;
-    using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    int n = 0;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      n = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(0, left.count())));
-      if (n >= 0 || errno != EINTR) break;
-    }
+    const int n = poll_within(fds.data(), fds.size(), timeout_ms);
     for (std::size_t i = 0; n > 0 && i < fds.size(); ++i) {
       if (fds[i].revents != 0) reap(which[i]);
     }
@@ -284,12 +288,7 @@ class JobAttempt {
       reap_gone_ranks(SelfSpawn::kPeerGraceMs, b);
     } else if (o_.nodes && *blamed >= 0 && *blamed < o_.job.world_size) {
       pollfd fd{o_.nodes->fd(), POLLIN, 0};
-      const Deadline deadline(std::chrono::milliseconds(SelfSpawn::kPeerGraceMs));
-      int n = 0;
-      do {
-        n = ::poll(&fd, 1, static_cast<int>(deadline.left().count()));
-      } while (n < 0 && errno == EINTR && !deadline.passed());
-      if (n > 0) on_remote();
+      if (poll_within(&fd, 1, SelfSpawn::kPeerGraceMs) > 0) on_remote();
     }
   }
 

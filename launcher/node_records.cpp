@@ -16,10 +16,10 @@ namespace fastrun::launcher {
 
 namespace {
 
-int int_field(const record::Json& r, const std::string& key, const char* field, int lowest) {
+int int_field(const record::Json& r, const std::string& key, const char* field, int lowest, int highest = INT_MAX) {
   const std::int64_t v = record::integer(r, key, field);
-  if (v < lowest || v > INT_MAX)
-    throw StoreError(fmt::format("{}: field '{}' of the record is {}; accepted: {} to {}", key, field, v, lowest, INT_MAX));
+  if (v < lowest || v > highest)
+    throw StoreError(fmt::format("{}: field '{}' of the record is {}; accepted: {} to {}", key, field, v, lowest, highest));
   return static_cast<int>(v);
 }
 
@@ -43,10 +43,7 @@ NodeEntry decode_node_entry(int node_rank, const std::string& text) {
   e.pid = static_cast<long>(record::integer(r, key, "pid"));
   if (r.contains("rank_master_port")) {
     e.rank_master_addr = record::text(r, key, "rank_master_addr");
-    e.rank_master_port = int_field(r, key, "rank_master_port", 1);
-    if (e.rank_master_port > 65535)
-      throw StoreError(fmt::format("{}: field 'rank_master_port' of the record is {}; accepted: 1 to 65535", key,
-                                   e.rank_master_port));
+    e.rank_master_port = int_field(r, key, "rank_master_port", 1, 65535);
   }
   return e;
 }
