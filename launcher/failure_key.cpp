@@ -1,12 +1,13 @@
 #include "fastrun/launcher/failure_key.h"
 
-#include <charconv>
 #include <chrono>
+#include <climits>
 #include <exception>
 #include <string_view>
 
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/store/job_keys.h"
+#include "fastrun/runtime/text/number.h"
 
 namespace fastrun::launcher {
 
@@ -31,13 +32,11 @@ std::string FailureKey::recorded() const {
 
 std::optional<int> FailureKey::blamed_rank(const std::string& record) {
   static constexpr std::string_view prefix = "rank ";
-  if (record.rfind(prefix, 0) != 0) return std::nullopt;
-  int rank = 0;
-  const char* first = record.data() + prefix.size();
-  const char* last = record.data() + record.size();
-  const auto [end, error] = std::from_chars(first, last, rank);
-  if (error != std::errc() || end == first || end == last || *end != ':') return std::nullopt;
-  return rank;
+  const auto colon = record.find(':');
+  if (record.rfind(prefix, 0) != 0 || colon == std::string::npos) return std::nullopt;
+  const auto rank = text::to_integer(std::string_view(record).substr(prefix.size(), colon - prefix.size()), 0, INT_MAX);
+  if (!rank) return std::nullopt;
+  return static_cast<int>(*rank);
 }
 
 bool FailureKey::known_unjoined(int r) const {

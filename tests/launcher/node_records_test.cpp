@@ -1,10 +1,12 @@
 // The launchers' records in the job's store (launcher/node_records.h): a node's entry and a
 // node's failure round-trip, the reason's tabs and newlines included, and a malformed record is
-// an error that names the key, the field and what is accepted.
+// an error that names the key, the field and what is accepted; and the rank the job's failure
+// record blames (failure_key.h).
 #include <catch2/catch.hpp>
 
 #include <climits>
 
+#include "fastrun/launcher/failure_key.h"
 #include "fastrun/launcher/node_records.h"
 #include "fastrun/runtime/error.h"
 
@@ -73,4 +75,17 @@ TEST_CASE("a node's failure round-trips", "[launcher][node_records]") {
                     Contains("field 'exit_code' of the record is 1.5; accepted: an integer"));
   CHECK_THROWS_WITH(decode_node_failure(R"({"exit_code":1,"node":4294967296,"why":""})"),
                     Contains("field 'node' of the record is 4294967296"));
+}
+
+// FailureKey::blamed_rank reads the "rank K: why" records ranks and the launcher write; anything
+// else (another node's failure, damaged text) blames no rank.
+TEST_CASE("the failure record's blamed rank is read only from 'rank K: ...'", "[launcher][failure_key]") {
+  CHECK(FailureKey::blamed_rank("rank 0: process gone (connection closed during all_reduce)") == 0);
+  CHECK(FailureKey::blamed_rank("rank 17: exited with code 3") == 17);
+  CHECK_FALSE(FailureKey::blamed_rank("node 1 (host h): its launcher stopped answering"));
+  CHECK_FALSE(FailureKey::blamed_rank("rank 3 (pid 12) on node 1 (host h) exited with code 1"));
+  CHECK_FALSE(FailureKey::blamed_rank("rank : no number"));
+  CHECK_FALSE(FailureKey::blamed_rank("rank -1: negative"));
+  CHECK_FALSE(FailureKey::blamed_rank("rank 2"));
+  CHECK_FALSE(FailureKey::blamed_rank(""));
 }
