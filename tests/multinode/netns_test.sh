@@ -419,18 +419,24 @@ case_mpirun_fastrun() {
   expect_contains "$work/err-failing" "on node 1 (host n1) exited with code 3" "the launchers name the failed rank's node and host"
   nothing_left
 }
-case_c10d_allreduce() {
-  # A plain c10d program (tests/c10d/c10d_allreduce.cpp: LibTorch's TCPStore + ProcessGroupGloo
-  # from env://) on two hosts of two ranks each: fastrun's MASTER_ADDR/MASTER_PORT are all it needs.
+# The c10d program on nodes 1 and 0, two ranks each, with the launcher flags given ($@): both
+# nodes exit 0 and all four ranks print the right sum.
+c10d_on_two_nodes() {
   local t0 k
   t0=$(now)
-  start_node 1 --nproc 2 "$c10d"
-  start_node 0 --nproc 2 "$c10d"
+  start_node 1 "$@" --nproc 2 "$c10d"
+  start_node 0 "$@" --nproc 2 "$c10d"
   for k in 0 1; do
     finish_node "$k" 60 "$t0"
     expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
   done
-  expect_eq "$(cat "$work"/out-* | grep -c 'all_reduce 10 ok')" 4 "c10d ranks with the right sum across hosts"
+  expect_eq "$(cat "$work"/out-[0-9]* | grep -c 'all_reduce 10 ok')" 4 "c10d ranks with the right sum across hosts"
+}
+
+case_c10d_allreduce() {
+  # A plain c10d program (tests/c10d/c10d_allreduce.cpp: LibTorch's TCPStore + ProcessGroupGloo
+  # from env://) on two hosts of two ranks each: fastrun's MASTER_ADDR/MASTER_PORT are all it needs.
+  c10d_on_two_nodes
   nothing_left
 }
 
@@ -438,20 +444,13 @@ case_store_only_c10d() {
   # The same c10d program under fastrun --store-only on host s (docs/multinode.md): the ranks'
   # MASTER_ADDR/MASTER_PORT must name compute node 0's host (n0), where LibTorch's rank 0 hosts
   # its TCPStore, not the store-only launcher's host.
-  local t0 k store_pid store_code
+  local store_pid store_code
   start_on_host s "$fastrun" --store-only --nnodes 2 --master-addr "$master" --master-port "$port" \
     >"$work/out-s" 2>"$work/err-s" &
   store_pid=$!
-  t0=$(now)
-  start_node 1 --nnodes 2 --external-store --nproc 2 "$c10d"
-  start_node 0 --nnodes 2 --external-store --nproc 2 "$c10d"
-  for k in 0 1; do
-    finish_node "$k" 60 "$t0"
-    expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
-  done
+  c10d_on_two_nodes --nnodes 2 --external-store
   wait_exit "$store_pid" 30 store_code
   expect_eq "$store_code" 0 "the store-only launcher's exit code (stderr: $(cat "$work/err-s"))"
-  expect_eq "$(cat "$work"/out-[0-9]* | grep -c 'all_reduce 10 ok')" 4 "c10d ranks with the right sum across hosts"
   nothing_left
 }
 

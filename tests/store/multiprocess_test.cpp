@@ -194,19 +194,18 @@ TEST_CASE("store processes: 256 processes rendezvous (64 under sanitizers)", "[s
     DYNAMIC_SECTION(kind.name) {
       {
         auto hosted = kind.host();
-        const int kProcs = kRendezvousProcs;
         std::vector<std::string> keys;
-        for (int r = 0; r < kProcs; ++r) keys.push_back(fmt::format("rank/{}", r));
+        for (int r = 0; r < kRendezvousProcs; ++r) keys.push_back(fmt::format("rank/{}", r));
         const auto t0 = std::chrono::steady_clock::now();
         Children kids;
-        for (int r = 0; r < kProcs; ++r)
+        for (int r = 0; r < kRendezvousProcs; ++r)
           kids.spawn([&, r] {
             auto s = test::connect_to(*hosted, 30s);
             s->set(keys[static_cast<std::size_t>(r)], to_bytes(std::to_string(r)));
             s->wait(keys, 30s);
-            store_barrier(*s, "after", kProcs, 30s);
-            return to_string(s->get(keys[static_cast<std::size_t>((r + 1) % kProcs)], 1s)) ==
-                           std::to_string((r + 1) % kProcs)
+            store_barrier(*s, "after", kRendezvousProcs, 30s);
+            return to_string(s->get(keys[static_cast<std::size_t>((r + 1) % kRendezvousProcs)], 1s)) ==
+                           std::to_string((r + 1) % kRendezvousProcs)
                        ? 0
                        : 1;
           });
@@ -214,7 +213,7 @@ TEST_CASE("store processes: 256 processes rendezvous (64 under sanitizers)", "[s
         for (const auto& st : kids.wait_all(60s)) failed += st.shell_code() != 0;
         CHECK(failed == 0);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        WARN(kind.name << ": " << kProcs << "-process rendezvous + barrier (fork included): " << secs << " s");
+        WARN(kind.name << ": " << kRendezvousProcs << "-process rendezvous + barrier (fork included): " << secs << " s");
       }
       CHECK(test::leftovers().empty());
     }
