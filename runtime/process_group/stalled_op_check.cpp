@@ -41,7 +41,9 @@ StalledOpCheck::StalledOpCheck(Store& store, int rank, int size, std::vector<int
       rank_(rank),
       size_(size),
       global_ranks_(std::move(global_ranks)),
-      group_(std::move(group)) {}
+      group_(std::move(group)) {
+  store_->set_timeout(kStoreTimeout);
+}
 
 void StalledOpCheck::record(const OpDesc& op) { record(fingerprint(op)); }
 

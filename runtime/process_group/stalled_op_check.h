@@ -34,6 +34,10 @@ class StalledOpCheck {
   static constexpr std::size_t kHistory = 16;
   static constexpr Duration kFirstCheck = std::chrono::seconds(1);
   static constexpr Duration kMaxInterval = std::chrono::seconds(30);
+  // The most one check waits for the store (its clone's timeout, replies included): it runs on
+  // a waiting thread (nccl: the watchdog, which also enforces the op timeout), and a store host
+  // that stopped answering must not hold that thread for the store's own timeout (300 s).
+  static constexpr Duration kStoreTimeout = std::chrono::seconds(5);
 
   // `store`: the group's (prefixed) store, cloned here for the waiting threads; `global_ranks`
   // name the members in messages.

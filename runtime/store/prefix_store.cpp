@@ -44,6 +44,11 @@ std::unique_ptr<Store> PrefixStore::clone() {
   return s;
 }
 
+void PrefixStore::set_timeout(Duration t) {
+  Store::set_timeout(t);
+  if (owned_) owned_->set_timeout(t);
+}
+
 std::string PrefixStore::describe() const { return inner_->describe() + " [prefix " + prefix_ + "/]"; }
 
 }  // namespace fastrun

@@ -27,6 +27,9 @@ class PrefixStore final : public Store {
                                         Duration timeout) override;
   std::unique_ptr<Store> clone() override;
   std::string describe() const override;
+  // Passed on to the wrapped store when this object owns it (a clone does); a non-owning prefix
+  // leaves the caller's store as it is.
+  void set_timeout(Duration t) override;
   using Store::get;
   using Store::wait;
 

@@ -63,7 +63,9 @@ class Store {
   Bytes get(const std::string& key) { return get(key, timeout_); }
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
   Duration timeout() const { return timeout_; }
-  void set_timeout(Duration t) { timeout_ = t; }
+  // Also what a tcp:// or c10d:// handle waits for a reply; a decorator that owns the store it
+  // wraps passes it on (PrefixStore), so a clone can be given a shorter bound than its original.
+  virtual void set_timeout(Duration t) { timeout_ = t; }
 
  private:
   Duration timeout_ = kDefaultTimeout;

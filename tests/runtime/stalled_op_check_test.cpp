@@ -1,15 +1,23 @@
 // The stalled-op check (process_group/stalled_op_check.h), ranks as threads over an in-process
 // store: a verdict only from ops with the same number that differ, from whichever rank looks,
-// while the issuing threads go on recording (TSan runs this file with test_runtime).
+// while the issuing threads go on recording (TSan runs this file with test_runtime); and a
+// check bounded by kStoreTimeout when a real tcp:// store host stops answering.
+#include <signal.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "fastrun/runtime/process_group/stalled_op_check.h"
+#include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/memory_store.h"
+#include "fastrun/runtime/store/prefix_store.h"
+#include "test_support/children.h"
 
 using namespace fastrun;
 
@@ -68,4 +76,41 @@ TEST_CASE("stalled-op check: checks on waiting threads race with recording safel
   REQUIRE(m);
   CHECK_THAT(*m, Catch::StartsWith("op #2001 on group 'sub': rank 4 called all_reduce(float32 x 10), rank 7 called "
                                    "all_reduce(float32 x 11)"));
+}
+
+// The store's host stops answering (SIGSTOP: its connections stay open, nothing replies): a
+// check gives no verdict after kStoreTimeout, not after the group store's own timeout (here 60 s),
+// which would hold nccl's watchdog thread that long. The store is what a group holds: a prefix
+// over a client handle, cloned by the check.
+TEST_CASE("stalled-op check: a store host that stops answering holds a check for kStoreTimeout, not the store's timeout",
+          "[group][debug]") {
+  using namespace std::chrono_literals;
+  StoreOptions o;
+  o.token = "stall-check";
+  o.timeout = 60s;
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  test::Children kids;
+  const pid_t host = kids.spawn([&] {  // hosts on a port it picks, and says which
+    auto hosted = host_store("tcp://127.0.0.1:0", o);
+    const std::string address = hosted->address();
+    if (::write(fds[1], address.data(), address.size()) != static_cast<ssize_t>(address.size())) return 1;
+    for (;;) ::pause();
+  });
+  ::close(fds[1]);
+  char buf[128];
+  const ssize_t n = ::read(fds[0], buf, sizeof buf);
+  ::close(fds[0]);
+  REQUIRE(n > 0);
+  PrefixStore group("pg/world", connect_store(std::string(buf, static_cast<std::size_t>(n)), o));
+  StalledOpCheck check(group, 0, 2, {0, 1}, "world");
+  check.record(op("all_reduce", 10, 1));
+  CHECK(!check.check());  // answered: rank 1 has published nothing, so no verdict
+  REQUIRE(::kill(host, SIGSTOP) == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(!check.check());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= StalledOpCheck::kStoreTimeout - 50ms);  // it did wait for a reply that never came
+  CHECK(took < StalledOpCheck::kStoreTimeout + 5s);
+  ::kill(host, SIGKILL);
 }
