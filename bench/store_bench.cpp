@@ -13,7 +13,6 @@
 // processes of N/procs threads (one connection each), doing the same set-then-wait-all
 // rendezvous and then set+get for --seconds.
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +31,7 @@
 #include "bench_registry.h"
 #include "fastrun/runtime/text/number.h"
 #include "fastrun/tools/flags/number_flags.h"
+#include "fastrun/tools/store_host/store_in_child_process.h"
 #include "torch_filestore.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
@@ -114,85 +114,12 @@ class Children {
   std::vector<double> results_;
 };
 
-// A tcp:// store served by a forked process of its own, as the launcher serves its ranks. The
-// clients are forked from this process, which must then have no thread: GCC 12's ASan allocator
-// is not fork-safe, and a child forked while the in-process server thread held an allocator lock
-// hung (CI, ASan stage, bench.store: the tcp row never printed). Stopped and reaped when destroyed.
-class StoreInChildProcess final : public HostedStore {
- public:
-  StoreInChildProcess(const std::string& address, const StoreOptions& options) : options_(options) {
-    int ready[2], stop[2];
-    if (::pipe(ready) != 0) throw_errno("pipe", errno);
-    if (::pipe(stop) != 0) throw_errno("pipe", errno);
-    std::fflush(nullptr);
-    pid_ = ::fork();
-    if (pid_ < 0) throw_errno("fork", errno);
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::close(ready[0]);
-      ::close(stop[1]);
-      std::string report;  // "address\ntoken", or "!why" when it cannot host
-      std::unique_ptr<HostedStore> hosted;
-      try {
-        hosted = host_store(address, options);
-        report = hosted->address() + "\n" + hosted->token();
-      } catch (const std::exception& e) {
-        report = std::string("!") + e.what();
-      }
-      const bool sent = ::write(ready[1], report.data(), report.size()) == static_cast<ssize_t>(report.size());
-      ::close(ready[1]);
-      char byte;
-      while (sent && hosted && ::read(stop[0], &byte, 1) != 0) {
-      }  // until the parent closes its end (or dies: PDEATHSIG)
-      hosted.reset();
-      ::_exit(0);
-    }
-    ::close(ready[1]);
-    ::close(stop[0]);
-    stop_ = stop[1];
-    std::string report;
-    char buf[512];
-    for (ssize_t n; (n = ::read(ready[0], buf, sizeof buf)) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      report.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(ready[0]);
-    const auto nl = report.find('\n');
-    if (nl == std::string::npos || report.front() == '!') {
-      stop_child();
-      throw StoreError(report.empty() || report.front() != '!'
-                           ? fmt::format("bench: the store process for {} ended without reporting", address)
-                           : report.substr(1));
-    }
-    address_ = report.substr(0, nl);
-    options_.token = report.substr(nl + 1);
-  }
-  ~StoreInChildProcess() override { stop_child(); }
-  StoreInChildProcess(const StoreInChildProcess&) = delete;
-  StoreInChildProcess& operator=(const StoreInChildProcess&) = delete;
-
-  std::string address() const override { return address_; }
-  std::string token() const override { return options_.token; }
-  std::unique_ptr<Store> connect() override { return connect_store(address_, options_); }
-
- private:
-  void stop_child() {
-    if (stop_ >= 0) ::close(stop_);
-    stop_ = -1;
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  StoreOptions options_;
-  std::string address_;
-  pid_t pid_ = -1;
-  int stop_ = -1;
-};
-
-// Every kind hosted for the clients to come; tcp:// in a process of its own (above).
+// Every kind hosted for the clients to come; tcp:// in a process of its own, since the clients
+// are forked from this one (tools/store_host/store_in_child_process.h says why).
 std::unique_ptr<HostedStore> host_for_bench(const std::string& address, const StoreOptions& options) {
   if (parse_store_address(address).kind == StoreAddress::Kind::tcp)
-    return std::make_unique<StoreInChildProcess>(address, options);
+    return std::make_unique<tools::StoreInChildProcess>([&] { return host_store(address, options); },
+                                                        options.timeout);
   return host_store(address, options);
 }
 

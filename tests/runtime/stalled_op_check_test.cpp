@@ -3,7 +3,6 @@
 // while the issuing threads go on recording (TSan runs this file with test_runtime); and a
 // check bounded by kStoreTimeout when a real tcp:// store host stops answering.
 #include <signal.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -17,7 +16,7 @@
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/prefix_store.h"
-#include "test_support/children.h"
+#include "fastrun/tools/store_host/store_in_child_process.h"
 
 using namespace fastrun;
 
@@ -88,29 +87,15 @@ TEST_CASE("stalled-op check: a store host that stops answering holds a check for
   StoreOptions o;
   o.token = "stall-check";
   o.timeout = 60s;
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  test::Children kids;
-  const pid_t host = kids.spawn([&] {  // hosts on a port it picks, and says which
-    auto hosted = host_store("tcp://127.0.0.1:0", o);
-    const std::string address = hosted->address();
-    if (::write(fds[1], address.data(), address.size()) != static_cast<ssize_t>(address.size())) return 1;
-    for (;;) ::pause();
-  });
-  ::close(fds[1]);
-  char buf[128];
-  const ssize_t n = ::read(fds[0], buf, sizeof buf);
-  ::close(fds[0]);
-  REQUIRE(n > 0);
-  PrefixStore group("pg/world", connect_store(std::string(buf, static_cast<std::size_t>(n)), o));
+  tools::StoreInChildProcess host([&] { return host_store("tcp://127.0.0.1:0", o); }, o.timeout);
+  PrefixStore group("pg/world", host.connect());
   StalledOpCheck check(group, 0, 2, {0, 1}, "world");
   check.record(op("all_reduce", 10, 1));
   CHECK(!check.check());  // answered: rank 1 has published nothing, so no verdict
-  REQUIRE(::kill(host, SIGSTOP) == 0);
+  REQUIRE(::kill(host.pid(), SIGSTOP) == 0);
   const auto t0 = std::chrono::steady_clock::now();
   CHECK(!check.check());
   const auto took = std::chrono::steady_clock::now() - t0;
   CHECK(took >= StalledOpCheck::kStoreTimeout - 50ms);  // it did wait for a reply that never came
   CHECK(took < StalledOpCheck::kStoreTimeout + 5s);
-  ::kill(host, SIGKILL);
-}
+}  // the host is woken and ended

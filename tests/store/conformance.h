@@ -31,6 +31,9 @@ struct StoreKindCase {
   // The largest value the store takes (the "16 MiB values" case sets one this big when smaller):
   // torch 2.x's libuv c10d server refuses more than 8 MiB.
   std::size_t max_value_bytes = std::size_t{16} << 20;
+  // `host` starts a server thread in this process (tcp://). The real-process cases fork clients,
+  // so they host such a kind in a child process instead (host_for_forks).
+  bool server_thread = false;
 };
 
 // Every registered kind, in registration order (one translation unit registers memory, prefix,
@@ -40,6 +43,11 @@ std::vector<StoreKindCase>& store_kinds_under_test();
 struct RegisterStoreKind {
   explicit RegisterStoreKind(StoreKindCase kind) { store_kinds_under_test().push_back(std::move(kind)); }
 };
+
+// `kind` hosted for cases that fork clients: in a child process when it has a server thread
+// (tools/store_host/store_in_child_process.h: GCC 12's ASan allocator is not fork-safe), else
+// here as `host` does.
+std::unique_ptr<HostedStore> host_for_forks(const StoreKindCase& kind);
 
 // A client handle on `hosted` for this process or a forked child (carries the token).
 std::unique_ptr<Store> connect_to(const HostedStore& hosted, Duration timeout = std::chrono::seconds(20));

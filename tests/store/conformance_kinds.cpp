@@ -10,6 +10,7 @@
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/prefix_store.h"
 #include "fastrun/runtime/store/runtime_dir.h"
+#include "fastrun/tools/store_host/store_in_child_process.h"
 
 namespace fastrun::test {
 
@@ -23,6 +24,11 @@ std::unique_ptr<Store> connect_to(const HostedStore& hosted, Duration timeout) {
   o.timeout = timeout;
   o.token = hosted.token();
   return connect_store(hosted.address(), o);
+}
+
+std::unique_ptr<HostedStore> host_for_forks(const StoreKindCase& kind) {
+  if (!kind.server_thread) return kind.host();
+  return std::make_unique<tools::StoreInChildProcess>(kind.host, std::chrono::seconds(20));
 }
 
 std::string test_name_prefix() { return fmt::format("t{}-", ::getpid()); }

@@ -65,7 +65,7 @@ TEST_CASE("store processes: a waiter in another process is woken by set and add"
     if (!kind.cross_process) continue;
     DYNAMIC_SECTION(kind.name) {
       {
-        auto hosted = kind.host();
+        auto hosted = test::host_for_forks(kind);
         auto store = hosted->connect();
         for (const std::string key : {"from-set", "from-add"}) {
           CAPTURE(key);
@@ -106,7 +106,7 @@ TEST_CASE("store processes: add is atomic across 4 processes", "[store][conforma
     if (!kind.cross_process) continue;
     DYNAMIC_SECTION(kind.name) {
       {
-        auto hosted = kind.host();
+        auto hosted = test::host_for_forks(kind);
         auto store = hosted->connect();
         constexpr int kProcs = 4, kAdds = 300;
         Children kids;
@@ -141,7 +141,7 @@ TEST_CASE("store processes: clients SIGKILLed mid-operation never wedge or corru
     if (!kind.cross_process) continue;
     DYNAMIC_SECTION(kind.name) {
       {
-        auto hosted = kind.host();
+        auto hosted = test::host_for_forks(kind);
         auto store = hosted->connect();
         store->set_timeout(10s);
         std::mt19937 rng(12345);
@@ -193,7 +193,7 @@ TEST_CASE("store processes: 256 processes rendezvous (64 under sanitizers)", "[s
     if (!kind.cross_process) continue;
     DYNAMIC_SECTION(kind.name) {
       {
-        auto hosted = kind.host();
+        auto hosted = test::host_for_forks(kind);
         std::vector<std::string> keys;
         for (int r = 0; r < kRendezvousProcs; ++r) keys.push_back(fmt::format("rank/{}", r));
         const auto t0 = std::chrono::steady_clock::now();

@@ -9,12 +9,14 @@
 namespace fastrun::test {
 namespace {
 
-const RegisterStoreKind tcp_kind{{"tcp", [] {
+const RegisterStoreKind tcp_kind{{"tcp",
+                                  [] {
                                     StoreOptions o;
                                     o.timeout = std::chrono::seconds(20);
                                     o.token = "";  // host picks a random token; children get it via token()
                                     return host_store("tcp://127.0.0.1:0", o);
-                                  }}};
+                                  },
+                                  true, std::size_t{16} << 20, /*server_thread=*/true}};
 
 }  // namespace
 }  // namespace fastrun::test
