@@ -15,6 +15,7 @@
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 #include "fastrun/runtime/store/tcp/hosted.h"
+#include "fastrun/tools/store_host/store_in_child_process.h"
 #include "test_support/asleep.h"
 #include "test_support/children.h"
 #include "test_support/skip.h"
@@ -119,4 +120,31 @@ TEST_CASE("tcp store: clients killed mid-request do not disturb the others", "[s
   // live client still works and the server stays responsive.
   survivor->set("never", {});
   CHECK(survivor->get("never", 1s).empty());
+}
+
+// The tree's helper that hosts a store in a forked process (fastrun-bench store, the conformance
+// suite's real-process cases): a client reaches it with the token it relays, the process is gone
+// once the helper is, and a host that throws is reported with its reason.
+TEST_CASE("a store hosted in a child process serves clients, ends with its owner and reports a failure",
+          "[store][tcp][process]") {
+  pid_t pid = -1;
+  {
+    tools::StoreInChildProcess hosted(
+        [] {
+          StoreOptions o;
+          o.timeout = 30s;
+          return host_store("tcp://127.0.0.1:0", o);
+        },
+        30s);
+    pid = hosted.pid();
+    REQUIRE(pid > 0);
+    CHECK(pid != ::getpid());
+    auto s = hosted.connect();
+    s->set("k", to_bytes("v"));
+    CHECK(to_string(child_connect(hosted)->get("k", 5s)) == "v");
+  }
+  CHECK(::kill(pid, 0) == -1);  // reaped: no such process
+  CHECK_THROWS_WITH(tools::StoreInChildProcess(
+                        []() -> std::unique_ptr<HostedStore> { throw StoreError("no room for the store"); }, 1s),
+                    "no room for the store");
 }

@@ -9,17 +9,22 @@
 // The child runs `host`, reports the address and token through a pipe and keeps the store until
 // this object is destroyed (or this process dies: PR_SET_PDEATHSIG); the destructor reaps it.
 // Fork it while this process has no other thread. Threading: one thread uses this object.
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/store/factory.h"
 
@@ -50,19 +55,15 @@ class StoreInChildProcess final : public HostedStore {
     ::close(stop[0]);
     stop_ = stop[1];
     std::string report;
-    char buf[512];
-    for (ssize_t n; (n = ::read(ready[0], buf, sizeof buf)) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      report.append(buf, static_cast<std::size_t>(n));
-    }
+    const bool ended = read_report(ready[0], report);
     ::close(ready[0]);
     const auto nl = report.find('\n');
-    if (nl == std::string::npos || report.front() == '!') {
+    if (!ended || nl == std::string::npos || report.front() == '!') {
       stop_child();
-      throw StoreError(!report.empty() && report.front() == '!'
-                           ? report.substr(1)
-                           : std::string("the store's host process ended without reporting its address"));
+      if (!ended)
+        throw StoreError(fmt::format("the store's host process did not report its address within {} s", kReportSeconds));
+      if (!report.empty() && report.front() == '!') throw StoreError(report.substr(1));  // what hosting threw
+      throw StoreError("the store's host process ended without reporting its address");
     }
     address_ = report.substr(0, nl);
     client_.token = report.substr(nl + 1);
@@ -78,6 +79,26 @@ class StoreInChildProcess final : public HostedStore {
   pid_t pid() const { return pid_; }
 
  private:
+  static constexpr int kReportSeconds = 60;  // hosting binds a port: far less, even under a sanitizer
+
+  // Reads the child's report until it closes its end (true), or gives up after kReportSeconds.
+  static bool read_report(int fd, std::string& report) {
+    const Deadline deadline{std::chrono::seconds(kReportSeconds)};
+    while (!deadline.passed()) {
+      pollfd p{fd, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(deadline.left().count()));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return false;
+      char buf[512];
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n == 0) return true;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return false;
+      report.append(buf, static_cast<std::size_t>(n));
+    }
+    return false;
+  }
+
   // The child: host, report "address\ntoken" (or "!why"), hold the store until `stop` closes.
   [[noreturn]] static void serve(const std::function<std::unique_ptr<HostedStore>()>& host, int ready[2],
                                  int stop[2]) {
