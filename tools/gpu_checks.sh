@@ -19,6 +19,10 @@
 #      two GPUs --devices 0,1) must end with the CPU trainer's single-rank weights on the same
 #      seed, within 1e-4 relative (train_mlp_compare prints PASS/FAIL).
 # Usage: tools/gpu_checks.sh            (BUILD_DIR=build-gpu by default; extra args go to cmake)
+#        GPU_CHECKS_PREBUILT=DEST tools/gpu_checks.sh
+#          on a GPU machine that cannot configure the project (a bare CUDA image without the
+#          Debian development packages): step 1 takes the programs tools/gpu_stage.sh DEST built
+#          and staged elsewhere, and NCCL from the system or from the nvidia-nccl wheel.
 # Exit status: 0 when every step passed. docs/backend-nccl.md explains what each step shows.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -33,32 +37,62 @@ step "0. machine"
 command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "(no nvidia-smi)"
 echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}"
 
-step "1. configure and build ($build_dir)"
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-if ! cmake -S . -B "$build_dir" "${generator[@]}" -DFASTRUN_WITH_CUDA=ON -DFASTRUN_CUDA_MODEL=OFF -DFASTRUN_WERROR=ON "${launcher[@]}" "$@" \
-    >"$build_dir.configure.log" 2>&1; then
-  cat "$build_dir.configure.log"; echo "FAIL step: configure"; exit 1
-fi
-grep "fastrun: CUDA" "$build_dir.configure.log"
-if ! grep -q "NCCL ON" "$build_dir.configure.log"; then
-  echo "FAIL step: configure did not find CUDA and NCCL (see $build_dir.configure.log)"; exit 1
-fi
-if ! timeout 900 cmake --build "$build_dir" -j"$jobs" --target fastrun-nccl-checks; then
-  echo "FAIL step: build fastrun-nccl-checks"; exit 1
-fi
-checks=$build_dir/tests/gpu/fastrun-nccl-checks
+# use_prebuilt: the programs tools/gpu_stage.sh staged in $GPU_CHECKS_PREBUILT, at the absolute
+# path they were built at (their RUNPATH and the launcher path two tests start), with the staged
+# libraries and an NCCL found here on the loader's path.
+use_prebuilt() {
+  local stage origin nccl_dir=""
+  stage=$(cd "$GPU_CHECKS_PREBUILT" && pwd) || return 1
+  origin=$(cat "$stage/origin") || return 1
+  if [ "$(cd "$build_dir" 2>/dev/null && pwd -P)" != "$origin" ]; then  # else: staged here, used in place
+    if [ -e "$origin" ]; then echo "$origin exists and is not $build_dir: cannot place the programs"; return 1; fi
+    rm -rf "$build_dir" && cp -a "$stage/$build_dir" "$build_dir" || return 1
+    mkdir -p "$(dirname "$origin")" && ln -s "$PWD/$build_dir" "$origin" || return 1
+  fi
+  if ! ldconfig -p | grep -q 'libnccl\.so\.2 '; then
+    nccl_dir=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+    [ -e "$nccl_dir/libnccl.so.2" ] || { echo "no libnccl.so.2: neither ldconfig nor the nvidia-nccl wheel has one"; return 1; }
+  fi
+  export LD_LIBRARY_PATH=$stage/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "programs from $stage (built at $origin); NCCL from ${nccl_dir:-the system}"
+  ldd "$build_dir/tests/gpu/fastrun-nccl-checks" | grep -E 'not found|nccl|cudart'
+  ! ldd "$build_dir/tests/gpu/fastrun-nccl-checks" "$build_dir/tools/fastrun" | grep -q 'not found'
+}
+
 have_launcher=0
-if timeout 900 cmake --build "$build_dir" -j"$jobs" --target fastrun >/dev/null 2>&1 && [ -x "$build_dir/tools/fastrun" ]; then
-  have_launcher=1
-else
-  echo "(no launcher binary: step 2 runs the check program directly)"
-fi
 have_tests=0
-if timeout 900 cmake --build "$build_dir" -j"$jobs" --target test_backend test_ddp test_nccl_ranks; then have_tests=1; else fail "build test_backend test_ddp test_nccl_ranks"; fi
-pass "build"
+if [ -n "${GPU_CHECKS_PREBUILT:-}" ]; then
+  step "1. prebuilt programs ($GPU_CHECKS_PREBUILT, made by tools/gpu_stage.sh)"
+  if ! use_prebuilt; then echo "FAIL step: prebuilt programs"; exit 1; fi
+  checks=$build_dir/tests/gpu/fastrun-nccl-checks
+  have_launcher=1
+  have_tests=1
+else
+  step "1. configure and build ($build_dir)"
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  if ! cmake -S . -B "$build_dir" "${generator[@]}" -DFASTRUN_WITH_CUDA=ON -DFASTRUN_CUDA_MODEL=OFF -DFASTRUN_WERROR=ON "${launcher[@]}" "$@" \
+      >"$build_dir.configure.log" 2>&1; then
+    cat "$build_dir.configure.log"; echo "FAIL step: configure"; exit 1
+  fi
+  grep "fastrun: CUDA" "$build_dir.configure.log"
+  if ! grep -q "NCCL ON" "$build_dir.configure.log"; then
+    echo "FAIL step: configure did not find CUDA and NCCL (see $build_dir.configure.log)"; exit 1
+  fi
+  if ! timeout 900 cmake --build "$build_dir" -j"$jobs" --target fastrun-nccl-checks; then
+    echo "FAIL step: build fastrun-nccl-checks"; exit 1
+  fi
+  checks=$build_dir/tests/gpu/fastrun-nccl-checks
+  if timeout 900 cmake --build "$build_dir" -j"$jobs" --target fastrun >/dev/null 2>&1 && [ -x "$build_dir/tools/fastrun" ]; then
+    have_launcher=1
+  else
+    echo "(no launcher binary: step 2 runs the check program directly)"
+  fi
+  if timeout 900 cmake --build "$build_dir" -j"$jobs" --target test_backend test_ddp test_nccl_ranks; then have_tests=1; else fail "build test_backend test_ddp test_nccl_ranks"; fi
+  pass "build"
+fi
 
 step "2. world of one: init and every collective"
 if [ "$have_launcher" = 1 ]; then
@@ -118,7 +152,7 @@ if [ "$have_tests" = 1 ]; then
 fi
 
 step "6. train_mlp_cuda against the CPU trainer (same seed, same samples)"
-if timeout 900 cmake --build "$build_dir" -j"$jobs" --target train_mlp train_mlp_cuda train_mlp_compare; then
+if [ -n "${GPU_CHECKS_PREBUILT:-}" ] || timeout 900 cmake --build "$build_dir" -j"$jobs" --target train_mlp train_mlp_cuda train_mlp_compare; then
   ex=$build_dir/examples/train_mlp
   tmp=$(mktemp -d /tmp/fastrun-gpu-train-XXXXXX)
   cfg=(--samples 2048 --epochs 2 --global-batch 64 --hidden 32 --seed 7)
