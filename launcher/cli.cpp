@@ -198,23 +198,24 @@ int finish_node(NodeWatch& watch, int exit_code) {
 // --store-only starts no ranks: what would say how many or which program is a usage error, and
 // so is a flag about ranks it would otherwise ignore (their output, placement, stopping).
 void check_store_only_args(const CLI::App& app, const CliArgs& out, std::vector<std::string> rest) {
+  const std::string& given = out.job.node.store_only_from;  // the flag or FASTRUN_STORE_ONLY=1
   for (const char* name : {"--log-dir", "--output", "--tag-output", "--bind", "--report-bindings", "--kill-timeout",
                            "--stall-report", "--keep-background"}) {
     if (app.count(name) > 0)
-      throw ConfigError(fmt::format("--store-only with {}: the store-only launcher starts no ranks, so {} would do "
+      throw ConfigError(fmt::format("{} with {}: the store-only launcher starts no ranks, so {} would do "
                                     "nothing here; give it to the compute nodes' fastrun (with --external-store)",
-                                    name, name));
+                                    given, name, name));
   }
   if (out.job.nproc != 0 || out.job.devices)
-    throw ConfigError(fmt::format("--store-only with {}: the store-only launcher starts no ranks; give --nproc or "
+    throw ConfigError(fmt::format("{} with {}: the store-only launcher starts no ranks; give --nproc or "
                                   "--devices to the compute nodes' fastrun (with --external-store)",
-                                  out.job.devices ? "--devices " + *out.job.devices
-                                                  : "--nproc " + std::to_string(out.job.nproc)));
+                                  given, out.job.devices ? "--devices " + *out.job.devices
+                                                         : "--nproc " + std::to_string(out.job.nproc)));
   if (!rest.empty() && rest[0] == "--") rest.erase(rest.begin());
   if (!rest.empty())
-    throw ConfigError(fmt::format("--store-only with PROGRAM '{}': the store-only launcher starts no program; "
+    throw ConfigError(fmt::format("{} with PROGRAM '{}': the store-only launcher starts no program; "
                                   "give it to the compute nodes' fastrun (with --external-store)",
-                                  fmt::join(rest, " ")));
+                                  given, fmt::join(rest, " ")));
 }
 
 }  // namespace
@@ -252,6 +253,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest[0] != "--" && rest[0].size() >= 2 && rest[0][0] == '-')
     throw ConfigError(fmt::format("unknown option '{}'; see fastrun --help", rest[0]));
+  store_apart_from_env(out.job.node);
   if (out.job.node.store_only) {
     check_store_only_args(app, out, rest);
     return out;

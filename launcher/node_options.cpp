@@ -76,17 +76,19 @@ std::optional<cluster::EngineJob> engine_nodes(std::optional<int>& nnodes, std::
 void check_store_apart(const NodeOptions& flags, const std::optional<int>& nnodes, const std::optional<int>& node_rank,
                        const std::string& rank_from, const std::optional<std::string>& addr,
                        const std::optional<int>& port) {
-  const char* flag = flags.store_only ? "--store-only" : "--external-store";
+  const std::string& flag = flags.store_only ? flags.store_only_from : flags.external_store_from;
   if (flags.store_only && flags.external_store)
-    throw ConfigError("--store-only and --external-store were both given: --store-only runs the job's store (and "
-                      "no ranks), --external-store is for the compute nodes that connect to it; give one");
+    throw ConfigError(fmt::format("{} and {} were both given: --store-only runs the job's store (and no ranks), "
+                                  "--external-store is for the compute nodes that connect to it; give one",
+                                  flags.store_only_from, flags.external_store_from));
   if (flags.store_only && node_rank)
-    throw ConfigError(fmt::format("--store-only with {} {}: the store-only launcher is none of the job's nodes; "
+    throw ConfigError(fmt::format("{} with {} {}: the store-only launcher is none of the job's nodes; "
                                   "leave the node rank out (compute nodes take 0 to MAX-1)",
-                                  rank_from, *node_rank));
+                                  flag, rank_from, *node_rank));
   if (const auto engine = cluster::engine_job(); flags.store_only && engine && engine->ntasks > 1)
-    throw ConfigError("--store-only under srun or mpirun: the engine starts one launcher per node, all compute "
-                      "nodes; start the store-only launcher on its own host by hand (docs/multinode.md)");
+    throw ConfigError(fmt::format("{} under srun or mpirun: the engine starts one launcher per node, all compute "
+                                  "nodes; start the store-only launcher on its own host by hand (docs/multinode.md)",
+                                  flag));
   if (!nnodes)
     throw ConfigError(fmt::format("{} needs --nnodes N or MIN:MAX (FASTRUN_NNODES): the compute nodes of the job",
                                   flag));
@@ -98,6 +100,17 @@ void check_store_apart(const NodeOptions& flags, const std::optional<int>& nnode
 }
 
 }  // namespace
+
+void store_apart_from_env(NodeOptions& flags) {
+  if (!flags.store_only && env::get_int(env::kStoreOnly) == 1) {
+    flags.store_only = true;
+    flags.store_only_from = "FASTRUN_STORE_ONLY=1";
+  }
+  if (!flags.external_store && env::get_int(env::kExternalStore) == 1) {
+    flags.external_store = true;
+    flags.external_store_from = "FASTRUN_EXTERNAL_STORE=1";
+  }
+}
 
 void parse_nnodes(const std::string& text, NodeOptions& flags) {
   const auto colon = text.find(':');

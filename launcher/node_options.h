@@ -19,6 +19,9 @@ struct NodeOptions {
   std::optional<double> last_call;  // --last-call SECS (elastic membership); nullopt = FASTRUN_LAST_CALL
   bool store_only = false;      // --store-only: this launcher hosts the store and coordinates, runs no ranks
   bool external_store = false;  // --external-store: a `fastrun --store-only` hosts the store, not node 0
+  // How each was given, for messages: the flag, or its variable (store_apart_from_env).
+  std::string store_only_from = "--store-only";
+  std::string external_store_from = "--external-store";
 };
 
 // Checked. multi_node() is false for the ordinary one-launcher job (shm store, nothing shared).
@@ -53,6 +56,11 @@ constexpr int kMaxNodes = 65536;
 // torchrun's --nnodes MIN:MAX), 1 <= MIN <= MAX <= kMaxNodes. Fills flags.nnodes (N or MAX) and
 // flags.min_nnodes (MIN; only for the colon form). ConfigError naming the value and what is accepted.
 void parse_nnodes(const std::string& text, NodeOptions& flags);
+
+// Sets store_only and external_store from FASTRUN_STORE_ONLY and FASTRUN_EXTERNAL_STORE where
+// their flags were not given (a flag wins), naming the variable in *_from. Before the other
+// checks: --store-only changes what the command line must hold (no PROGRAM).
+void store_apart_from_env(NodeOptions& flags);
 
 // Fills what the flags leave unset from FASTRUN_NNODES, FASTRUN_NODE_RANK, FASTRUN_MASTER_ADDR
 // and FASTRUN_MASTER_PORT, then checks the combination. The job is multi-node when more than one

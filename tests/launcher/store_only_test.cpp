@@ -66,6 +66,70 @@ TEST_CASE("store-only launcher, --external-store: bad combinations of flags are 
   }
 }
 
+TEST_CASE("FASTRUN_STORE_ONLY and FASTRUN_EXTERNAL_STORE: the same checks as the flags, naming the variable",
+          "[launcher][multinode][store-only]") {
+  const std::string port = std::to_string(free_port());
+  struct Row {
+    Strings args;
+    std::vector<std::pair<std::string, std::string>> vars;
+    std::string expected;
+  };
+  const std::vector<Row> table = {
+      {{"--nnodes", "2:3", "--master-addr", "127.0.0.1", "--master-port", port, "--nproc", "2"},
+       {{"FASTRUN_STORE_ONLY", "1"}},
+       "FASTRUN_STORE_ONLY=1 with --nproc 2: the store-only launcher starts no ranks"},
+      {{"--nnodes", "2:3", "--master-addr", "127.0.0.1", "--master-port", port, "--", "./train"},
+       {{"FASTRUN_STORE_ONLY", "1"}},
+       "FASTRUN_STORE_ONLY=1 with PROGRAM './train': the store-only launcher starts no program"},
+      {{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", port},
+       {{"FASTRUN_STORE_ONLY", "1"}, {"FASTRUN_EXTERNAL_STORE", "1"}},
+       "FASTRUN_STORE_ONLY=1 and FASTRUN_EXTERNAL_STORE=1 were both given"},
+      {{"--external-store", "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", port},
+       {{"FASTRUN_STORE_ONLY", "1"}},
+       "FASTRUN_STORE_ONLY=1 and --external-store were both given"},
+      {{"--nproc", "1", "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", kPartner},
+       {{"FASTRUN_EXTERNAL_STORE", "1"}},
+       "FASTRUN_EXTERNAL_STORE=1 needs --master-port PORT"},
+      {{"--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", port},
+       {{"FASTRUN_STORE_ONLY", "yes"}},
+       "FASTRUN_STORE_ONLY"},
+  };
+  for (const auto& row : table) {
+    Strings argv{kFastrun};
+    argv.insert(argv.end(), row.args.begin(), row.args.end());
+    Env env = quiet_env();
+    for (const auto& [name, value] : row.vars) env[name] = value;
+    const auto r = run(argv, env);
+    INFO("expected: " << row.expected << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, row.expected));
+  }
+}
+
+TEST_CASE("FASTRUN_STORE_ONLY=1 and FASTRUN_EXTERNAL_STORE=1 run a job like --store-only and --external-store",
+          "[launcher][multinode][store-only]") {
+  TempDir dir;
+  const std::string d = dir.str();
+  const std::uint16_t port = free_port();
+  Env store_env = quiet_env();
+  store_env["FASTRUN_STORE_ONLY"] = "1";
+  Process store({kFastrun, "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", std::to_string(port)},
+                store_env, dir.path());
+  Env node_env = quiet_env();
+  node_env["FASTRUN_EXTERNAL_STORE"] = "1";
+  const Strings flags = {"--nproc", "2"};
+  const Strings partner = {"--join", "--world-allreduce", "--out", "done %r"};
+  Nodes nodes(2, port, {flags, flags}, {partner, partner}, node_env);
+  for (int k = 0; k < 2; ++k) {
+    const auto r = nodes.launchers[static_cast<std::size_t>(k)]->finish(60s);
+    INFO("node " << k << " stderr: " << r.err);
+    CHECK(r.exit_code == 0);
+  }
+  const auto rs = store.finish(30s);
+  INFO("store-only stderr: " << rs.err);
+  CHECK(rs.exit_code == 0);
+}
+
 TEST_CASE("store-only launcher: a compute node without --external-store is refused, and SIGTERM ends it",
           "[launcher][multinode][store-only]") {
   TempDir io;
