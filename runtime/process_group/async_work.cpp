@@ -49,15 +49,20 @@ void AsyncWork::complete(const std::function<void()>& write_back) {
 void AsyncWork::fail(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
-    if (done_) return;  // the first outcome stands
-    done_ = true;
-    ended_.store(true, std::memory_order_release);
-    // A waiter may now return and free its buffers: the comm thread must leave them alone, as
-    // after a wait that gave up (touch_caller_memory and complete(write_back) check this).
-    abandoned_ = true;
-    error_ = outside_error_ ? outside_error_ : std::move(error);
+    fail_locked(std::move(error));
   }
   cv_.notify_all();
+}
+
+void AsyncWork::fail_locked(std::exception_ptr error) {
+  if (done_) return;  // the first outcome stands
+  done_ = true;
+  ended_.store(true, std::memory_order_release);
+  // A waiter may now return and free its buffers: the comm thread must leave them alone, as
+  // after a wait that gave up (touch_caller_memory, enter_caller_memory and complete(write_back)
+  // check this).
+  abandoned_ = true;
+  error_ = outside_error_ ? outside_error_ : std::move(error);
 }
 
 void AsyncWork::fail_from_outside(std::exception_ptr error) {
@@ -73,10 +78,21 @@ void AsyncWork::fail_from_outside(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
     if (done_ || outside_error_) return;
-    outside_error_ = std::move(error);
-    outside_reason_ = std::move(reason);
+    if (!holding_) {
+      fail_locked(std::move(error));  // not on the caller's buffers: it never will be, ends now
+    } else {
+      outside_error_ = std::move(error);
+      outside_reason_ = std::move(reason);
+    }
   }
-  cv_.notify_all();  // a waiter gives up on the op (give_up), which waits for it to let go
+  cv_.notify_all();  // a waiter returns, or gives up on the op (give_up), which waits for it to let go
+}
+
+bool AsyncWork::enter_caller_memory() {
+  std::lock_guard lock(mutex_);
+  if (abandoned_) return false;
+  holding_ = true;
+  return true;
 }
 
 bool AsyncWork::touch_caller_memory(const std::function<void()>& touch) {
@@ -93,9 +109,10 @@ bool AsyncWork::completed() {
 
 void AsyncWork::give_up(std::unique_lock<std::mutex>& lock, std::exception_ptr error, const std::string& reason) {
   abandoned_ = true;  // from here on the thread leaves the caller's buffers alone
+  const bool holding = holding_;  // else it never enters them now (enter_caller_memory)
   lock.unlock();
   if (on_abort_) on_abort_(reason);
-  if (release_grace_ > Duration::zero()) {
+  if (release_grace_ > Duration::zero() && holding) {
     // The op was cancelled: let it leave the caller's memory before the caller may free it.
     lock.lock();
     cv_.wait_for(lock, release_grace_, [&] { return done_; });

@@ -70,6 +70,15 @@ class AsyncWork final : public Work, public InFlightOp {
   bool ended() override { return ended_.load(std::memory_order_acquire); }
   // Runs `touch` unless a wait() gave up on this op; false when skipped.
   bool touch_caller_memory(const std::function<void()>& touch);
+  // An op on the caller's buffers (release_grace > 0) that does not work on them from its start
+  // (it waits behind others on the comm thread, or runs a prelude first: group_runtime.h): until
+  // enter_caller_memory() it holds none of them, so a wait that gives up, or a failure from
+  // outside, returns at once instead of waiting up to release_grace. Call before the Work is
+  // handed out.
+  void enters_caller_memory_later() { holding_ = false; }
+  // The op is about to work on the caller's buffers: false, and it must not, once its wait gave
+  // up or it failed.
+  bool enter_caller_memory();
 
   // `run_here` (CommThread::runner) runs the op on the waiting thread if it has not started yet
   // and is next; wait() calls it first unless it gives up sooner than the op's own timeout (it
@@ -81,6 +90,7 @@ class AsyncWork final : public Work, public InFlightOp {
 
  private:
   [[noreturn]] void give_up(std::unique_lock<std::mutex>& lock, std::exception_ptr error, const std::string& reason);
+  void fail_locked(std::exception_ptr error);  // fail()'s work, under the lock
 
   std::string label_;
   std::string op_;
@@ -96,6 +106,7 @@ class AsyncWork final : public Work, public InFlightOp {
   bool done_ = false;
   std::atomic<bool> ended_{false};  // done_, readable without the lock (ended())
   bool abandoned_ = false;  // a wait() gave up: the caller's buffers are no longer ours
+  bool holding_ = true;     // the op may be working on the caller's buffers (enters_caller_memory_later)
   std::exception_ptr error_;
   std::exception_ptr outside_error_;  // fail_from_outside on an op that holds the caller's buffers
   std::string outside_reason_;        // its text, for on_abort

@@ -78,7 +78,8 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
   }
 }
 
-WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
+WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body,
+                             Body prelude) {
   Shared& s = *shared_;
   health_->check_usable(op.name);
   // The op as this group runs it: its number (the one it came with; a bare op one more than the
@@ -93,8 +94,9 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
   const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||
                          (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);
   if (inline_op) {
-    for (const auto& b : buffers) ctx.buffers.push_back(b.view);
     try {
+      if (prelude) run_body(s, ctx, prelude);
+      for (const auto& b : buffers) ctx.buffers.push_back(b.view);
       run_body(s, ctx, body);
       static const WorkHandle done = completed_work();
       return done;
@@ -126,18 +128,31 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
         fail_in_flight(*shared, error);
       })
                       : std::function<void()>());
+  // Until the thread reaches it (and gets past its prelude) the op holds none of the caller's
+  // buffers: a wait that gives up before then returns at once.
+  if (!staged) work->enters_caller_memory_later();
   s.in_flight->add(work);
   s.pending.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t ticket = thread_->post([shared = shared_, work, staged, ctx = std::move(ctx),
-                                              buffers = std::move(buffers), body = std::move(body)]() mutable {
+                                              buffers = std::move(buffers), body = std::move(body),
+                                              prelude = std::move(prelude)]() mutable {
     Shared& s = *shared;
     std::exception_ptr error;
     std::function<void()> write_back;
-    if (s.health->failed()) {
-      error = std::make_exception_ptr(s.health->unusable(ctx.what));
-    } else if (!staged) {
-      for (const auto& b : buffers) ctx.buffers.push_back(b.view);
-    } else {
+    if (s.health->failed()) error = std::make_exception_ptr(s.health->unusable(ctx.what));
+    if (!error && prelude) {
+      try {
+        run_body(s, ctx, prelude);  // ctx.buffers is still empty
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (!error && !staged) {
+      if (work->enter_caller_memory())
+        for (const auto& b : buffers) ctx.buffers.push_back(b.view);
+      else
+        error = std::make_exception_ptr(s.health->unusable(ctx.what));
+    } else if (!error) {
       // Copy in what the op reads; a wait that already gave up leaves the caller's memory alone.
       for (std::size_t i = 0; i < buffers.size(); ++i)
         ctx.buffers.push_back(BufferView{staging(i, buffers[i].view.bytes()), buffers[i].view.count,

@@ -147,7 +147,11 @@ class GroupRuntime {
 
   // Runs op `op` of `bytes` bytes: refuses it once the group failed (BackendError), else runs
   // `body` inline or on the comm thread (see above). Errors of the body are in the Work.
-  WorkHandle run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body);
+  // `prelude` (may be empty) runs first, on an OpContext without buffers, before the op copies
+  // in or works on the caller's buffers (gloo's fingerprint exchange before a large op): an op
+  // that fails there, or whose wait gives up before it got past it (or while it waited behind
+  // other ops), never touches them, so its wait returns at once (AsyncWork::enter_caller_memory).
+  WorkHandle run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body, Body prelude = {});
   WorkHandle run(const Op& op, std::size_t bytes, Body body) { return run(op, bytes, {}, std::move(body)); }
   // A bare op named `op` (numbered here).
   WorkHandle run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -118,18 +119,22 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
 }
 
 // An op over 2 MiB runs on the caller's buffers (no staging copies), so its wait() may return
-// only once no thread can still write them. When Gloo's transport thread fails on a mismatch,
-// the op's Gloo wait can no longer be woken before its own timeout (docs/collectives.md, "When
-// ranks disagree", and transport_failure.h say why), so the rank whose transport failed gets
-// the error at the op timeout plus the release grace (1 s): never a crash, never a hang past
-// that. FASTRUN_DEBUG=sequence is the prompt path: it finds the mismatch before any data moves.
+// only once no thread can still write them, and when Gloo's transport thread fails on a
+// mismatch the op's Gloo wait can no longer be woken before its own timeout (docs/collectives.md,
+// "When ranks disagree"). So before such an op touches the caller's buffers the ranks compare
+// their ops (backend/gloo/fingerprint_prelude.h): a mismatch fails on every rank at once. What
+// no prelude covers (all_to_allv, whose counts differ by rank) ends at the op timeout plus the
+// release grace (1 s): never a crash, never a hang past that.
 namespace {
 
 // Runs `issue` on 2 gloo ranks (after `warm_up`) and reports through each rank's message how
-// long its op took and how it ended: "<seconds> s: <error or completed>".
+// long its op took and how it ended: "<seconds> s: <error or completed>". Each rank then stays
+// `linger` longer with its group open (a peer that exits closes its sockets, which ends any
+// wait: lingering shows what a wait does on its own).
 std::vector<test::RankResult> run_timed(const std::map<std::string, std::string>& env,
                                         std::function<void(Group&, int rank)> issue,
-                                        std::function<void(Group&)> warm_up = {}) {
+                                        std::function<void(Group&)> warm_up = {},
+                                        std::chrono::seconds linger = std::chrono::seconds(0)) {
   test::RankRunOptions options;
   options.timeout = std::chrono::seconds(60);
   options.extra_env = env;
@@ -146,6 +151,7 @@ std::vector<test::RankResult> run_timed(const std::map<std::string, std::string>
           outcome = e.what();
         }
         const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::this_thread::sleep_for(linger);
         // Seconds first, so the parent can read them back.
         throw std::runtime_error(fmt::format("{:.2f} s: {}", took, outcome));
       },
@@ -164,15 +170,65 @@ double seconds_of(const std::string& message) { return std::stod(message.substr(
 
 }  // namespace
 
-TEST_CASE("gloo: a mismatch on an op over 2 MiB ends at the op timeout and crashes nothing", "[gloo][mismatch][mp]") {
-  const auto results = run_big_mismatch({{"FASTRUN_OP_TIMEOUT", "4"}});
+TEST_CASE("gloo: a mismatch on an op over 2 MiB fails on every rank promptly by default, naming both ops",
+          "[gloo][mismatch][mp]") {
+  // An op timeout of 60 s: every rank must have its error far sooner.
+  const auto results = run_big_mismatch({{"FASTRUN_OP_TIMEOUT", "60"}});
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    REQUIRE(r.exit_code != 0);
+    CHECK(r.message.find("on group 'world': rank 0 called all_reduce(float32 x 1048576, sum), rank 1 called "
+                         "all_reduce(float32 x 1049600, sum) (found before an op over 2 MiB moved any data") !=
+          std::string::npos);
+    CHECK(seconds_of(r.message) < 10.0);
+  }
+}
+
+TEST_CASE("gloo: a mismatch across the 2 MiB line (one rank's op has the prelude, the other's not) fails in seconds",
+          "[gloo][mismatch][mp]") {
+  // Rank 0's 4 MiB op waits in its prelude, rank 1's 1 MiB op on its data: different Gloo slots.
+  // The stalled-op check finds them, and rank 0's wait returns then too: its op never reached
+  // the caller's buffer (AsyncWork::enter_caller_memory), so it need not wait for Gloo's timeout.
+  // The ranks linger 12 s after their op: a wait that waited for its op's thread would end only
+  // when the peer's exit closed its sockets.
+  const auto results = run_timed(
+      {{"FASTRUN_OP_TIMEOUT", "60"}},
+      [](Group& g, int rank) {
+        std::vector<float> f(1 << 20, 1.0f);
+        g.all_reduce(view_of(f.data(), rank == 0 ? f.size() : f.size() / 4))->wait();
+      },
+      {}, std::chrono::seconds(12));
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    CHECK(r.message.find("rank 0 called all_reduce(float32 x 1048576, sum), rank 1 called all_reduce(float32 x "
+                         "262144, sum) (found out of step when the op stalled") != std::string::npos);
+    CHECK(seconds_of(r.message) < 10.0);
+  }
+}
+
+TEST_CASE("gloo: an all_to_allv over 2 MiB whose counts disagree ends at the op timeout and crashes nothing",
+          "[gloo][mismatch][mp]") {
+  // all_to_allv has no prelude (its counts differ by rank when they agree): rank 0 sends rank 1
+  // more than rank 1 posted, rank 1's transport thread fails, and its op ends at Gloo's timeout.
+  const auto results = run_timed({{"FASTRUN_OP_TIMEOUT", "4"}}, [](Group& g, int rank) {
+    const std::size_t n = 1 << 20;  // 4 MiB of float to each rank
+    std::vector<std::size_t> sc(2, n), rc(2, n);
+    if (rank == 0) sc[1] = n + 1024;
+    std::vector<float> in(sc[0] + sc[1], 1.0f), out(rc[0] + rc[1]);
+    g.all_to_allv(view_of(in.data(), in.size()), sc, view_of(out.data(), out.size()), rc)->wait();
+  });
   REQUIRE(results.size() == 2);
   INFO(test::describe(results));
   int disagree = 0;
   for (const auto& r : results) {
     CHECK(r.signal == 0);
     CHECK(!r.timed_out);
-    REQUIRE(r.exit_code != 0);
     disagree += r.message.find("different collective") != std::string::npos;
     // Op timeout 4 s, plus the 1 s release grace, plus a loaded machine's slack.
     CHECK(seconds_of(r.message) < 15.0);

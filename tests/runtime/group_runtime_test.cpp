@@ -275,6 +275,41 @@ TEST_CASE("group runtime: in_flight_failer on an op on the caller's buffer retur
   opener.join();
 }
 
+TEST_CASE("group runtime: an op on the caller's buffer still in its prelude or queued holds no wait, and never "
+          "touches the buffer after", "[runtime][group_runtime]") {
+  Gate gate;  // holds the first op's prelude (gloo: a fingerprint exchange whose peer never comes)
+  Gate in_prelude;
+  std::atomic<int> bodies{0};
+  auto freed = std::make_unique<std::vector<float>>(1024, 1.0f);
+  auto queued_buffer = std::make_unique<std::vector<float>>(1024, 1.0f);
+  {
+    GroupRuntime rt(spec_of(), config_of(0, /*stage=*/true, 10s));  // a release grace of 10 s
+    const auto body = [&](const OpContext& op) {
+      static_cast<float*>(op.buffer(0).data)[0] = 2.0f;  // the caller's buffer
+      ++bodies;
+    };
+    const auto prelude = [&](const OpContext& op) {
+      CHECK(op.buffers.empty());  // a prelude sees none of the caller's buffers
+      in_prelude.open = true;
+      gate.wait();
+    };
+    const std::size_t bytes = 1024 * sizeof(float);  // above the 1 KiB staging limit
+    auto w = rt.run(Op::bare("all_reduce"), bytes, {{view_of(freed->data(), 1024), OpBuffer::read_write}}, body,
+                    prelude);
+    auto queued = rt.run(Op::bare("all_reduce"), bytes,
+                         {{view_of(queued_buffer->data(), 1024), OpBuffer::read_write}}, body);
+    in_prelude.wait();
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(w->wait(50ms), TimeoutError);  // gives up: the op holds no buffer yet
+    CHECK_THROWS_AS(queued->wait(50ms), TimeoutError);  // nor one queued behind it
+    CHECK(std::chrono::steady_clock::now() - start < 5s);  // not the 10 s release grace
+    freed.reset();  // the caller frees its buffers once the waits returned
+    queued_buffer.reset();
+    gate.open = true;  // the prelude ends; neither body may run now
+  }  // joins the comm thread
+  CHECK(bodies.load() == 0);
+}
+
 TEST_CASE("group runtime: a group keeps its first failure, not a later one", "[runtime][group_runtime]") {
   GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
   auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what + ": rank 4 died"); });

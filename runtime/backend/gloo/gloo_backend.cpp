@@ -23,6 +23,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/fingerprint_prelude.h"
 #include "fastrun/runtime/backend/gloo/gloo_module.h"
 #include "fastrun/runtime/backend/gloo/p2p_work.h"
 #include "fastrun/runtime/backend/gloo/rooted_ops.h"
@@ -447,7 +448,11 @@ WorkHandle GlooBackend::barrier(const Op& call, const BarrierOptions&) {
 
 WorkHandle GlooBackend::run(const Op& call, OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers,
                           GroupRuntime::Body body) {
-  WorkHandle work = runtime_->run(call, bytes, std::move(buffers), std::move(body));
+  // An op on the caller's buffers first compares the ranks' ops (fingerprint_prelude.h).
+  GroupRuntime::Body prelude;
+  if (op_check_ && op.has_buffer && bytes > kStagedOpBytes)
+    prelude = fingerprint_prelude(context_, op, name_, p2p_names_.global_ranks);
+  WorkHandle work = runtime_->run(call, bytes, std::move(buffers), std::move(body), std::move(prelude));
   op.seq = static_cast<std::int64_t>(runtime_->last_seq());
   if (op_check_) op_check_->record(op);
   return work;

@@ -13,8 +13,9 @@
 // context is then kept alive until exit (destroying it would join the parked thread). Any other
 // uncaught exception goes to the handler that was installed before.
 //
-// Why an op on the caller's buffers (over 2 MiB, group_runtime.h) still fails only at the op
-// timeout (docs/collectives.md, "When ranks disagree"): nothing unwinds the parked thread, so
+// Why an op on the caller's buffers (over 2 MiB, group_runtime.h) whose transport failed fails
+// only at the op timeout (docs/collectives.md, "When ranks disagree"; fingerprint_prelude.h keeps
+// every such op but all_to_allv from meeting a mismatching op's data): nothing unwinds the parked thread, so
 // it keeps the failing pair's mutex (Pair::handleEvents) and a reference to the receive buffer
 // it was filling, and it was the device's only I/O thread. The op's thread waits inside a Gloo
 // collective on a buffer Gloo owns; the data never comes, the buffer's abort is out of reach,
@@ -22,7 +23,7 @@
 // pending lists), so only its timeout wakes it, after which Gloo's pair closing blocks on the
 // parked thread for good. Returning from wait() earlier could let that thread go on writing the
 // caller's buffer (Gloo's local copies, the reduction) after the caller freed it.
-// FASTRUN_DEBUG=sequence catches such a mismatch before any data moves.
+// The prelude, and FASTRUN_DEBUG=sequence for every op, catch a mismatch before any data moves.
 #include <functional>
 #include <set>
 #include <string>

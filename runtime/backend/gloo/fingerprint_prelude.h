@@ -1,0 +1,40 @@
+#pragma once
+// The default mismatch check of gloo's large ops (docs/collectives.md, "When ranks disagree").
+// An op over the staging limit (2 MiB) works on the caller's buffers, and Gloo cannot cancel it:
+// when the ranks issued different ops there, a rank whose transport thread failed could only
+// return at the op timeout. So before such an op touches the caller's buffers the ranks exchange
+// its fingerprint (op_record.h) with one Gloo all-gather of 64 bytes per rank, on a tag of its
+// own; when the fingerprints differ every rank fails the op at once with the sequence mode's
+// message. A round trip of 64 bytes next to moving more than 2 MiB: a few percent at 4 MiB,
+// less above (docs/benchmarks.md).
+//
+// Whether an op has the prelude must not depend on the rank for ops that agree: it is decided
+// from the bytes the backend passes to the runtime, which are the same on every rank of a
+// matching op (gather and scatter pass the root's whole buffer on every rank), and only for ops
+// with a fingerprinted buffer (all_to_allv's counts differ by rank: it has none). Ranks whose
+// mismatching ops fall on both sides of the limit meet no prelude and stall: the stalled-op check
+// finds them within seconds, and since the large op is still in its prelude (it holds none of the
+// caller's buffers) its wait returns then too.
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastrun/runtime/process_group/group_runtime.h"
+#include "fastrun/runtime/process_group/op_record.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace fastrun {
+
+// Tags of the preludes' all-gathers: the op's own tag (its number) with the top bit set, so a
+// prelude never meets an op's messages, also with FASTRUN_DEBUG=sequence's all-gather.
+constexpr std::uint32_t kPreludeTagBit = 1u << 31;
+
+// The prelude of `op` (its number comes from the OpContext), for GroupRuntime::run.
+GroupRuntime::Body fingerprint_prelude(std::shared_ptr<::gloo::Context> context, OpDesc op, std::string group,
+                                       std::vector<int> global_ranks);
+
+}  // namespace fastrun
