@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All-reduce bandwidth across separate hosts (network namespaces, tests/multinode/hosts.sh): one
 # `fastrun --nnodes H` per host, each with --nproc P, running
-#   fastrun-bench allreduce --backend B --min MIN --max MAX
+#   fastrun-bench OP --backend B --min MIN --max MAX      (OP: allreduce, or broadcast)
 # for each backend B in BACKENDS (hier: the default across nodes; gloo: flat), then Open MPI's
 # MPI_Allreduce (fastrun-mpi-allreduce, back to back) over the same hosts through an rsh agent
 # that enters them, when mpirun and that binary exist. RATE (e.g. 10gbit; default none) is set
@@ -9,6 +9,7 @@
 # table as rank 0 printed it. The hosts are removed whatever happens. Root only.
 #   bench/allreduce_on_hosts.sh [BUILD_DIR]    env: HOSTS=2 PER_HOST=2 BACKENDS="hier gloo"
 #                                                   MIN=4K MAX=64M RATE= MPI=yes MPI_ARGS=
+#                                                   OP=allreduce (broadcast: no Open MPI column)
 # Open MPI busy-polls: with more ranks than free cores give MPI_ARGS="--mca mpi_yield_when_idle 1".
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
@@ -17,7 +18,8 @@ bench=$build/bench/fastrun-bench fastrun=$build/tools/fastrun mpi_bench=$build/b
 for bin in "$bench" "$fastrun"; do
   [[ -x $bin ]] || { echo "allreduce_on_hosts.sh: no $bin; accepted: a build directory holding it" >&2; exit 2; }
 done
-nhosts=${HOSTS:-2} per_host=${PER_HOST:-2} min=${MIN:-4K} max=${MAX:-64M}
+nhosts=${HOSTS:-2} per_host=${PER_HOST:-2} min=${MIN:-4K} max=${MAX:-64M} op=${OP:-allreduce}
+[[ $op == allreduce || $op == broadcast ]] || { echo "allreduce_on_hosts.sh: OP=$op; accepted: allreduce, broadcast" >&2; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "allreduce_on_hosts.sh: needs root (network namespaces)" >&2; exit 2; }
 # shellcheck source=tests/multinode/hosts.sh
 source "$here/../tests/multinode/hosts.sh"
@@ -38,7 +40,7 @@ for backend in ${BACKENDS-hier gloo}; do
   pids=()
   for ((k = nhosts - 1; k >= 0; k--)); do
     start_on_host "n$k" "$fastrun" --nnodes "$nhosts" --node-rank "$k" --master-addr "$(host_addr n0)" \
-      --master-port "$port" --nproc "$per_host" "$bench" allreduce --backend "$backend" --min "$min" --max "$max" \
+      --master-port "$port" --nproc "$per_host" "$bench" "$op" --backend "$backend" --min "$min" --max "$max" \
       >"$HOSTS_DIR/out-$backend-$k" 2>"$HOSTS_DIR/err-$backend-$k" &
     pids+=($!)
   done
@@ -49,6 +51,8 @@ for backend in ${BACKENDS-hier gloo}; do
 done
 if [[ ${MPI:-yes} != yes ]]; then
   :
+elif [[ $op != allreduce ]]; then
+  echo "# Open MPI: only its all-reduce is timed here (fastrun-mpi-allreduce)"
 elif command -v mpirun >/dev/null && [[ -x $mpi_bench ]]; then
   hostlist=$(for name in "${names[@]}"; do printf '%s:%s,' "$name" "$per_host"; done)
   mkdir -p "$HOSTS_DIR/ompi-tmp"

@@ -115,6 +115,23 @@ TEST_CASE("three nodes all-reduce over hier across the nodes", "[launcher][multi
   CHECK(contains(r[2].out, "allreduce 10 hier"));
 }
 
+TEST_CASE("three nodes broadcast over hier from every rank, two levels", "[launcher][multinode][hier]") {
+  // Nodes of 2, 1 and 2 ranks: roots that lead their node (0, 2, 3) and roots that do not (1, 4).
+  const auto port = free_port();
+  Env env = quiet_env();
+  env["FASTRUN_BACKEND"] = "hier";
+  env["FASTRUN_LOG_LEVEL"] = "debug";  // the hier group says whether it took two levels
+  const Strings partner = {"--join", "--world-broadcast"};
+  Nodes nodes(3, port, {{"--nproc", "2"}, {"--nproc", "1"}, {"--nproc", "2"}}, {partner, partner, partner}, env);
+  const auto r = nodes.finish(60s);
+  for (int k = 0; k < 3; ++k) {
+    INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
+    REQUIRE(r[static_cast<std::size_t>(k)].exit_code == 0);
+    CHECK(contains(r[static_cast<std::size_t>(k)].out, "broadcast ok hier"));
+    CHECK(contains(r[static_cast<std::size_t>(k)].err, "3 nodes, node " + std::to_string(k)));
+  }
+}
+
 TEST_CASE("a rank failing on a non-master node stops every node with its code", "[launcher][multinode][failure]") {
   TempDir dir;
   const auto port = free_port();

@@ -8,6 +8,7 @@
 
 #include "fastrun/runtime/backend/hier/chain_all_reduce.h"
 #include "fastrun/runtime/backend/hier/node_layout.h"
+#include "fastrun/runtime/backend/hier/two_level_broadcast.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
@@ -87,7 +88,7 @@ class HierBackend final : public Backend {
   std::string backend_name() const override { return "hier"; }
 
   WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
-  WorkHandle broadcast(const Op& call, BufferView b, const BroadcastOptions& o) override { return flat_->broadcast(call, b, o); }
+  WorkHandle broadcast(const Op& call, BufferView b, const BroadcastOptions& o) override;
   WorkHandle all_gather(const Op& call, BufferView in, BufferView out, const AllGatherOptions& o) override {
     return flat_->all_gather(call, in, out, o);
   }
@@ -196,6 +197,27 @@ WorkHandle HierBackend::all_reduce(const Op& call, BufferView buffer, const AllR
                                           op, o.timeout);
                        });
   OpDesc desc = op_desc("all_reduce", buffer).with_reduce(options.op);
+  desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
+  op_check_->record(desc);
+  return work;
+}
+
+WorkHandle HierBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
+  // A bad root and an empty buffer are the flat group's to refuse or finish, in its words.
+  if (!runtime_ || buffer.count == 0 || options.root < 0 || options.root >= size())
+    return flat_->broadcast(call, buffer, options);
+  if (buffer.device != DeviceKind::cpu)
+    throw ConfigError(fmt::format("broadcast on group '{}': the hier backend takes host memory only, got a CUDA "
+                                  "buffer (use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
+                                  name_));
+  const auto access = options.root == rank() ? OpBuffer::read : OpBuffer::write;
+  WorkHandle work = runtime_->run(call, buffer.bytes(), {{buffer, access}},
+                                  [layout = layout_, node = node_, leaders = leaders_, size = size(),
+                                   root = options.root](const OpContext& o) {
+                                    two_level_broadcast(ChainParts{node.get(), leaders.get(), layout.get(), size},
+                                                        o.buffer(0), root, o.timeout);
+                                  });
+  OpDesc desc = op_desc("broadcast", buffer).with_root(options.root);
   desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
   op_check_->record(desc);
   return work;
