@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include "fastrun/runtime/backend/hier/node_layout.h"
 #include "fastrun/runtime/backend/hier/two_level_broadcast.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
@@ -135,10 +137,17 @@ class HierBackend final : public Backend {
   std::unique_ptr<GroupRuntime> runtime_;
 };
 
+// How long an op whose inner group found its ranks out of step waits for the hier check's verdict
+// (the ranks stalled with it publish their rings within moments).
+constexpr Duration kInnerMismatchVerdictWait = std::chrono::seconds(2);
+
 // A hier op's wait that stalls runs the check (as gloo's AsyncWork does for its own ops), and so
 // does an op that failed on a dead peer: a rank that found the ranks out of step leaves, and its
 // node's ranks, waiting on it in an inner shm op, would otherwise report "rank N died" while its
-// message names both ops (as gloo_hooks does for a closed connection).
+// message names both ops (as gloo_hooks does for a closed connection). An inner group's own check
+// can find the parts of two different hier ops out of step first (node 1's shm group: a two-level
+// all_reduce's gather against a two-level broadcast's broadcast): its message names the parts, so
+// the op waits for this check's verdict, which names the ops the user called.
 GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
   GroupRuntime::Hooks h;
   h.stalled = stalled_op_hook(check);
@@ -147,6 +156,12 @@ GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
       std::rethrow_exception(thrown);
     } catch (const PeerFailure&) {
       if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+    } catch (const ConfigError&) {
+      const Deadline deadline(kInnerMismatchVerdictWait);
+      do {
+        if (auto text = check->check()) return std::make_exception_ptr(ConfigError(*text));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      } while (!deadline.passed());
     } catch (...) {
     }
     return thrown;  // the runtime names the op where this is no fastrun error
