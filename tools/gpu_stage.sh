@@ -3,8 +3,8 @@
 # of the Debian development packages (a bare CUDA image cannot configure the project):
 #   1. builds them here with CUDA on and the CPU model off (BUILD_DIR, build-gpu by default);
 #   2. copies each program and fastrun library, debug info stripped, to DEST/<BUILD_DIR>/ at the
-#      same relative path, and the libraries such an image lacks (fmt, hwloc and its libudev, and the CUDA runtime built
-#      against) to DEST/lib;
+#      same relative path, and the libraries such an image lacks (fmt, hwloc and its libudev, the CUDA runtime built
+#      against, and gloo with what it links) to DEST/lib;
 #   3. writes DEST/origin: the build directory's absolute path, which the programs carry (RUNPATH,
 #      and the launcher path that test_ddp and test_nccl_ranks start).
 # On the GPU machine, from the repository root: GPU_CHECKS_PREBUILT=DEST tools/gpu_checks.sh
@@ -30,9 +30,15 @@ for p in "${programs[@]}" $(cd "$build_dir" && ls */libfastrun_*.so*); do
   if [ -L "$build_dir/$p" ]; then cp -P "$build_dir/$p" "$dest/$build_dir/$p"  # a soname link
   else strip --strip-debug -o "$dest/$build_dir/$p" "$build_dir/$p"; fi
 done
-for lib in libfmt.so.9 libhwloc.so.15 libudev.so.1 libcudart.so.13; do
+# gloo and what it links come through the gloo backend's module, which the programs load at run
+# time (dlopen): the CPU reference trainer of the checks' step 6 runs on gloo.
+resolved=("${programs[@]/#/$build_dir/}" "$build_dir"/runtime/libfastrun_gloo-*.so)
+for lib in libfmt.so.9 libhwloc.so.15 libudev.so.1 libcudart.so.13 \
+    libgloo.so.0 libhiredis.so.0.14 libibverbs.so.1 libnl-route-3.so.200 libnl-3.so.200; do
   # the copy the build resolved (ldd), not the first one ldconfig lists
-  cp -L "$(ldd "${programs[@]/#/$build_dir/}" | awk -v l="$lib" '$1 == l {print $3; exit}')" "$dest/lib/"
+  path=$(ldd "${resolved[@]}" | awk -v l="$lib" '$1 == l && !found {print $3; found = 1}')
+  [ -n "$path" ] || { echo "gpu_stage: $lib is not linked by the staged programs" >&2; exit 1; }
+  cp -L "$path" "$dest/lib/"
 done
 (cd "$build_dir" && pwd) >"$dest/origin"
 du -sh "$dest"
