@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All-reduce bandwidth across separate hosts (network namespaces, tests/multinode/hosts.sh): one
 # `fastrun --nnodes H` per host, each with --nproc P, running
-#   fastrun-bench OP --backend B --min MIN --max MAX      (OP: allreduce, or broadcast)
+#   fastrun-bench OP --backend B --min MIN --max MAX      (OP: allreduce, broadcast or allgather)
 # for each backend B in BACKENDS (hier: the default across nodes; gloo: flat), then Open MPI's
 # MPI_Allreduce (fastrun-mpi-allreduce, back to back) over the same hosts through an rsh agent
 # that enters them, when mpirun and that binary exist. RATE (e.g. 10gbit; default none) is set
@@ -9,7 +9,7 @@
 # table as rank 0 printed it. The hosts are removed whatever happens. Root only.
 #   bench/allreduce_on_hosts.sh [BUILD_DIR]    env: HOSTS=2 PER_HOST=2 BACKENDS="hier gloo"
 #                                                   MIN=4K MAX=64M RATE= MPI=yes MPI_ARGS=
-#                                                   OP=allreduce (broadcast: no Open MPI column)
+#                                                   OP=allreduce (the others: no Open MPI column)
 # Open MPI busy-polls: with more ranks than free cores give MPI_ARGS="--mca mpi_yield_when_idle 1".
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
@@ -19,7 +19,8 @@ for bin in "$bench" "$fastrun"; do
   [[ -x $bin ]] || { echo "allreduce_on_hosts.sh: no $bin; accepted: a build directory holding it" >&2; exit 2; }
 done
 nhosts=${HOSTS:-2} per_host=${PER_HOST:-2} min=${MIN:-4K} max=${MAX:-64M} op=${OP:-allreduce}
-[[ $op == allreduce || $op == broadcast ]] || { echo "allreduce_on_hosts.sh: OP=$op; accepted: allreduce, broadcast" >&2; exit 2; }
+[[ $op == allreduce || $op == broadcast || $op == allgather ]] || {
+  echo "allreduce_on_hosts.sh: OP=$op; accepted: allreduce, broadcast, allgather" >&2; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "allreduce_on_hosts.sh: needs root (network namespaces)" >&2; exit 2; }
 # shellcheck source=tests/multinode/hosts.sh
 source "$here/../tests/multinode/hosts.sh"

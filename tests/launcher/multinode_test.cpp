@@ -115,20 +115,39 @@ TEST_CASE("three nodes all-reduce over hier across the nodes", "[launcher][multi
   CHECK(contains(r[2].out, "allreduce 10 hier"));
 }
 
-TEST_CASE("three nodes broadcast over hier from every rank, two levels", "[launcher][multinode][hier]") {
-  // Nodes of 2, 1 and 2 ranks: roots that lead their node (0, 2, 3) and roots that do not (1, 4).
+TEST_CASE("three nodes broadcast and all-gather over hier, two levels", "[launcher][multinode][hier]") {
+  // Nodes of 2, 1 and 2 ranks: broadcast roots that lead their node (0, 2, 3) and roots that do
+  // not (1, 4); an all-gather whose node blocks differ in size (the leaders broadcast each block).
   const auto port = free_port();
   Env env = quiet_env();
   env["FASTRUN_BACKEND"] = "hier";
   env["FASTRUN_LOG_LEVEL"] = "debug";  // the hier group says whether it took two levels
-  const Strings partner = {"--join", "--world-broadcast"};
+  const Strings partner = {"--join", "--world-broadcast", "--world-all-gather"};
   Nodes nodes(3, port, {{"--nproc", "2"}, {"--nproc", "1"}, {"--nproc", "2"}}, {partner, partner, partner}, env);
   const auto r = nodes.finish(60s);
   for (int k = 0; k < 3; ++k) {
     INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
     REQUIRE(r[static_cast<std::size_t>(k)].exit_code == 0);
     CHECK(contains(r[static_cast<std::size_t>(k)].out, "broadcast ok hier"));
+    CHECK(contains(r[static_cast<std::size_t>(k)].out, "all_gather ok hier"));
     CHECK(contains(r[static_cast<std::size_t>(k)].err, "3 nodes, node " + std::to_string(k)));
+  }
+}
+
+TEST_CASE("two nodes of two ranks all-gather over hier, the leaders in place", "[launcher][multinode][hier]") {
+  // Nodes of equal size: the leaders' step is one all-gather on the output itself.
+  const auto port = free_port();
+  Env env = quiet_env();
+  env["FASTRUN_BACKEND"] = "hier";
+  env["FASTRUN_LOG_LEVEL"] = "debug";
+  const Strings partner = {"--join", "--world-all-gather"};
+  Nodes nodes(2, port, {{"--nproc", "2"}, {"--nproc", "2"}}, {partner, partner}, env);
+  const auto r = nodes.finish(60s);
+  for (int k = 0; k < 2; ++k) {
+    INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
+    REQUIRE(r[static_cast<std::size_t>(k)].exit_code == 0);
+    CHECK(contains(r[static_cast<std::size_t>(k)].out, "all_gather ok hier"));
+    CHECK(contains(r[static_cast<std::size_t>(k)].err, "2 nodes, node " + std::to_string(k)));
   }
 }
 

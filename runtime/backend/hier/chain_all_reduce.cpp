@@ -10,6 +10,14 @@
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::hier {
+
+BufferView slice(const BufferView& b, std::size_t first, std::size_t count) {
+  BufferView s = b;
+  s.data = static_cast<std::uint8_t*>(b.data) + first * dtype_size(b.dtype);
+  s.count = count;
+  return s;
+}
+
 namespace {
 
 // Receive and accumulator space: ops run one at a time on the backend's comm thread, so one
@@ -19,13 +27,6 @@ std::vector<std::uint8_t>& scratch(int which, std::size_t bytes) {
   auto& b = buffers[which];
   if (b.size() < bytes) b.resize(bytes);
   return b;
-}
-
-BufferView slice(const BufferView& b, std::size_t first, std::size_t count) {
-  BufferView s = b;
-  s.data = static_cast<std::uint8_t*>(b.data) + first * dtype_size(b.dtype);
-  s.count = count;
-  return s;
 }
 
 // The leaders' part (step 2 of chain_all_reduce.h). `local` holds this node's inputs back to

@@ -24,6 +24,9 @@ struct ChainParts {
   int group_size = 0;
 };
 
+// Elements [first, first + count) of `b`, a view of the same memory (the two-level ops' blocks).
+BufferView slice(const BufferView& b, std::size_t first, std::size_t count);
+
 // Bytes of one pipelined chunk between leaders.
 constexpr std::size_t kChainChunkBytes = 1024 * 1024;
 

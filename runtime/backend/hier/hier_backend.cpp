@@ -9,6 +9,7 @@
 
 #include "fastrun/runtime/backend/hier/chain_all_reduce.h"
 #include "fastrun/runtime/backend/hier/node_layout.h"
+#include "fastrun/runtime/backend/hier/two_level_all_gather.h"
 #include "fastrun/runtime/backend/hier/two_level_broadcast.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/deadline.h"
@@ -91,9 +92,7 @@ class HierBackend final : public Backend {
 
   WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
   WorkHandle broadcast(const Op& call, BufferView b, const BroadcastOptions& o) override;
-  WorkHandle all_gather(const Op& call, BufferView in, BufferView out, const AllGatherOptions& o) override {
-    return flat_->all_gather(call, in, out, o);
-  }
+  WorkHandle all_gather(const Op& call, BufferView in, BufferView out, const AllGatherOptions& o) override;
   WorkHandle reduce_scatter(const Op& call, BufferView in, BufferView out, const ReduceScatterOptions& o) override {
     return flat_->reduce_scatter(call, in, out, o);
   }
@@ -233,6 +232,26 @@ WorkHandle HierBackend::broadcast(const Op& call, BufferView buffer, const Broad
                                                         o.buffer(0), root, o.timeout);
                                   });
   OpDesc desc = op_desc("broadcast", buffer).with_root(options.root);
+  desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
+  op_check_->record(desc);
+  return work;
+}
+
+WorkHandle HierBackend::all_gather(const Op& call, BufferView in, BufferView out, const AllGatherOptions& options) {
+  // Shapes that do not fit and empty inputs are the flat group's to refuse or finish, in its words.
+  if (!runtime_ || in.count == 0 || in.dtype != out.dtype || out.count != in.count * static_cast<std::size_t>(size()))
+    return flat_->all_gather(call, in, out, options);
+  if (in.device != DeviceKind::cpu || out.device != DeviceKind::cpu)
+    throw ConfigError(fmt::format("all_gather on group '{}': the hier backend takes host memory only, got a CUDA "
+                                  "buffer (use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
+                                  name_));
+  WorkHandle work =
+      runtime_->run(call, out.bytes(), {{in, OpBuffer::read}, {out, OpBuffer::write}},
+                    [layout = layout_, node = node_, leaders = leaders_, size = size()](const OpContext& o) {
+                      two_level_all_gather(ChainParts{node.get(), leaders.get(), layout.get(), size}, o.buffer(0),
+                                           o.buffer(1), o.timeout);
+                    });
+  OpDesc desc = op_desc("all_gather", in);
   desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
   op_check_->record(desc);
   return work;
