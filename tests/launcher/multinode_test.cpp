@@ -135,18 +135,20 @@ TEST_CASE("three nodes broadcast and all-gather over hier, two levels", "[launch
 }
 
 TEST_CASE("two nodes of two ranks all-gather over hier, the leaders in place", "[launcher][multinode][hier]") {
-  // Nodes of equal size: the leaders' step is one all-gather on the output itself.
+  // Nodes of equal size: the leaders' step is one all-gather on the output itself. Device buffers
+  // are refused, naming the op, before anything starts, and the group goes on.
   const auto port = free_port();
   Env env = quiet_env();
   env["FASTRUN_BACKEND"] = "hier";
   env["FASTRUN_LOG_LEVEL"] = "debug";
-  const Strings partner = {"--join", "--world-all-gather"};
+  const Strings partner = {"--join", "--world-all-gather", "--world-device-refused"};
   Nodes nodes(2, port, {{"--nproc", "2"}, {"--nproc", "2"}}, {partner, partner}, env);
   const auto r = nodes.finish(60s);
   for (int k = 0; k < 2; ++k) {
     INFO("node " << k << " stderr: " << r[static_cast<std::size_t>(k)].err);
     REQUIRE(r[static_cast<std::size_t>(k)].exit_code == 0);
     CHECK(contains(r[static_cast<std::size_t>(k)].out, "all_gather ok hier"));
+    CHECK(contains(r[static_cast<std::size_t>(k)].out, "device refused hier"));
     CHECK(contains(r[static_cast<std::size_t>(k)].err, "2 nodes, node " + std::to_string(k)));
   }
 }

@@ -58,6 +58,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -431,6 +432,33 @@ int main(int argc, char** argv) {
                                             std::to_string(j) + " is " + std::to_string(out[j]));
              }
              std::printf("all_gather ok %s\n", ctx->world().backend_name().c_str());
+             std::fflush(stdout);
+           });
+  on_world("--world-device-refused",
+           "all_reduce, broadcast and all_gather of a CUDA-tagged view on the joined world, each\n"
+           "refused before it starts; then an all-reduce on the same group; print \"device refused BACKEND\"",
+           [&] {
+             float v[4] = {1, 2, 3, 4};
+             std::vector<float> out(4 * static_cast<std::size_t>(ctx->world_size()));
+             const auto device = fastrun::view_of(v, 4, fastrun::DeviceKind::cuda);
+             const auto host_out = fastrun::view_of(out.data(), out.size());
+             const std::pair<const char*, std::function<void()>> calls[] = {
+                 {"all_reduce", [&] { ctx->world().all_reduce(device); }},
+                 {"broadcast", [&] { ctx->world().broadcast(device, {0}); }},
+                 {"all_gather", [&] { ctx->world().all_gather(device, host_out); }},
+             };
+             for (const auto& [op, call] : calls) {
+               try {
+                 call();
+                 throw std::runtime_error(std::string(op) + " of a CUDA-tagged view was not refused");
+               } catch (const fastrun::ConfigError& e) {
+                 if (!std::strstr(e.what(), op) || !std::strstr(e.what(), "host memory only"))
+                   throw std::runtime_error(std::string(op) + " refused in other words: " + e.what());
+               }
+             }
+             ctx->world().all_reduce(fastrun::view_of(v, 4))->wait();  // the group is still usable
+             if (v[0] != static_cast<float>(ctx->world_size())) throw std::runtime_error("all-reduce after the refusals");
+             std::printf("device refused %s\n", ctx->world().backend_name().c_str());
              std::fflush(stdout);
            });
   action("--shm-leftover", "create /dev/shm/fastrun-<run-id>@leftover-<rank> and leave it", [&] {

@@ -1,6 +1,8 @@
 #include "fastrun/runtime/backend/hier/hier_backend.h"
 
 #include <chrono>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <thread>
@@ -122,6 +124,13 @@ class HierBackend final : public Backend {
   }
 
  private:
+  // A two-level op's body, given this backend's parts.
+  using TwoLevelBody = std::function<void(const ChainParts&, const OpContext&)>;
+  // Runs a two-level op on this backend's runtime and records it for the mismatch check.
+  WorkHandle run(const Op& call, OpDesc desc, std::size_t bytes, std::vector<OpBuffer> buffers, TwoLevelBody body);
+  // Refuses device buffers, naming the op and the backend that takes them.
+  void require_host(const char* what, std::initializer_list<BufferView> buffers) const;
+
   std::string name_;
   std::shared_ptr<const NodeLayout> layout_;
   // Held by the queued ops too: the comm thread may outlive the backend on a dead peer.
@@ -198,60 +207,55 @@ HierBackend::HierBackend(const GroupSpec& spec, backend::Factory gloo) : name_(s
 
 WorkHandle HierBackend::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   if (!runtime_ || !takes_chain(buffer.dtype) || buffer.count == 0) return flat_->all_reduce(call, buffer, options);
-  if (buffer.device != DeviceKind::cpu)
-    throw ConfigError(fmt::format("all_reduce on group '{}': the hier backend takes host memory only, got a CUDA "
-                                  "buffer (use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
-                                  name_));
+  require_host("all_reduce", {buffer});
   check_prescale(op_where("all_reduce", name_), buffer, options.prescale);
-  WorkHandle work = runtime_->run(call, buffer.bytes(), {{buffer, OpBuffer::read_write}},
-                       [layout = layout_, node = node_, leaders = leaders_, size = size(), op = options.op,
-                        prescale = options.prescale](const OpContext& o) {
-                         apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
-                         chain_all_reduce(ChainParts{node.get(), leaders.get(), layout.get(), size}, o.buffer(0),
-                                          op, o.timeout);
-                       });
-  OpDesc desc = op_desc("all_reduce", buffer).with_reduce(options.op);
-  desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
-  op_check_->record(desc);
-  return work;
+  return run(call, op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(),
+             {{buffer, OpBuffer::read_write}},
+             [op = options.op, prescale = options.prescale](const ChainParts& parts, const OpContext& o) {
+               apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
+               chain_all_reduce(parts, o.buffer(0), op, o.timeout);
+             });
 }
 
 WorkHandle HierBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   // A bad root and an empty buffer are the flat group's to refuse or finish, in its words.
   if (!runtime_ || buffer.count == 0 || options.root < 0 || options.root >= size())
     return flat_->broadcast(call, buffer, options);
-  if (buffer.device != DeviceKind::cpu)
-    throw ConfigError(fmt::format("broadcast on group '{}': the hier backend takes host memory only, got a CUDA "
-                                  "buffer (use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
-                                  name_));
+  require_host("broadcast", {buffer});
   const auto access = options.root == rank() ? OpBuffer::read : OpBuffer::write;
-  WorkHandle work = runtime_->run(call, buffer.bytes(), {{buffer, access}},
-                                  [layout = layout_, node = node_, leaders = leaders_, size = size(),
-                                   root = options.root](const OpContext& o) {
-                                    two_level_broadcast(ChainParts{node.get(), leaders.get(), layout.get(), size},
-                                                        o.buffer(0), root, o.timeout);
-                                  });
-  OpDesc desc = op_desc("broadcast", buffer).with_root(options.root);
-  desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
-  op_check_->record(desc);
-  return work;
+  return run(call, op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), {{buffer, access}},
+             [root = options.root](const ChainParts& parts, const OpContext& o) {
+               two_level_broadcast(parts, o.buffer(0), root, o.timeout);
+             });
 }
 
 WorkHandle HierBackend::all_gather(const Op& call, BufferView in, BufferView out, const AllGatherOptions& options) {
   // Shapes that do not fit and empty inputs are the flat group's to refuse or finish, in its words.
   if (!runtime_ || in.count == 0 || in.dtype != out.dtype || out.count != in.count * static_cast<std::size_t>(size()))
     return flat_->all_gather(call, in, out, options);
-  if (in.device != DeviceKind::cpu || out.device != DeviceKind::cpu)
-    throw ConfigError(fmt::format("all_gather on group '{}': the hier backend takes host memory only, got a CUDA "
-                                  "buffer (use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
-                                  name_));
-  WorkHandle work =
-      runtime_->run(call, out.bytes(), {{in, OpBuffer::read}, {out, OpBuffer::write}},
-                    [layout = layout_, node = node_, leaders = leaders_, size = size()](const OpContext& o) {
-                      two_level_all_gather(ChainParts{node.get(), leaders.get(), layout.get(), size}, o.buffer(0),
-                                           o.buffer(1), o.timeout);
-                    });
-  OpDesc desc = op_desc("all_gather", in);
+  require_host("all_gather", {in, out});
+  return run(call, op_desc("all_gather", in), out.bytes(), {{in, OpBuffer::read}, {out, OpBuffer::write}},
+             [](const ChainParts& parts, const OpContext& o) {
+               two_level_all_gather(parts, o.buffer(0), o.buffer(1), o.timeout);
+             });
+}
+
+void HierBackend::require_host(const char* what, std::initializer_list<BufferView> buffers) const {
+  for (const BufferView& b : buffers)
+    if (b.device != DeviceKind::cpu)
+      throw ConfigError(fmt::format("{} on group '{}': the hier backend takes host memory only, got a CUDA buffer "
+                                    "(use the nccl backend for GPU buffers: FASTRUN_BACKEND=nccl or auto)",
+                                    what, name_));
+}
+
+WorkHandle HierBackend::run(const Op& call, OpDesc desc, std::size_t bytes, std::vector<OpBuffer> buffers,
+                            TwoLevelBody body) {
+  // The body holds the parts by shared_ptr: the comm thread may outlive the backend on a dead peer.
+  WorkHandle work = runtime_->run(call, bytes, std::move(buffers),
+                                  [layout = layout_, node = node_, leaders = leaders_, size = size(),
+                                   body = std::move(body)](const OpContext& o) {
+                                    body(ChainParts{node.get(), leaders.get(), layout.get(), size}, o);
+                                  });
   desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
   op_check_->record(desc);
   return work;
