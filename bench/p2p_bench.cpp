@@ -2,7 +2,7 @@
 // gather and scatter, on N ranks forked by the bench (shm or gloo), each row next to Open MPI's
 // figure for the same op and size measured in the same run (fastrun-bench-mpi through mpirun,
 // when both were found) and the ratio fastrun / MPI of the times (below 1: fastrun is faster).
-//   fastrun-bench p2p [--nproc N] [--backend shm|gloo] [--op pingpong|alltoall|gather|scatter|all]
+//   fastrun-bench p2p [--nproc N] [--backend shm|gloo] [--op pingpong|alltoall|alltoallv|gather|scatter|all]
 //                     [--max BYTES] [--no-mpi] [--pin]
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,8 +134,10 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
         std::vector<std::int32_t> whole(block * N, 1), mine(block, 1), out(block * N);
         auto w = view_of(whole.data(), whole.size()), m = view_of(mine.data(), mine.size()),
              o = view_of(out.data(), out.size());
+        const std::vector<std::size_t> counts(N, block);
         secs = time_op(*g, iters, [&] {
           if (op == "alltoall") g->all_to_all(w, o)->wait();
+          else if (op == "alltoallv") g->all_to_allv(w, counts, o, counts)->wait();
           else if (op == "gather") g->gather(m, o, {0})->wait();
           else g->scatter(w, m, {0})->wait();
         });

@@ -20,8 +20,9 @@ inline std::vector<std::size_t> sizes(std::size_t max) {
 }
 
 // Operations, by the names both programs print: "pingpong" (time = half the round trip),
-// "alltoall" (bytes = one rank's whole input), "gather" and "scatter" (bytes = the root's whole
-// buffer; root 0).
-inline const char* const kOps[] = {"pingpong", "alltoall", "gather", "scatter"};
+// "alltoall" (bytes = one rank's whole input), "alltoallv" (the same blocks through the
+// per-rank-counts call: what its counts check costs), "gather" and "scatter" (bytes = the root's
+// whole buffer; root 0).
+inline const char* const kOps[] = {"pingpong", "alltoall", "alltoallv", "gather", "scatter"};
 
 }  // namespace fastrun::bench::p2p

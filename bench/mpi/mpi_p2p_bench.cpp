@@ -72,6 +72,15 @@ int main(int argc, char** argv) {
         MPI_Alltoall(in.data(), static_cast<int>(block), MPI_BYTE, out.data(), static_cast<int>(block), MPI_BYTE,
                      MPI_COMM_WORLD);
       });
+    } else if (op == "alltoallv") {
+      const std::size_t block = std::max<std::size_t>(1, bytes / N);
+      std::vector<char> in(block * N, 1), out(block * N);
+      std::vector<int> counts(N, static_cast<int>(block)), displs(N);
+      for (std::size_t r = 0; r < N; ++r) displs[r] = static_cast<int>(r * block);
+      secs = time_op(iters, [&] {
+        MPI_Alltoallv(in.data(), counts.data(), displs.data(), MPI_BYTE, out.data(), counts.data(), displs.data(),
+                      MPI_BYTE, MPI_COMM_WORLD);
+      });
     } else if (op == "gather" || op == "scatter") {
       const std::size_t block = std::max<std::size_t>(1, bytes / N);
       std::vector<char> whole(block * N, 1), mine(block, 1);

@@ -257,7 +257,7 @@ WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& 
                send_counts[me] * esize);
     return completed_work();
   }
-  return forward(op_desc("all_to_allv", input), [&](Backend& pg, const Op& call) {
+  return forward(op_desc("all_to_allv", input).with_pair_counts(send_counts, recv_counts), [&](Backend& pg, const Op& call) {
     return pg.all_to_allv(call, input, send_counts, output, recv_counts, options);
   });
 }

@@ -5,8 +5,11 @@
 // across ranks (sequence_check.h) through a fixed-size Fingerprint.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "fastrun/runtime/process_group/pair_counts.h"
 #include "fastrun/runtime/process_group/types.h"
 
 namespace fastrun {
@@ -16,22 +19,30 @@ struct OpDesc {
   std::int64_t seq = 0;     // 1, 2, ... per group, counting only ops that communicate (p2p apart)
   bool has_buffer = false;  // false for barrier
   DType dtype = DType::float32;
-  std::int64_t count = 0;   // elements of the input buffer
+  std::int64_t count = 0;   // elements of the input buffer (-1: each rank's own, from a Fingerprint)
   int root = -1;            // root or peer (a group rank); -1: none
   int reduce = -1;          // a ReduceOp; -1: none
   bool point_to_point = false;  // send/recv: not a collective, never compared across ranks
+  // all_to_allv: this rank's counts. Its count is then this rank's own and is not compared;
+  // the checks compare the pairs' counts instead (pair_counts.h).
+  std::shared_ptr<const PairCounts> pair_counts;
 
   OpDesc& with_root(int r) { root = r; return *this; }
   // send/recv: numbered apart from the collectives (only two ranks take part, so the group's
   // collective numbers stay equal on every rank) and never compared across ranks.
   OpDesc& with_peer(int p) { root = p; point_to_point = true; return *this; }
   OpDesc& with_reduce(ReduceOp r) { reduce = static_cast<int>(r); return *this; }
+  OpDesc& with_pair_counts(std::vector<std::size_t> send, std::vector<std::size_t> recv) {
+    pair_counts = std::make_shared<const PairCounts>(PairCounts{std::move(send), std::move(recv)});
+    return *this;
+  }
 };
 
 OpDesc op_desc(const char* op, const BufferView& input);  // an op on a buffer
 OpDesc op_desc(const char* op);                            // an op without one (barrier)
 
-// "all_reduce(float32 x 1024, sum)", "broadcast(float32 x 1024, root 0)", "barrier()".
+// "all_reduce(float32 x 1024, sum)", "broadcast(float32 x 1024, root 0)", "barrier()";
+// "all_to_allv(float32)" from a Fingerprint (its count is each rank's own).
 std::string describe(const OpDesc& d);
 // The same with its number: "op #12 all_reduce(float32 x 1024, sum)"; "p2p op #3 send(...)".
 std::string describe_numbered(const OpDesc& d);

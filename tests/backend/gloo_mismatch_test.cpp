@@ -5,10 +5,12 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -124,7 +126,8 @@ TEST_CASE("gloo: mismatched collectives end in errors, never a crash", "[gloo][m
 // "When ranks disagree"). So before such an op touches the caller's buffers the ranks compare
 // their ops (backend/gloo/fingerprint_prelude.h): a mismatch fails on every rank at once. What
 // no prelude covers (all_to_allv, whose counts differ by rank) ends at the op timeout plus the
-// release grace (1 s): never a crash, never a hang past that.
+// release grace (1 s): never a crash, never a hang past that; FASTRUN_DEBUG=sequence names its
+// pair at once.
 namespace {
 
 // Runs `issue` on 2 gloo ranks (after `warm_up`) and reports through each rank's message how
@@ -212,17 +215,22 @@ TEST_CASE("gloo: a mismatch across the 2 MiB line (one rank's op has the prelude
   }
 }
 
+namespace {
+// rank 0 sends rank 1 more than rank 1 expects, 4 MiB each way.
+void issue_disagreeing_all_to_allv(Group& g, int rank) {
+  const std::size_t n = 1 << 20;
+  std::vector<std::size_t> sc(2, n), rc(2, n);
+  if (rank == 0) sc[1] = n + 1024;
+  std::vector<float> in(sc[0] + sc[1], 1.0f), out(rc[0] + rc[1]);
+  g.all_to_allv(view_of(in.data(), in.size()), sc, view_of(out.data(), out.size()), rc)->wait();
+}
+}  // namespace
+
 TEST_CASE("gloo: an all_to_allv over 2 MiB whose counts disagree ends at the op timeout and crashes nothing",
           "[gloo][mismatch][mp]") {
-  // all_to_allv has no prelude (its counts differ by rank when they agree): rank 0 sends rank 1
-  // more than rank 1 posted, rank 1's transport thread fails, and its op ends at Gloo's timeout.
-  const auto results = run_timed({{"FASTRUN_OP_TIMEOUT", "4"}}, [](Group& g, int rank) {
-    const std::size_t n = 1 << 20;  // 4 MiB of float to each rank
-    std::vector<std::size_t> sc(2, n), rc(2, n);
-    if (rank == 0) sc[1] = n + 1024;
-    std::vector<float> in(sc[0] + sc[1], 1.0f), out(rc[0] + rc[1]);
-    g.all_to_allv(view_of(in.data(), in.size()), sc, view_of(out.data(), out.size()), rc)->wait();
-  });
+  // all_to_allv has no prelude (fingerprint_prelude.h): rank 1's transport thread fails on the
+  // message larger than it expects, and its op ends at Gloo's timeout.
+  const auto results = run_timed({{"FASTRUN_OP_TIMEOUT", "4"}}, issue_disagreeing_all_to_allv);
   REQUIRE(results.size() == 2);
   INFO(test::describe(results));
   int disagree = 0;
@@ -234,6 +242,60 @@ TEST_CASE("gloo: an all_to_allv over 2 MiB whose counts disagree ends at the op 
     CHECK(seconds_of(r.message) < 15.0);
   }
   CHECK(disagree >= 1);
+}
+
+TEST_CASE("gloo: FASTRUN_DEBUG=sequence names the pair of an all_to_allv whose counts disagree, on every rank",
+          "[gloo][mismatch][mp]") {
+  const auto results =
+      run_timed({{"FASTRUN_OP_TIMEOUT", "60"}, {"FASTRUN_DEBUG", "sequence"}}, issue_disagreeing_all_to_allv);
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    CHECK(r.message.find("op #1 on group 'world': every rank called all_to_allv(float32), and the counts disagree: "
+                         "rank 0 sends 1049600 elements to rank 1, which expects 1048576 from it (FASTRUN_DEBUG="
+                         "sequence found the ranks out of step") != std::string::npos);
+    CHECK(seconds_of(r.message) < 10.0);
+  }
+}
+
+TEST_CASE("all_to_allv whose counts differ by rank and agree by pair is no mismatch, on gloo and shm",
+          "[gloo][shm][mismatch][mp]") {
+  // 3 ranks, rank r sending rank p (p + 1) * (r + 1) * 100,000 floats: inputs of 2.4 to 7.2 MiB,
+  // no two ranks alike, on both sides of the 2 MiB line; with and without FASTRUN_DEBUG=sequence.
+  for (const std::string backend : {"gloo", "shm"}) {
+    for (const char* debug : {"off", "sequence"}) {
+      INFO(backend << ", FASTRUN_DEBUG=" << debug);
+      test::RankRunOptions options;
+      options.timeout = std::chrono::seconds(60);
+      options.extra_env["FASTRUN_DEBUG"] = debug;
+      const auto results = test::run_ranks(
+          3,
+          [&backend](int rank) {
+            auto ctx = join({backend});
+            const auto me = static_cast<std::size_t>(rank);
+            std::vector<std::size_t> sc(3), rc(3);
+            for (std::size_t p = 0; p < 3; ++p) {
+              sc[p] = (p + 1) * (me + 1) * 100000;
+              rc[p] = (me + 1) * (p + 1) * 100000;  // what rank p sends this rank
+            }
+            std::vector<float> in(sc[0] + sc[1] + sc[2]), out(rc[0] + rc[1] + rc[2], -1.0f);
+            for (std::size_t p = 0, at = 0; p < 3; at += sc[p], ++p)
+              std::fill(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + sc[p]),
+                        static_cast<float>(10 * rank + static_cast<int>(p)));
+            ctx->world().all_to_allv(view_of(in.data(), in.size()), sc, view_of(out.data(), out.size()), rc)->wait();
+            for (std::size_t p = 0, at = 0; p < 3; at += rc[p], ++p)
+              for (std::size_t i = at; i < at + rc[p]; ++i)
+                if (out[i] != static_cast<float>(10 * static_cast<int>(p) + rank))
+                  throw std::runtime_error("element " + std::to_string(i) + " from rank " + std::to_string(p) + " is " +
+                                           std::to_string(out[i]));
+          },
+          options);
+      INFO(test::describe(results));
+      CHECK(test::all_ok(results));
+    }
+  }
 }
 
 TEST_CASE("gloo: FASTRUN_DEBUG=sequence fails a mismatch on an op over 2 MiB promptly", "[gloo][mismatch][mp]") {

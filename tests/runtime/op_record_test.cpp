@@ -57,3 +57,36 @@ TEST_CASE("the mismatch message of another check: the ranks it saw, in rank orde
         "op #7 on group 'world': ranks 0,1 called all_reduce(float32 x 1024, sum), rank 2 called "
         "broadcast(float32 x 1024, root 0) (found by x)");
 }
+
+TEST_CASE("all_to_allv: counts that differ by rank are no mismatch, counts a pair disagrees on are", "[group][debug]") {
+  // Rank r sends rank p (r + 1) * (p + 2) elements; 3 ranks.
+  std::vector<PairCounts> rows(3);
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t p = 0; p < 3; ++p) {
+      rows[r].send.push_back((r + 1) * (p + 2));
+      rows[r].recv.push_back((p + 1) * (r + 2));  // what rank p sends rank r
+    }
+  const auto sums = [&] {
+    std::vector<PairCountSums> s;
+    for (int r = 0; r < 3; ++r) s.push_back(pair_count_sums(r, rows[static_cast<std::size_t>(r)]));
+    return s;
+  };
+  CHECK(pair_counts_agree(sums()));
+  CHECK(describe_pair_mismatch(rows, {}).empty());
+  // The fingerprints of the ranks' all_to_allv agree although their inputs differ in size, and
+  // the count is left out of what they name.
+  const BufferView small{nullptr, 7, DType::float32, DeviceKind::cpu}, large{nullptr, 70, DType::float32, DeviceKind::cpu};
+  const auto a = fingerprint(numbered(op_desc("all_to_allv", small).with_pair_counts(rows[0].send, rows[0].recv), 4));
+  const auto b = fingerprint(numbered(op_desc("all_to_allv", large).with_pair_counts(rows[1].send, rows[1].recv), 4));
+  CHECK(a == b);
+  CHECK(describe(from_fingerprint(a)) == "all_to_allv(float32)");
+  CHECK(describe(op_desc("all_to_allv", small)) == "all_to_allv(float32 x 7)");  // a rank's own record keeps it
+  // Rank 2 expects one element less from rank 0 than rank 0 sends it; then a second pair too.
+  rows[2].recv[0] -= 1;
+  CHECK(!pair_counts_agree(sums()));
+  CHECK(describe_pair_mismatch(rows, {}) == "rank 0 sends 4 elements to rank 2, which expects 3 from it");
+  rows[0].send[1] += 5;
+  CHECK(!pair_counts_agree(sums()));
+  CHECK(describe_pair_mismatch(rows, {4, 5, 6}) ==
+        "rank 4 sends 8 elements to rank 5, which expects 3 from it (and 1 more pair disagrees)");
+}
