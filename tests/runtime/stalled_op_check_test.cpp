@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +28,18 @@ OpDesc op(const char* name, std::size_t count, std::int64_t seq) {
   OpDesc d = op_desc(name, BufferView{g_buf.data(), count, DType::float32});
   d.seq = seq;
   return d;
+}
+// Whether every thread of `pid` is stopped (state T in /proc/PID/task/*/stat). kill(SIGSTOP)
+// returns before the target stops: until it does, it may still answer a request.
+bool all_threads_stopped(pid_t pid) {
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto paren = stat.rfind(')');  // the name may hold spaces and parentheses
+    if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'T') return false;
+  }
+  return !ec;
 }
 }  // namespace
 
@@ -93,6 +107,8 @@ TEST_CASE("stalled-op check: a store host that stops answering holds a check for
   check.record(op("all_reduce", 10, 1));
   CHECK(!check.check());  // answered: rank 1 has published nothing, so no verdict
   REQUIRE(::kill(host.pid(), SIGSTOP) == 0);
+  for (int i = 0; i < 500 && !all_threads_stopped(host.pid()); ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(all_threads_stopped(host.pid()));
   const auto t0 = std::chrono::steady_clock::now();
   CHECK(!check.check());
   const auto took = std::chrono::steady_clock::now() - t0;
