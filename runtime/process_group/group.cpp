@@ -257,7 +257,11 @@ WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& 
                send_counts[me] * esize);
     return completed_work();
   }
-  return forward(op_desc("all_to_allv", input).with_pair_counts(send_counts, recv_counts), [&](Backend& pg, const Op& call) {
+  // The counts ride along only for the sequence check, which compares them pair by pair.
+  OpDesc desc = op_desc("all_to_allv", input);
+  if (check_sequence_) desc.with_pair_counts(send_counts, recv_counts);
+  else desc.with_count_per_rank();
+  return forward(std::move(desc), [&](Backend& pg, const Op& call) {
     return pg.all_to_allv(call, input, send_counts, output, recv_counts, options);
   });
 }

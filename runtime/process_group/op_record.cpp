@@ -45,7 +45,7 @@ static_assert(Fingerprint::kNameBytes == 3 * sizeof(std::int64_t));
 Fingerprint fingerprint(const OpDesc& d) {
   Fingerprint f;
   f.words[0] = d.seq;
-  f.words[1] = !d.has_buffer ? -1 : d.pair_counts ? kCountPerRank : d.count;
+  f.words[1] = !d.has_buffer ? -1 : d.count_per_rank ? kCountPerRank : d.count;
   f.words[2] = d.has_buffer ? static_cast<std::int64_t>(d.dtype) : -1;
   f.words[3] = d.root;
   f.words[4] = d.reduce;
@@ -59,7 +59,8 @@ OpDesc from_fingerprint(const Fingerprint& f) {
   OpDesc d;
   d.seq = f.words[0];
   d.has_buffer = f.words[1] >= 0 || f.words[1] == kCountPerRank;
-  d.count = f.words[1] >= 0 ? f.words[1] : f.words[1] == kCountPerRank ? -1 : 0;
+  d.count_per_rank = f.words[1] == kCountPerRank;
+  d.count = f.words[1] >= 0 ? f.words[1] : d.count_per_rank ? -1 : 0;
   if (d.has_buffer) d.dtype = static_cast<DType>(f.words[2]);
   d.root = static_cast<int>(f.words[3]);
   d.reduce = static_cast<int>(f.words[4]);

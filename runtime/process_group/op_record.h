@@ -23,8 +23,10 @@ struct OpDesc {
   int root = -1;            // root or peer (a group rank); -1: none
   int reduce = -1;          // a ReduceOp; -1: none
   bool point_to_point = false;  // send/recv: not a collective, never compared across ranks
-  // all_to_allv: this rank's counts. Its count is then this rank's own and is not compared;
-  // the checks compare the pairs' counts instead (pair_counts.h).
+  // all_to_allv: its count is this rank's own and is not compared. Where a check compares the
+  // pairs' counts instead (FASTRUN_DEBUG=sequence, pair_counts.h), it also carries them: a copy
+  // per op, so only there.
+  bool count_per_rank = false;
   std::shared_ptr<const PairCounts> pair_counts;
 
   OpDesc& with_root(int r) { root = r; return *this; }
@@ -32,7 +34,9 @@ struct OpDesc {
   // collective numbers stay equal on every rank) and never compared across ranks.
   OpDesc& with_peer(int p) { root = p; point_to_point = true; return *this; }
   OpDesc& with_reduce(ReduceOp r) { reduce = static_cast<int>(r); return *this; }
+  OpDesc& with_count_per_rank() { count_per_rank = true; return *this; }
   OpDesc& with_pair_counts(std::vector<std::size_t> send, std::vector<std::size_t> recv) {
+    count_per_rank = true;
     pair_counts = std::make_shared<const PairCounts>(PairCounts{std::move(send), std::move(recv)});
     return *this;
   }

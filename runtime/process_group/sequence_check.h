@@ -22,7 +22,7 @@ void check_same_op(Backend& pg, const OpDesc& op, const std::string& group_name,
                    const std::vector<int>& global_ranks);
 
 // The comparison itself, over any all-gather of int64 words (`all` is sized for every rank's
-// `mine`, in group rank order): the ranks exchange their op's Fingerprint and its pair-count sums
+// `mine`, in group rank order; `rank` is this rank's group rank): the ranks exchange their op's Fingerprint and its pair-count sums
 // (pair_counts.h; zero for an op without per-rank counts), kOpCheckWords words each; when the
 // sums differ they exchange their counts too, to name the pair. Throws the ConfigError naming
 // the ranks' ops (or the pair), ending in `found_by`, when they disagree. Every rank decides

@@ -450,7 +450,7 @@ WorkHandle GlooBackend::run(const Op& call, OpDesc op, std::size_t bytes, std::v
                           GroupRuntime::Body body) {
   // An op on the caller's buffers first compares the ranks' ops (fingerprint_prelude.h).
   GroupRuntime::Body prelude;
-  if (op_check_ && op.has_buffer && bytes > kStagedOpBytes && !op.pair_counts)
+  if (op_check_ && op.has_buffer && bytes > kStagedOpBytes && !op.count_per_rank)
     prelude = fingerprint_prelude(context_, op, name_, p2p_names_.global_ranks);
   WorkHandle work = runtime_->run(call, bytes, std::move(buffers), std::move(body), std::move(prelude));
   op.seq = static_cast<std::int64_t>(runtime_->last_seq());
@@ -594,7 +594,7 @@ WorkHandle GlooBackend::all_to_allv(const Op& call, BufferView input, const std:
   }
   // Its count differs between ranks by design: the checks compare the pairs' counts instead
   // (FASTRUN_DEBUG=sequence); it has no prelude (fingerprint_prelude.h says why).
-  return run(call, op_desc("all_to_allv", input).with_pair_counts(send_counts, recv_counts), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
+  return run(call, op_desc("all_to_allv", input).with_count_per_rank(), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
                        [ctx = context_, send_counts, recv_counts](const OpContext& o) {
                          run_all_to_allv(ctx, o.buffer(0), send_counts, o.buffer(1), recv_counts, tag_of(o),
                                          o.timeout);

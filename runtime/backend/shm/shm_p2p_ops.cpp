@@ -210,7 +210,7 @@ WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::
     out_at += recv_counts[q];
   }
   const std::size_t own = send_counts[me];
-  return run_p2p(call, op_desc("all_to_allv", input).with_pair_counts(send_counts, recv_counts), std::move(ops), [input, output, own_in, own_out, own] {
+  return run_p2p(call, op_desc("all_to_allv", input).with_count_per_rank(), std::move(ops), [input, output, own_in, own_out, own] {
     copy(block(output, own_out, own), block(input, own_in, own));
   });
 }
