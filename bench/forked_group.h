@@ -59,8 +59,8 @@ inline std::unique_ptr<Backend> forked_group(const std::string& backend, int ran
 // Hosts a store named after `prefix` and this pid, forks `nproc` ranks that each run
 // rank(r, store address, run id) and exit (1 when it threw, with the error on stderr), and reaps
 // them. Returns 0 when every rank exited 0, else 1. Ctrl-C, SIGTERM or SIGHUP (the parent's or
-// the whole process group's; those it was not started ignoring) stops the ranks and removes the store's segment before the bench
-// dies of the same signal: the parent keeps the three blocked and takes them with sigtimedwait,
+// the whole process group's; those it was not started ignoring) stops the ranks and removes the
+// store's segment before the bench dies of the same signal: the parent keeps the three blocked and takes them with sigtimedwait,
 // from before the store exists (its threads inherit the mask), and its ranks unblock them; a rank
 // still there 5 s after the stop is killed.
 inline int run_forked_ranks(int nproc, const std::string& prefix,
@@ -118,12 +118,9 @@ inline int run_forked_ranks(int nproc, const std::string& prefix,
         for (pid_t pid : pids) ::kill(pid, SIGKILL);  // a rank that ignores the stop (blocked in a wait)
     }
   }  // the store's segment is removed here
-  if (stopped_by) {
-    std::signal(stopped_by, SIG_DFL);
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);  // the pending copy, if any, ends the bench
-    ::raise(stopped_by);
-  }
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (stopped_by) std::signal(stopped_by, SIG_DFL);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);  // a pending copy of the stop, if any, ends the bench here
+  if (stopped_by) ::raise(stopped_by);
   return rc;
 }
 

@@ -260,38 +260,50 @@ TEST_CASE("gloo: FASTRUN_DEBUG=sequence names the pair of an all_to_allv whose c
   }
 }
 
+namespace {
+// One all_to_allv on 3 ranks of `backend` whose counts differ by rank and agree by pair: rank r
+// sends rank p (p + 1) * (r + 1) * `unit` floats of value 10 r + p, and every element received is
+// checked. `late_rank` (-1: none) issues it 2.5 s after the others.
+std::vector<test::RankResult> run_agreeing_all_to_allv(const std::string& backend, std::size_t unit,
+                                                       const std::map<std::string, std::string>& env,
+                                                       int late_rank = -1) {
+  test::RankRunOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.extra_env = env;
+  return test::run_ranks(
+      3,
+      [&](int rank) {
+        auto ctx = join({backend});
+        const auto me = static_cast<std::size_t>(rank);
+        std::vector<std::size_t> sc(3), rc(3);
+        for (std::size_t p = 0; p < 3; ++p) {
+          sc[p] = (p + 1) * (me + 1) * unit;
+          rc[p] = (me + 1) * (p + 1) * unit;  // what rank p sends this rank
+        }
+        std::vector<float> in(sc[0] + sc[1] + sc[2]), out(rc[0] + rc[1] + rc[2], -1.0f);
+        for (std::size_t p = 0, at = 0; p < 3; at += sc[p], ++p)
+          std::fill(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + sc[p]),
+                    static_cast<float>(10 * rank + static_cast<int>(p)));
+        if (rank == late_rank) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        ctx->world().all_to_allv(view_of(in.data(), in.size()), sc, view_of(out.data(), out.size()), rc)->wait();
+        for (std::size_t p = 0, at = 0; p < 3; at += rc[p], ++p)
+          for (std::size_t i = at; i < at + rc[p]; ++i)
+            if (out[i] != static_cast<float>(10 * static_cast<int>(p) + rank))
+              throw std::runtime_error("element " + std::to_string(i) + " from rank " + std::to_string(p) + " is " +
+                                       std::to_string(out[i]));
+      },
+      options);
+}
+}  // namespace
+
 TEST_CASE("all_to_allv whose counts differ by rank and agree by pair is no mismatch, on gloo and shm",
           "[gloo][shm][mismatch][mp]") {
-  // 3 ranks, rank r sending rank p (p + 1) * (r + 1) * 100,000 floats: inputs of 2.4 to 7.2 MiB,
-  // no two ranks alike, on both sides of the 2 MiB line; with and without FASTRUN_DEBUG=sequence.
+  // Units of 100,000 floats: inputs of 2.4 to 7.2 MiB, no two ranks alike, on both sides of the
+  // 2 MiB line; with and without FASTRUN_DEBUG=sequence.
   for (const std::string backend : {"gloo", "shm"}) {
     for (const char* debug : {"off", "sequence"}) {
       INFO(backend << ", FASTRUN_DEBUG=" << debug);
-      test::RankRunOptions options;
-      options.timeout = std::chrono::seconds(60);
-      options.extra_env["FASTRUN_DEBUG"] = debug;
-      const auto results = test::run_ranks(
-          3,
-          [&backend](int rank) {
-            auto ctx = join({backend});
-            const auto me = static_cast<std::size_t>(rank);
-            std::vector<std::size_t> sc(3), rc(3);
-            for (std::size_t p = 0; p < 3; ++p) {
-              sc[p] = (p + 1) * (me + 1) * 100000;
-              rc[p] = (me + 1) * (p + 1) * 100000;  // what rank p sends this rank
-            }
-            std::vector<float> in(sc[0] + sc[1] + sc[2]), out(rc[0] + rc[1] + rc[2], -1.0f);
-            for (std::size_t p = 0, at = 0; p < 3; at += sc[p], ++p)
-              std::fill(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + sc[p]),
-                        static_cast<float>(10 * rank + static_cast<int>(p)));
-            ctx->world().all_to_allv(view_of(in.data(), in.size()), sc, view_of(out.data(), out.size()), rc)->wait();
-            for (std::size_t p = 0, at = 0; p < 3; at += rc[p], ++p)
-              for (std::size_t i = at; i < at + rc[p]; ++i)
-                if (out[i] != static_cast<float>(10 * static_cast<int>(p) + rank))
-                  throw std::runtime_error("element " + std::to_string(i) + " from rank " + std::to_string(p) + " is " +
-                                           std::to_string(out[i]));
-          },
-          options);
+      const auto results = run_agreeing_all_to_allv(backend, 100000, {{"FASTRUN_DEBUG", debug}});
       INFO(test::describe(results));
       CHECK(test::all_ok(results));
     }
@@ -341,30 +353,11 @@ TEST_CASE("gloo: all_reduce against broadcast fails on every rank in seconds, na
 TEST_CASE("a stalled all_to_allv whose counts differ by rank is no mismatch for the stalled-op check, on gloo and shm",
           "[gloo][shm][mismatch][mp]") {
   // Rank 2 comes 2.5 s late: ranks 0 and 1 stall past 1 s in the same op, and their checks
-  // compare their last ops through the store. Their inputs differ in size (rank r sends rank p
-  // (r + 1) * (p + 2) floats) and agree by pair: the op completes on every rank.
+  // compare their last ops through the store. Their inputs differ in size (6, 12 and 18 floats)
+  // and agree by pair: the op completes on every rank.
   for (const std::string backend : {"gloo", "shm"}) {
     INFO(backend);
-    test::RankRunOptions options;
-    options.timeout = std::chrono::seconds(60);
-    const auto results = test::run_ranks(
-        3,
-        [&backend](int rank) {
-          auto ctx = join({backend});
-          const auto me = static_cast<std::size_t>(rank);
-          std::vector<std::size_t> sc(3), rc(3);
-          for (std::size_t p = 0; p < 3; ++p) {
-            sc[p] = (me + 1) * (p + 2);
-            rc[p] = (p + 1) * (me + 2);
-          }
-          std::vector<float> in(sc[0] + sc[1] + sc[2], static_cast<float>(rank)), out(rc[0] + rc[1] + rc[2], -1.0f);
-          if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-          ctx->world().all_to_allv(view_of(in.data(), in.size()), sc, view_of(out.data(), out.size()), rc)->wait();
-          for (std::size_t p = 0, at = 0; p < 3; at += rc[p], ++p)
-            for (std::size_t i = at; i < at + rc[p]; ++i)
-              if (out[i] != static_cast<float>(p)) throw std::runtime_error("element " + std::to_string(i));
-        },
-        options);
+    const auto results = run_agreeing_all_to_allv(backend, 1, {}, /*late_rank=*/2);
     INFO(test::describe(results));
     CHECK(test::all_ok(results));
   }
