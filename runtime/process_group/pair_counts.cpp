@@ -53,8 +53,8 @@ std::string describe_pair_mismatch(const std::vector<PairCounts>& all, const std
         ++more;
         continue;
       }
-      first = fmt::format("rank {} sends {} elements to rank {}, which expects {} from it",
-                          global_rank_at(static_cast<int>(from), global_ranks), sent,
+      first = fmt::format("rank {} sends {} element{} to rank {}, which expects {} from it",
+                          global_rank_at(static_cast<int>(from), global_ranks), sent, sent == 1 ? "" : "s",
                           global_rank_at(static_cast<int>(to), global_ranks), expected);
     }
   if (more) first += fmt::format(" (and {} more pair{} disagree{})", more, more == 1 ? "" : "s", more == 1 ? "s" : "");

@@ -592,12 +592,15 @@ WorkHandle GlooBackend::all_to_allv(const Op& call, BufferView input, const std:
     if (output.data != input.data && input.count) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
-  // Its count differs between ranks by design: the checks compare the pairs' counts instead
-  // (FASTRUN_DEBUG=sequence); it has no prelude (fingerprint_prelude.h says why).
+  // Its count differs between ranks by design: FASTRUN_DEBUG=sequence compares the pairs' counts
+  // before the op, and by default each message carries its length (rooted_ops.h); it has no
+  // prelude (fingerprint_prelude.h says why). Staged or not is this rank's own business here.
+  const bool on_callers_buffers = input.bytes() > kStagedOpBytes;
   return run(call, op_desc("all_to_allv", input).with_count_per_rank(), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
-                       [ctx = context_, send_counts, recv_counts](const OpContext& o) {
+                       [ctx = context_, send_counts, recv_counts, on_callers_buffers,
+                        names = p2p_names_.global_ranks](const OpContext& o) {
                          run_all_to_allv(ctx, o.buffer(0), send_counts, o.buffer(1), recv_counts, tag_of(o),
-                                         o.timeout);
+                                         o.timeout, on_callers_buffers, names);
                        });
 }
 

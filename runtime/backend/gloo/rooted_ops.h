@@ -24,8 +24,18 @@ void run_scatter(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, 
                  std::uint32_t tag, Duration timeout);
 void run_all_to_all(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output,
                     std::uint32_t tag, Duration timeout);
+// Each message carries its length (8 bytes on slot kAllToAllvLengthSlotPrefix, just before its
+// payload): a rank that receives fewer elements than recv_counts says fails with the pairs that
+// disagree, named by `global_ranks` (empty: group ranks are global). With `lengths_first` (the
+// op works on the caller's buffers) a rank posts each receive only once its length came, one
+// message time later: a longer message then goes to a scratch buffer and fails the op the same
+// way, where posted at once it would fail Gloo's transport thread and hold the op until its
+// timeout (transport_failure.h); staged ops fail at once on that, so they post everything in
+// one round.
+constexpr std::uint8_t kAllToAllvLengthSlotPrefix = 0x72;  // p2p_work.h has 0x70 and 0x71
 void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView input,
                      const std::vector<std::size_t>& send_counts, BufferView output,
-                     const std::vector<std::size_t>& recv_counts, std::uint32_t tag, Duration timeout);
+                     const std::vector<std::size_t>& recv_counts, std::uint32_t tag, Duration timeout,
+                     bool lengths_first, const std::vector<int>& global_ranks);
 
 }  // namespace fastrun::gloo_backend
