@@ -422,3 +422,106 @@ TEST_CASE("gloo: an all_to_allv message that is not whole elements of the receiv
     CHECK(!r.timed_out);
   }
 }
+
+TEST_CASE("gloo: a gather, scatter, broadcast or reduce whose receiver is sent fewer elements than it expects fails "
+          "there, naming the pair",
+          "[gloo][mismatch][mp]") {
+  // Data flows one way in these, so no rank is sent more than it expects: Gloo completed the
+  // short receive as if whole, and both ranks exited 0 with the receiver's buffer partly stale.
+  struct OneWay {
+    const char* op;
+    int receiver;
+    std::function<void(Group&, int)> issue;
+  };
+  const std::vector<OneWay> cases = {
+      {"gather", 0, [](Group& g, int rank) {
+         std::vector<float> f(100, 1.0f);
+         g.gather(view_of(f.data(), rank == 0 ? 10 : 9), view_of(f.data() + 50, 20), {0})->wait();
+       }},
+      {"scatter", 1, [](Group& g, int rank) {
+         std::vector<float> f(100, 1.0f);
+         g.scatter(view_of(f.data(), 18), view_of(f.data() + 50, rank == 0 ? 9 : 10), {0})->wait();
+       }},
+      {"broadcast", 1, [](Group& g, int rank) {
+         std::vector<float> f(100, 1.0f);
+         g.broadcast(view_of(f.data(), rank == 0 ? 9 : 10), {0})->wait();
+       }},
+      {"reduce", 0, [](Group& g, int rank) {
+         std::vector<float> f(100, 1.0f);
+         g.reduce(view_of(f.data(), rank == 0 ? 10 : 9))->wait();
+       }},
+  };
+  for (const OneWay& c : cases) {
+    INFO(c.op);
+    const auto results = run_timed({{"FASTRUN_OP_TIMEOUT", "60"}}, c.issue);
+    REQUIRE(results.size() == 2);
+    INFO(test::describe(results));
+    const int sender = 1 - c.receiver;
+    CHECK(results[static_cast<std::size_t>(c.receiver)].message.find(
+              fmt::format("{} #1 failed: rank {} sends 9 elements to rank {}, which expects 10 from it", c.op, sender,
+                          c.receiver)) != std::string::npos);
+    for (const auto& r : results) {
+      CHECK(r.signal == 0);
+      CHECK(!r.timed_out);
+      CHECK(seconds_of(r.message) < 10.0);
+    }
+  }
+}
+
+TEST_CASE("gloo: a broadcast on 4 ranks whose root sends fewer elements fails on every receiver in seconds",
+          "[gloo][mismatch][mp]") {
+  // Over the binomial tree rank 3 receives from rank 1, which fails before it forwards: rank 3
+  // learns of the failure from the group, not at the op timeout (60 s).
+  test::RankRunOptions options;
+  options.timeout = std::chrono::seconds(60);
+  options.extra_env = {{"FASTRUN_OP_TIMEOUT", "60"}};
+  const auto results = test::run_ranks(
+      4,
+      [](int rank) {
+        auto ctx = join({"gloo"});
+        std::vector<float> f(10, 1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        std::string outcome = "completed";
+        try {
+          ctx->world().broadcast(view_of(f.data(), rank == 0 ? 9 : 10), {0})->wait();
+        } catch (const Error& e) {
+          outcome = e.what();
+        }
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        throw std::runtime_error(fmt::format("{:.2f} s: {}", took, outcome));
+      },
+      options);
+  REQUIRE(results.size() == 4);
+  INFO(test::describe(results));
+  for (const int receiver : {1, 2})
+    CHECK(results[static_cast<std::size_t>(receiver)].message.find(
+              fmt::format("broadcast #1 failed: rank 0 sends 9 elements to rank {}, which expects 10 from it",
+                          receiver)) != std::string::npos);
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    CHECK(seconds_of(r.message) < 10.0);
+  }
+  CHECK(results[3].message.find("completed") == std::string::npos);  // its data never came
+}
+
+TEST_CASE("gloo: a gather whose ranks' sizes fall on both sides of the packing line stalls, and the stalled-op check "
+          "names both ops in seconds",
+          "[gloo][mismatch][mp]") {
+  // Up to 64 KiB a message and its length travel as one message on a slot of their own
+  // (sized_messages.h): rank 1's 64,000 bytes go that way, while the root expects 80,000 bytes in
+  // two. They never meet, so nothing is received wrong; the stalled-op check compares the ops.
+  const auto results = run_timed({{"FASTRUN_OP_TIMEOUT", "60"}}, [](Group& g, int rank) {
+    std::vector<float> f(60000, 1.0f);
+    g.gather(view_of(f.data(), rank == 0 ? 20000 : 16000), view_of(f.data() + 20000, 40000), {0})->wait();
+  });
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    CHECK(r.message.find("rank 0 called gather(float32 x 20000, root 0), rank 1 called gather(float32 x 16000, root "
+                         "0) (found out of step when the op stalled") != std::string::npos);
+    CHECK(seconds_of(r.message) < 10.0);
+  }
+}

@@ -16,7 +16,6 @@
 #include <gloo/allgatherv.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
@@ -376,14 +375,8 @@ WorkHandle GlooBackend::broadcast(const Op& call, BufferView buffer, const Broad
   if (size_ == 1 || buffer.count == 0) return completed_work();
   const auto access = options.root == rank_ ? OpBuffer::read : OpBuffer::write;
   return run(call, op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), {{buffer, access}},
-                       [ctx = context_, root = options.root](const OpContext& op) {
-                         const BufferView& b = op.buffer(0);
-                         ::gloo::BroadcastOptions o(ctx);
-                         o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(b.data), b.bytes());
-                         o.setRoot(root);
-                         o.setTag(tag_of(op));
-                         o.setTimeout(op.timeout);
-                         ::gloo::broadcast(o);
+                       [ctx = context_, root = options.root, names = p2p_names_.global_ranks](const OpContext& op) {
+                         run_broadcast(ctx, op.buffer(0), root, tag_of(op), op.timeout, names);
                        });
 }
 
@@ -527,8 +520,9 @@ WorkHandle GlooBackend::reduce(const Op& call, BufferView buffer, const ReduceOp
   // Only the root's buffer is written (with the reduction); the others' are only read.
   const auto access = rank_ == options.root ? OpBuffer::read_write : OpBuffer::read;
   return run(call, op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
-             {{buffer, access}}, [ctx = context_, op = options.op, root = options.root](const OpContext& o) {
-               run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout);
+             {{buffer, access}}, [ctx = context_, op = options.op, root = options.root,
+                                  names = p2p_names_.global_ranks](const OpContext& o) {
+               run_reduce(ctx, o.buffer(0), op, root, tag_of(o), o.timeout, names);
              });
 }
 
@@ -545,8 +539,9 @@ WorkHandle GlooBackend::gather(const Op& call, BufferView input, BufferView outp
   std::vector<OpBuffer> buffers{{input, OpBuffer::read}};
   if (rank_ == root) buffers.push_back({output, OpBuffer::write});
   return run(call, op_desc("gather", input).with_root(root), input.bytes() * static_cast<std::size_t>(size_),
-             std::move(buffers), [ctx = context_, output, root](const OpContext& o) {
-               run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o), o.timeout);
+             std::move(buffers), [ctx = context_, output, root, names = p2p_names_.global_ranks](const OpContext& o) {
+               run_gather(ctx, o.buffer(0), o.buffers.size() > 1 ? o.buffer(1) : output, root, tag_of(o), o.timeout,
+                          names);
              });
 }
 
@@ -563,8 +558,9 @@ WorkHandle GlooBackend::scatter(const Op& call, BufferView input, BufferView out
   std::vector<OpBuffer> buffers{{output, OpBuffer::write}};
   if (rank_ == root) buffers.push_back({input, OpBuffer::read});
   return run(call, op_desc("scatter", output).with_root(root), output.bytes() * static_cast<std::size_t>(size_),
-             std::move(buffers), [ctx = context_, input, root](const OpContext& o) {
-               run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o), o.timeout);
+             std::move(buffers), [ctx = context_, input, root, names = p2p_names_.global_ranks](const OpContext& o) {
+               run_scatter(ctx, o.buffers.size() > 1 ? o.buffer(1) : input, o.buffer(0), root, tag_of(o), o.timeout,
+                           names);
              });
 }
 

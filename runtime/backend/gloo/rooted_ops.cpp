@@ -6,12 +6,9 @@
 
 #include <fmt/format.h>
 #include <gloo/alltoall.h>
-#include <gloo/gather.h>
-#include <gloo/scatter.h>
 #include <gloo/types.h>
 
-#include "fastrun/runtime/process_group/pair_counts.h"
-#include "fastrun/runtime/process_group/rank_name.h"
+#include "fastrun/runtime/backend/gloo/sized_messages.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::gloo_backend {
@@ -25,19 +22,45 @@ std::uint8_t* bytes(const BufferView& b, std::size_t elements = 0) {
   return static_cast<std::uint8_t*>(b.data) + elements * dtype_size(b.dtype);
 }
 
+// Fails the op on the receiving rank when a message had another length (sized_messages.h).
+void throw_if_wrong(const std::vector<WrongLength>& wrong, const char* op, std::size_t element_size,
+                    const std::vector<int>& global_ranks) {
+  const std::string text = describe_wrong_lengths(wrong, element_size, global_ranks);
+  if (!text.empty())
+    throw std::runtime_error(fmt::format("{} (every message of a gloo {} carries its length; this rank's output is "
+                                         "incomplete, and the group is unusable)",
+                                         text, op));
+}
+
+// Every rank's `chunk` bytes at `in` into the root's `out`, in rank order (Gloo's gather.cc,
+// with lengths).
+void gather_bytes(const std::shared_ptr<::gloo::Context>& ctx, std::uint8_t* in, std::size_t chunk,
+                  std::uint8_t* out, int root, std::uint32_t tag, Duration timeout, const char* op,
+                  std::size_t element_size, const std::vector<int>& global_ranks) {
+  SizedMessages m(ctx, ::gloo::kGatherSlotPrefix, tag, timeout);
+  auto in_buffer = ctx->createUnboundBuffer(in, chunk);
+  if (ctx->rank != root) {
+    m.send(*in_buffer, root, 0, chunk);
+    m.wait();
+    return;
+  }
+  const auto n = static_cast<std::size_t>(ctx->size);
+  auto out_buffer = ctx->createUnboundBuffer(out, n * chunk);
+  for (std::size_t p = 0; p < n; ++p)
+    if (p != static_cast<std::size_t>(root)) m.recv(*out_buffer, static_cast<int>(p), p * chunk, chunk);
+  std::memcpy(out + static_cast<std::size_t>(root) * chunk, in, chunk);
+  m.wait();
+  throw_if_wrong(m.wrong_lengths(), op, element_size, global_ranks);
+}
+
 }  // namespace
 
 void run_reduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, ReduceOp op, int root, std::uint32_t tag,
-                Duration timeout) {
+                Duration timeout, const std::vector<int>& global_ranks) {
   const auto n = static_cast<std::size_t>(ctx->size);
   std::vector<std::uint8_t> gathered(ctx->rank == root ? n * b.bytes() : 0);
-  ::gloo::GatherOptions o(ctx);
-  o.setInput<std::uint8_t>(bytes(b), b.bytes());
-  if (ctx->rank == root) o.setOutput<std::uint8_t>(gathered.data(), gathered.size());
-  o.setRoot(root);
-  o.setTag(tag);
-  o.setTimeout(timeout);
-  ::gloo::gather(o);
+  gather_bytes(ctx, bytes(b), b.bytes(), gathered.data(), root, tag, timeout, "reduce", dtype_size(b.dtype),
+               global_ranks);
   if (ctx->rank != root) return;
   std::vector<const void*> srcs(n);
   for (std::size_t p = 0; p < n; ++p) srcs[p] = gathered.data() + p * b.bytes();
@@ -45,29 +68,52 @@ void run_reduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, Reduc
 }
 
 void run_gather(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output, int root,
-                std::uint32_t tag, Duration timeout) {
-  ::gloo::GatherOptions o(ctx);
-  o.setInput<std::uint8_t>(bytes(input), input.bytes());
-  if (ctx->rank == root) o.setOutput<std::uint8_t>(bytes(output), output.bytes());
-  o.setRoot(root);
-  o.setTag(tag);
-  o.setTimeout(timeout);
-  ::gloo::gather(o);
+                std::uint32_t tag, Duration timeout, const std::vector<int>& global_ranks) {
+  gather_bytes(ctx, bytes(input), input.bytes(), ctx->rank == root ? bytes(output) : nullptr, root, tag, timeout,
+               "gather", dtype_size(input.dtype), global_ranks);
 }
 
 void run_scatter(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output, int root,
-                 std::uint32_t tag, Duration timeout) {
-  ::gloo::ScatterOptions o(ctx);
-  if (ctx->rank == root) {
-    std::vector<std::uint8_t*> blocks;
-    for (int p = 0; p < ctx->size; ++p) blocks.push_back(bytes(input, static_cast<std::size_t>(p) * output.count));
-    o.setInputs<std::uint8_t>(blocks, output.bytes());
+                 std::uint32_t tag, Duration timeout, const std::vector<int>& global_ranks) {
+  SizedMessages m(ctx, ::gloo::kScatterSlotPrefix, tag, timeout);
+  const std::size_t chunk = output.bytes();
+  auto out_buffer = ctx->createUnboundBuffer(bytes(output), chunk);
+  if (ctx->rank != root) {
+    m.recv(*out_buffer, root, 0, chunk);
+    m.wait();
+    throw_if_wrong(m.wrong_lengths(), "scatter", dtype_size(output.dtype), global_ranks);
+    return;
   }
-  o.setOutput<std::uint8_t>(bytes(output), output.bytes());
-  o.setRoot(root);
-  o.setTag(tag);
-  o.setTimeout(timeout);
-  ::gloo::scatter(o);
+  const auto n = static_cast<std::size_t>(ctx->size);
+  auto in_buffer = ctx->createUnboundBuffer(bytes(input), n * chunk);
+  for (std::size_t p = 0; p < n; ++p)
+    if (p != static_cast<std::size_t>(root)) m.send(*in_buffer, static_cast<int>(p), p * chunk, chunk);
+  std::memcpy(bytes(output), bytes(input) + static_cast<std::size_t>(root) * chunk, chunk);
+  m.wait();
+}
+
+void run_broadcast(const std::shared_ptr<::gloo::Context>& ctx, BufferView buffer, int root, std::uint32_t tag,
+                   Duration timeout, const std::vector<int>& global_ranks) {
+  // Gloo's binomial tree (broadcast.cc), with virtual ranks where the root is 0: in round i the
+  // ranks that have the data (vrank < 2^i) send to vrank + 2^i. A rank receives once, checks
+  // the length, then forwards; one that fails leaves its subtree waiting, and they learn of
+  // the failure from the group (GroupRuntime's op_failed hook), not at the op timeout.
+  SizedMessages m(ctx, ::gloo::kBroadcastSlotPrefix, tag, timeout);
+  const auto n = static_cast<std::size_t>(ctx->size);
+  const std::size_t vrank = (static_cast<std::size_t>(ctx->rank) + n - static_cast<std::size_t>(root)) % n;
+  auto data = ctx->createUnboundBuffer(bytes(buffer), buffer.bytes());
+  const auto real = [&](std::size_t v) { return static_cast<int>((v + static_cast<std::size_t>(root)) % n); };
+  std::size_t have = 1;  // vranks below `have` hold the data after each round
+  for (; have < n; have *= 2) {
+    if (vrank >= have && vrank < 2 * have) {  // this rank's round to receive, from vrank - have
+      m.recv(*data, real(vrank - have), 0, buffer.bytes());
+      m.wait();
+      throw_if_wrong(m.wrong_lengths(), "broadcast", dtype_size(buffer.dtype), global_ranks);
+    } else if (vrank < have && vrank + have < n) {
+      m.send(*data, real(vrank + have), 0, buffer.bytes());
+    }
+  }
+  m.wait();
 }
 
 void run_all_to_all(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output,
@@ -103,9 +149,9 @@ void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView inp
   // sender (tcp/unbound_buffer.cc), and the payload's receive needs to know whose length came.
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> length_from(n);
   const auto slot = ::gloo::Slot::build(::gloo::kAlltoallSlotPrefix, tag);
-  const auto length_slot = ::gloo::Slot::build(kAllToAllvLengthSlotPrefix, tag);
+  const auto length_slot = ::gloo::Slot::build(kLengthSlotPrefix, tag);
   // Gloo's own order (alltoallv.cc): rank r sends to r+i while it receives from r-i. Each
-  // length goes just before its payload.
+  // length goes just before its payload: with lengths_first the receiver needs it first.
   for (std::size_t i = 1; i < n; ++i) {
     const std::size_t to = (me + i) % n, from = (me + n - i) % n;
     sent_lengths->send(static_cast<int>(to), length_slot, to * sizeof(std::uint64_t), sizeof(std::uint64_t));
@@ -141,23 +187,11 @@ void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView inp
   // Gloo completes a receive with a shorter message as if it were whole: without the lengths a
   // rank sent fewer elements than its peer expects and both went on, the peer's output partly
   // unwritten. (A message longer than the receive posted for it fails Gloo's transport thread.)
-  const char* const why =
-      " (every message of a gloo all_to_allv carries its length; this rank's output is incomplete, and the group is "
-      "unusable)";
-  std::vector<PairCounts> known(n, PairCounts{std::vector<std::size_t>(n), {}});
-  known[me].send[me] = send_counts[me];
-  known[me].recv = recv_counts;
-  for (std::size_t p = 0; p < n; ++p) {
-    if (p == me) continue;
-    if (received[p] % esize)  // not whole elements: the peer's dtype differs
-      throw std::runtime_error(fmt::format("rank {} sends {} bytes to rank {}, which expects {} elements of {} bytes "
-                                           "from it{}",
-                                           global_rank_at(static_cast<int>(p), global_ranks), received[p],
-                                           global_rank_at(ctx->rank, global_ranks), recv_counts[p], esize, why));
-    known[p].send[me] = static_cast<std::size_t>(received[p] / esize);
-  }
-  const std::string pairs = describe_pair_mismatch(known, global_ranks);
-  if (!pairs.empty()) throw std::runtime_error(pairs + why);
+  std::vector<WrongLength> wrong;
+  for (std::size_t p = 0; p < n; ++p)
+    if (p != me && received[p] != recv_counts[p] * esize)
+      wrong.push_back({static_cast<int>(p), ctx->rank, received[p], recv_counts[p] * esize});
+  throw_if_wrong(wrong, "all_to_allv", esize, global_ranks);
 }
 
 }  // namespace fastrun::gloo_backend
