@@ -39,6 +39,18 @@ bool pair_counts_agree(const std::vector<PairCountSums>& all) {
   return sent == expected;
 }
 
+std::string describe_pair(int from, int to, std::uint64_t sent, std::uint64_t expected,
+                          const std::vector<int>& global_ranks) {
+  return fmt::format("rank {} sends {} element{} to rank {}, which expects {} from it",
+                     global_rank_at(from, global_ranks), sent, sent == 1 ? "" : "s", global_rank_at(to, global_ranks),
+                     expected);
+}
+
+std::string more_pairs(std::size_t more) {
+  if (!more) return "";
+  return fmt::format(" (and {} more pair{} disagree{})", more, more == 1 ? "" : "s", more == 1 ? "s" : "");
+}
+
 std::string describe_pair_mismatch(const std::vector<PairCounts>& all, const std::vector<int>& global_ranks) {
   std::string first;
   std::size_t more = 0;
@@ -53,12 +65,9 @@ std::string describe_pair_mismatch(const std::vector<PairCounts>& all, const std
         ++more;
         continue;
       }
-      first = fmt::format("rank {} sends {} element{} to rank {}, which expects {} from it",
-                          global_rank_at(static_cast<int>(from), global_ranks), sent, sent == 1 ? "" : "s",
-                          global_rank_at(static_cast<int>(to), global_ranks), expected);
+      first = describe_pair(static_cast<int>(from), static_cast<int>(to), sent, expected, global_ranks);
     }
-  if (more) first += fmt::format(" (and {} more pair{} disagree{})", more, more == 1 ? "" : "s", more == 1 ? "s" : "");
-  return first;
+  return first + more_pairs(more);
 }
 
 }  // namespace fastrun

@@ -24,8 +24,15 @@ PairCountSums pair_count_sums(int rank, const PairCounts& counts);
 // Whether the ranks' sums (one per rank) say that every pair agrees.
 bool pair_counts_agree(const std::vector<PairCountSums>& all);
 
-// "rank 0 sends 7 elements to rank 1, which expects 6 from it" (and how many more pairs
-// disagree), from every rank's counts in group rank order; "" when they all agree. `global_ranks`
+// "rank 0 sends 7 elements to rank 1, which expects 6 from it": one pair that disagrees (group
+// ranks, named by `global_ranks`; empty: group ranks are global). Gloo's message lengths
+// (backend/gloo/sized_messages.h) say it in the same words.
+std::string describe_pair(int from, int to, std::uint64_t sent, std::uint64_t expected,
+                          const std::vector<int>& global_ranks);
+// " (and 2 more pairs disagree)" after the first; "" for none.
+std::string more_pairs(std::size_t more);
+
+// The first pair that disagrees and how many more, from every rank's counts in group rank order; "" when they all agree. `global_ranks`
 // name the ranks (empty: group ranks are global).
 std::string describe_pair_mismatch(const std::vector<PairCounts>& all, const std::vector<int>& global_ranks);
 

@@ -130,6 +130,10 @@ void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView inp
                      const std::vector<std::size_t>& send_counts, BufferView output,
                      const std::vector<std::size_t>& recv_counts, std::uint32_t tag, Duration timeout,
                      bool lengths_first, const std::vector<int>& global_ranks) {
+  // Its own length messages, not SizedMessages': packing small messages would split a pair
+  // whose counts disagree across kPackedBytes into two forms that never meet, and nothing would
+  // name that stall (its count is each rank's own, so the stalled-op check finds no mismatch);
+  // and over 2 MiB a receive is posted only once its length came (rooted_ops.h).
   const auto n = static_cast<std::size_t>(ctx->size);
   const auto me = static_cast<std::size_t>(ctx->rank);
   const std::size_t esize = dtype_size(input.dtype);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/process_group/pair_counts.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
 namespace fastrun::gloo_backend {
@@ -13,17 +14,14 @@ std::string describe_wrong_lengths(const std::vector<WrongLength>& wrong, std::s
                                    const std::vector<int>& global_ranks) {
   if (wrong.empty()) return "";
   const WrongLength& w = wrong.front();
-  const int from = global_rank_at(w.from, global_ranks), to = global_rank_at(w.to, global_ranks);
-  const std::uint64_t elements = w.bytes / element_size, expected = w.expected_bytes / element_size;
-  std::string text =
+  const std::uint64_t expected = w.expected_bytes / element_size;
+  const std::string first =
       w.bytes % element_size  // not whole elements: the peer's dtype differs
-          ? fmt::format("rank {} sends {} bytes to rank {}, which expects {} elements of {} bytes from it", from,
-                        w.bytes, to, expected, element_size)
-          : fmt::format("rank {} sends {} element{} to rank {}, which expects {} from it", from, elements,
-                        elements == 1 ? "" : "s", to, expected);
-  if (const std::size_t more = wrong.size() - 1)
-    text += fmt::format(" (and {} more pair{} disagree{})", more, more == 1 ? "" : "s", more == 1 ? "s" : "");
-  return text;
+          ? fmt::format("rank {} sends {} bytes to rank {}, which expects {} elements of {} bytes from it",
+                        global_rank_at(w.from, global_ranks), w.bytes, global_rank_at(w.to, global_ranks), expected,
+                        element_size)
+          : describe_pair(w.from, w.to, w.bytes / element_size, expected, global_ranks);
+  return first + more_pairs(wrong.size() - 1);
 }
 
 SizedMessages::SizedMessages(std::shared_ptr<::gloo::Context> context, std::uint8_t payload_prefix,
@@ -35,62 +33,70 @@ SizedMessages::SizedMessages(std::shared_ptr<::gloo::Context> context, std::uint
       timeout_(timeout) {}
 
 void SizedMessages::send(::gloo::transport::UnboundBuffer& buffer, int peer, std::size_t offset, std::size_t bytes) {
-  std::uint64_t& length = lengths_.emplace_back(bytes);
-  Posted& p = posted_.emplace_back(Posted{nullptr, nullptr, {}, nullptr, true, peer, 0});
-  if (bytes <= kPackedBytes) {
-    p.packed.resize(sizeof length + bytes);
-    std::memcpy(p.packed.data(), &length, sizeof length);
-    std::memcpy(p.packed.data() + sizeof length, static_cast<std::uint8_t*>(buffer.ptr) + offset, bytes);
-    p.length = context_->createUnboundBuffer(p.packed.data(), p.packed.size());
-    p.length->send(peer, packed_slot_);
-    return;
-  }
-  p.payload = &buffer;
-  p.length = context_->createUnboundBuffer(&length, sizeof length);
-  buffer.send(peer, payload_slot_, offset, bytes);
-  p.length->send(peer, length_slot_);
+  Posted& p = posted_.emplace_back();
+  p.send = true;
+  p.peer = peer;
+  p.length = bytes;
+  post(p, buffer, offset);
 }
 
 void SizedMessages::recv(::gloo::transport::UnboundBuffer& buffer, int peer, std::size_t offset, std::size_t bytes) {
-  std::uint64_t& length = lengths_.emplace_back(bytes);
-  Posted& p = posted_.emplace_back(Posted{nullptr, nullptr, {}, nullptr, false, peer, bytes});
-  if (bytes <= kPackedBytes) {
-    p.packed.resize(sizeof length + bytes);
-    p.unpack_to = static_cast<std::uint8_t*>(buffer.ptr) + offset;
-    p.length = context_->createUnboundBuffer(p.packed.data(), p.packed.size());
-    p.length->recv(peer, packed_slot_);
+  Posted& p = posted_.emplace_back();
+  p.peer = peer;
+  p.expected = p.length = bytes;
+  post(p, buffer, offset);
+}
+
+void SizedMessages::post(Posted& p, ::gloo::transport::UnboundBuffer& buffer, std::size_t offset) {
+  std::uint8_t* at = static_cast<std::uint8_t*>(buffer.ptr) + offset;
+  if (p.length <= kPackedBytes) {
+    p.packed.resize(sizeof p.length + p.length);
+    if (p.send) {
+      std::memcpy(p.packed.data(), &p.length, sizeof p.length);
+      std::memcpy(p.packed.data() + sizeof p.length, at, p.length);
+    } else {
+      p.unpack_to = at;
+    }
+    p.control = context_->createUnboundBuffer(p.packed.data(), p.packed.size());
+    if (p.send) p.control->send(p.peer, packed_slot_);
+    else p.control->recv(p.peer, packed_slot_);
     return;
   }
   p.payload = &buffer;
-  p.length = context_->createUnboundBuffer(&length, sizeof length);
-  buffer.recv(peer, payload_slot_, offset, bytes);
-  p.length->recv(peer, length_slot_);
+  p.control = context_->createUnboundBuffer(&p.length, sizeof p.length);
+  if (p.send) {
+    buffer.send(p.peer, payload_slot_, offset, p.length);
+    p.control->send(p.peer, length_slot_);
+  } else {
+    buffer.recv(p.peer, payload_slot_, offset, p.length);
+    p.control->recv(p.peer, length_slot_);
+  }
 }
 
 void SizedMessages::wait() {
   for (; waited_ < posted_.size(); ++waited_) {
     Posted& p = posted_[waited_];
     if (p.send) {
-      p.length->waitSend(timeout_);
+      p.control->waitSend(timeout_);
       if (p.payload) p.payload->waitSend(timeout_);
       continue;
     }
-    p.length->waitRecv(timeout_);
+    p.control->waitRecv(timeout_);
     if (p.payload) {
       p.payload->waitRecv(timeout_);
       continue;
     }
-    std::uint64_t& length = lengths_[waited_];
-    std::memcpy(&length, p.packed.data(), sizeof length);
-    if (length == p.expected) std::memcpy(p.unpack_to, p.packed.data() + sizeof length, length);
+    std::memcpy(&p.length, p.packed.data(), sizeof p.length);
+    if (p.length == p.expected) std::memcpy(p.unpack_to, p.packed.data() + sizeof p.length, p.length);
   }
 }
 
 std::vector<WrongLength> SizedMessages::wrong_lengths() const {
   std::vector<WrongLength> wrong;
-  for (std::size_t i = 0; i < waited_; ++i)
-    if (!posted_[i].send && lengths_[i] != posted_[i].expected)
-      wrong.push_back({posted_[i].peer, context_->rank, lengths_[i], posted_[i].expected});
+  for (std::size_t i = 0; i < waited_; ++i) {
+    const Posted& p = posted_[i];
+    if (!p.send && p.length != p.expected) wrong.push_back({p.peer, context_->rank, p.length, p.expected});
+  }
   return wrong;
 }
 

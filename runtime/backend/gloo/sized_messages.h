@@ -59,19 +59,22 @@ class SizedMessages {
 
  private:
   struct Posted {
-    ::gloo::transport::UnboundBuffer* payload;  // the caller's; null when packed
-    std::unique_ptr<::gloo::transport::UnboundBuffer> length;  // or the packed message
+    bool send = false;
+    int peer = 0;
+    std::uint64_t expected = 0;  // a receive's posted bytes
+    std::uint64_t length = 0;    // the message's: sent, or received once waited for
+    ::gloo::transport::UnboundBuffer* payload = nullptr;  // the caller's; null when packed
+    std::unique_ptr<::gloo::transport::UnboundBuffer> control;  // over `length`, or `packed`
     std::vector<std::uint8_t> packed;  // the length, then the payload
     std::uint8_t* unpack_to = nullptr;  // a packed receive's payload goes here once it came
-    bool send;
-    int peer;
-    std::uint64_t expected;  // a receive's posted bytes
   };
+  // Posts `p` (its fields above the buffers set) on `buffer`: packed or with a length message.
+  void post(Posted& p, ::gloo::transport::UnboundBuffer& buffer, std::size_t offset);
+
   std::shared_ptr<::gloo::Context> context_;
   std::uint64_t payload_slot_, length_slot_, packed_slot_;
   Duration timeout_;
-  std::deque<std::uint64_t> lengths_;  // stable addresses for the length buffers
-  std::deque<Posted> posted_;
+  std::deque<Posted> posted_;  // a deque: the length buffers point into its elements
   std::size_t waited_ = 0;
 };
 
