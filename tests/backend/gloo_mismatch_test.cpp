@@ -525,3 +525,99 @@ TEST_CASE("gloo: a gather whose ranks' sizes fall on both sides of the packing l
     CHECK(seconds_of(r.message) < 10.0);
   }
 }
+
+// An op of 0 elements on one rank and more on its peer. The rank with 0 used to return at once,
+// unrecorded: its peer waited alone until the op timeout (every case below took the whole
+// FASTRUN_OP_TIMEOUT), and the next op of each rank went on with the numbers out of step. Now
+// Gloo's own algorithms (all_reduce, all_gather, reduce_scatter, all_to_all) record it, so the
+// stalled-op check names both ops; the ops whose messages carry their length send it, so the
+// receiver fails at once naming the pair (or, sent more than it expects, fails Gloo's transport).
+TEST_CASE("gloo: an op of 0 elements on one rank against more on its peer fails in seconds, naming it",
+          "[gloo][mismatch][mp]") {
+  struct ZeroCase {
+    const char* op;
+    std::function<void(Group&, int rank, std::vector<float>&)> issue;
+    std::string on_rank0, on_rank1;  // in each rank's message ("": any error)
+  };
+  const auto zero_on_1 = [](int rank) -> std::size_t { return rank == 0 ? 10 : 0; };
+  const std::string stalled = "(found out of step when the op stalled";
+  const std::vector<ZeroCase> cases = {
+      {"all_reduce", [&](Group& g, int rank, std::vector<float>& f) { g.all_reduce(view_of(f.data(), zero_on_1(rank)))->wait(); },
+       "rank 0 called all_reduce(float32 x 10, sum), rank 1 called all_reduce(float32 x 0, sum) " + stalled, ""},
+      {"all_gather", [&](Group& g, int rank, std::vector<float>& f) {
+         const std::size_t n = zero_on_1(rank);
+         g.all_gather(view_of(f.data(), n), view_of(f.data() + 100, 2 * n))->wait();
+       },
+       "rank 0 called all_gather(float32 x 10), rank 1 called all_gather(float32 x 0) " + stalled, ""},
+      {"reduce_scatter", [&](Group& g, int rank, std::vector<float>& f) {
+         const std::size_t n = zero_on_1(rank);
+         g.reduce_scatter(view_of(f.data() + 100, 2 * n), view_of(f.data(), n))->wait();
+       },
+       "rank 0 called reduce_scatter(float32 x 20, sum), rank 1 called reduce_scatter(float32 x 0, sum) " + stalled, ""},
+      {"all_to_all", [&](Group& g, int rank, std::vector<float>& f) {
+         const std::size_t n = 2 * zero_on_1(rank);
+         g.all_to_all(view_of(f.data(), n), view_of(f.data() + 100, n))->wait();
+       },
+       "rank 0 called all_to_all(float32 x 20), rank 1 called all_to_all(float32 x 0) " + stalled, ""},
+      {"gather", [&](Group& g, int rank, std::vector<float>& f) {
+         g.gather(view_of(f.data(), zero_on_1(rank)), view_of(f.data() + 100, 20), {0})->wait();
+       },
+       "gather #1 failed: rank 1 sends 0 elements to rank 0, which expects 10 from it", ""},
+      {"reduce", [&](Group& g, int rank, std::vector<float>& f) {
+         g.reduce(view_of(f.data(), zero_on_1(rank)))->wait();
+       },
+       "reduce #1 failed: rank 1 sends 0 elements to rank 0, which expects 10 from it", ""},
+      {"scatter from a root of 0", [&](Group& g, int rank, std::vector<float>& f) {
+         const std::size_t n = 10 - zero_on_1(rank);  // the root 0, rank 1 10
+         g.scatter(view_of(f.data() + 100, 2 * n), view_of(f.data(), n), {0})->wait();
+       },
+       "", "scatter #1 failed: rank 0 sends 0 elements to rank 1, which expects 10 from it"},
+      {"broadcast from a root of 0", [&](Group& g, int rank, std::vector<float>& f) {
+         g.broadcast(view_of(f.data(), 10 - zero_on_1(rank)), {0})->wait();
+       },
+       "", "broadcast #1 failed: rank 0 sends 0 elements to rank 1, which expects 10 from it"},
+      {"broadcast to a rank of 0", [&](Group& g, int rank, std::vector<float>& f) {
+         g.broadcast(view_of(f.data(), zero_on_1(rank)), {0})->wait();
+       },
+       "", "Gloo's transport received more bytes than the posted receive holds"},
+  };
+  for (const ZeroCase& c : cases) {
+    INFO(c.op);
+    // After the op each rank goes on to the next, as a program would: the rank with nothing to
+    // move gets there at once and waits for its peer there.
+    const auto results = run_timed({{"FASTRUN_OP_TIMEOUT", "60"}}, [&c](Group& g, int rank) {
+      std::vector<float> f(200, 1.0f);
+      c.issue(g, rank, f);
+      g.all_reduce(view_of(f.data(), 4))->wait();
+    });
+    REQUIRE(results.size() == 2);
+    INFO(test::describe(results));
+    for (const auto& r : results) {
+      CHECK(r.signal == 0);
+      CHECK(!r.timed_out);
+      CHECK(r.message.find("completed") == std::string::npos);
+      CHECK(seconds_of(r.message) < 10.0);
+    }
+    CHECK(results[0].message.find(c.on_rank0) != std::string::npos);
+    CHECK(results[1].message.find(c.on_rank1) != std::string::npos);
+  }
+}
+
+TEST_CASE("gloo: ops of 0 elements on every rank complete, and the ops after them too", "[gloo][mp]") {
+  const auto results = run_timed({{"FASTRUN_OP_TIMEOUT", "60"}}, [](Group& g, int) {
+    std::vector<float> f(8, 1.0f);
+    const BufferView none = view_of(f.data(), 0);
+    g.all_reduce(none)->wait();
+    g.broadcast(none, {1})->wait();
+    g.reduce(none, {ReduceOp::sum, 1})->wait();
+    g.gather(none, none, {0})->wait();
+    g.scatter(none, none, {1})->wait();
+    g.all_gather(none, none)->wait();
+    g.reduce_scatter(none, none)->wait();
+    g.all_to_all(none, none)->wait();
+    g.all_reduce(view_of(f.data(), 8))->wait();
+    if (f[0] != 2.0f) throw Error(fmt::format("the all_reduce after them gave {}, not 2", f[0]));
+  });
+  REQUIRE(results.size() == 2);
+  for (const auto& r : results) CHECK(r.message.find(" s: completed") != std::string::npos);
+}

@@ -91,6 +91,10 @@ class GlooBackend final : public Backend {
   // Runs an op through the group runtime and records it for the stalled-op check.
   // `call` is the op as it came (op.h): the runtime runs it under its number and timeout.
   WorkHandle run(const Op& call, OpDesc op, std::size_t bytes, std::vector<OpBuffer> buffers, GroupRuntime::Body body);
+  // An op of 0 elements that moves nothing here (Gloo's own algorithms, which carry no lengths):
+  // numbered and recorded all the same, without a thread. A peer whose count is not 0 waits in
+  // this op; the stalled-op check compares the ops it was told of, and once named this one.
+  WorkHandle nothing_to_move(const Op& call, OpDesc op);
   // Posts point-to-point ops (checked) as unbound buffers; one Work waits for them all.
   WorkHandle post_p2p(const char* op, const Op& call, const std::vector<P2POp>& ops);
 
@@ -357,10 +361,11 @@ std::uint32_t tag_of(const OpContext& op) { return static_cast<std::uint32_t>(op
 WorkHandle GlooBackend::all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) {
   check_cpu(buffer, "all_reduce");
   check_prescale("all_reduce", buffer, options.prescale);
-  if (size_ == 1 || buffer.count == 0) {  // avg over one rank is the value
+  if (size_ == 1) {  // avg over one rank is the value
     apply_prescale(buffer, options.prescale);
     return completed_work();
   }
+  if (buffer.count == 0) return nothing_to_move(call, op_desc("all_reduce", buffer).with_reduce(options.op));
   return run(call, op_desc("all_reduce", buffer).with_reduce(options.op), buffer.bytes(), {{buffer, OpBuffer::read_write}},
                        [ctx = context_, op = options.op, prescale = options.prescale](const OpContext& o) {
                          apply_prescale(o.buffer(0), prescale);  // part of the op, on the comm thread
@@ -372,7 +377,8 @@ WorkHandle GlooBackend::broadcast(const Op& call, BufferView buffer, const Broad
   check_cpu(buffer, "broadcast");
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("broadcast: root {} is not a rank of this group of {} ranks", options.root, size_));
-  if (size_ == 1 || buffer.count == 0) return completed_work();
+  if (size_ == 1) return completed_work();
+  // Even of 0 elements: its messages carry their length, so a peer that expects more learns it.
   const auto access = options.root == rank_ ? OpBuffer::read : OpBuffer::write;
   return run(call, op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), {{buffer, access}},
                        [ctx = context_, root = options.root, names = p2p_names_.global_ranks](const OpContext& op) {
@@ -384,11 +390,11 @@ WorkHandle GlooBackend::all_gather(const Op& call, BufferView input, BufferView 
   check_cpu(input, "all_gather");
   check_cpu(output, "all_gather");
   check_all_gather_shapes("all_gather", input, output, size_);
-  if (input.count == 0) return completed_work();
   if (size_ == 1) {
-    if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
+    if (input.count && output.data != input.data) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
+  if (input.count == 0) return nothing_to_move(call, op_desc("all_gather", input));
   // In place when the input already sits at this rank's slot of the output: then only the
   // output is staged (and the staged input is its own slot).
   const bool in_place =
@@ -414,12 +420,12 @@ WorkHandle GlooBackend::reduce_scatter(const Op& call, BufferView input, BufferV
   check_cpu(input, "reduce_scatter");
   check_cpu(output, "reduce_scatter");
   check_reduce_scatter_shapes("reduce_scatter", input, output, size_);
-  if (output.count == 0) return completed_work();
   const std::size_t block = output.bytes();
   if (size_ == 1) {
-    if (output.data != input.data) std::memmove(output.data, input.data, block);
+    if (block && output.data != input.data) std::memmove(output.data, input.data, block);
     return completed_work();
   }
+  if (output.count == 0) return nothing_to_move(call, op_desc("reduce_scatter", input).with_reduce(options.op));
   return run(call, op_desc("reduce_scatter", input).with_reduce(options.op), input.bytes(),
              {{input, OpBuffer::read}, {output, OpBuffer::write}},
              [ctx = context_, op = options.op](const OpContext& o) {
@@ -449,6 +455,14 @@ WorkHandle GlooBackend::run(const Op& call, OpDesc op, std::size_t bytes, std::v
   op.seq = static_cast<std::int64_t>(runtime_->last_seq());
   if (op_check_) op_check_->record(op);
   return work;
+}
+
+WorkHandle GlooBackend::nothing_to_move(const Op& call, OpDesc op) {
+  return runtime_->post(call, [&](std::uint64_t seq) {
+    op.seq = static_cast<std::int64_t>(seq);
+    if (op_check_) op_check_->record(op);
+    return completed_work();
+  });
 }
 
 // ---------------------------------------------------------------------------- point-to-point
@@ -516,7 +530,8 @@ WorkHandle GlooBackend::batch_send_recv(const Op& call, const std::vector<P2POp>
 WorkHandle GlooBackend::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   check_cpu(buffer, "reduce");
   check_root(op_where("reduce", name_), options.root, size_);
-  if (size_ == 1 || buffer.count == 0) return completed_work();  // one rank: every op gives the value
+  if (size_ == 1) return completed_work();  // one rank: every op gives the value
+  // Even of 0 elements: its messages carry their length, so a root that expects more learns it.
   // Only the root's buffer is written (with the reduction); the others' are only read.
   const auto access = rank_ == options.root ? OpBuffer::read_write : OpBuffer::read;
   return run(call, op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
@@ -531,11 +546,11 @@ WorkHandle GlooBackend::gather(const Op& call, BufferView input, BufferView outp
   check_cpu(input, "gather");
   if (rank_ == root) check_cpu(output, "gather");
   check_gather_shapes(op_where("gather", name_), input, output, root, rank_, size_);
-  if (input.count == 0) return completed_work();
   if (size_ == 1) {
-    if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
+    if (input.count && output.data != input.data) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
+  // Even of 0 elements: its messages carry their length, so a root that expects more learns it.
   std::vector<OpBuffer> buffers{{input, OpBuffer::read}};
   if (rank_ == root) buffers.push_back({output, OpBuffer::write});
   return run(call, op_desc("gather", input).with_root(root), input.bytes() * static_cast<std::size_t>(size_),
@@ -550,11 +565,11 @@ WorkHandle GlooBackend::scatter(const Op& call, BufferView input, BufferView out
   check_cpu(output, "scatter");
   if (rank_ == root) check_cpu(input, "scatter");
   check_scatter_shapes(op_where("scatter", name_), input, output, root, rank_, size_);
-  if (output.count == 0) return completed_work();
   if (size_ == 1) {
-    if (output.data != input.data) std::memmove(output.data, input.data, output.bytes());
+    if (output.count && output.data != input.data) std::memmove(output.data, input.data, output.bytes());
     return completed_work();
   }
+  // Even of 0 elements: its messages carry their length, so a rank that expects more learns it.
   std::vector<OpBuffer> buffers{{output, OpBuffer::write}};
   if (rank_ == root) buffers.push_back({input, OpBuffer::read});
   return run(call, op_desc("scatter", output).with_root(root), output.bytes() * static_cast<std::size_t>(size_),
@@ -568,11 +583,11 @@ WorkHandle GlooBackend::all_to_all(const Op& call, BufferView input, BufferView 
   check_cpu(input, "all_to_all");
   check_cpu(output, "all_to_all");
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
-  if (input.count == 0) return completed_work();
   if (size_ == 1) {
-    if (output.data != input.data) std::memmove(output.data, input.data, input.bytes());
+    if (input.count && output.data != input.data) std::memmove(output.data, input.data, input.bytes());
     return completed_work();
   }
+  if (input.count == 0) return nothing_to_move(call, op_desc("all_to_all", input));
   return run(call, op_desc("all_to_all", input), input.bytes(), {{input, OpBuffer::read}, {output, OpBuffer::write}},
                        [ctx = context_](const OpContext& o) {
                          run_all_to_all(ctx, o.buffer(0), o.buffer(1), tag_of(o), o.timeout);

@@ -14,12 +14,16 @@
 namespace fastrun::gloo_backend {
 namespace {
 
-std::uint8_t* bytes(const BufferView& b, std::size_t elements = 0) {
-  // Gloo only reads inputs; its API takes non-const pointers. An empty buffer may be null:
-  // gloo wants an address all the same.
+// An empty buffer may be null: gloo wants an address all the same (and memcpy a non-null one,
+// even for 0 bytes).
+std::uint8_t* or_empty(void* data) {
   static std::uint8_t empty;
-  if (!b.data) return &empty;
-  return static_cast<std::uint8_t*>(b.data) + elements * dtype_size(b.dtype);
+  return data ? static_cast<std::uint8_t*>(data) : &empty;
+}
+
+// Gloo only reads inputs; its API takes non-const pointers.
+std::uint8_t* bytes(const BufferView& b, std::size_t elements = 0) {
+  return or_empty(b.data) + elements * dtype_size(b.dtype);
 }
 
 // Fails the op on the receiving rank when a message had another length (sized_messages.h).
@@ -45,6 +49,7 @@ void gather_bytes(const std::shared_ptr<::gloo::Context>& ctx, std::uint8_t* in,
     return;
   }
   const auto n = static_cast<std::size_t>(ctx->size);
+  out = or_empty(out);  // a reduce of 0 elements gathers into an empty vector
   auto out_buffer = ctx->createUnboundBuffer(out, n * chunk);
   for (std::size_t p = 0; p < n; ++p)
     if (p != static_cast<std::size_t>(root)) m.recv(*out_buffer, static_cast<int>(p), p * chunk, chunk);
