@@ -57,6 +57,18 @@ const std::vector<MismatchCase>& mismatch_cases() {
          g.broadcast(view_of(f.data(), 300000), {g.rank()})->wait();
        },
        {"rank 0 called broadcast(float32 x 300000, root 0), rank 1 called broadcast(float32 x 300000, root 1)"}},
+      // From kSingleCopyBroadcastBytes a broadcast moves by messages, after one step where the
+      // ops are compared: both sizes there, and one on each side of the line.
+      {"single-copy broadcasts of different counts", 2,
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
+         g.broadcast(view_of(f.data(), g.rank() == 0 ? 100000 : 120000), {0})->wait();
+       },
+       {"rank 0 called broadcast(float32 x 100000, root 0), rank 1 called broadcast(float32 x 120000, root 0)"}},
+      {"broadcast counts across the single-copy line", 3,
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
+         g.broadcast(view_of(f.data(), g.rank() == 2 ? 50000 : 100000), {0})->wait();
+       },
+       {"ranks 0,1 called broadcast(float32 x 100000, root 0), rank 2 called broadcast(float32 x 50000, root 0)"}},
       // The ops before agree: the check compares op numbers and runs after any history.
       {"third of three ranks after matching ops", 3,
        [](Backend& g, std::vector<float>& f, std::vector<double>&) {

@@ -209,9 +209,32 @@ WorkHandle ShmBackend::broadcast(const Op& call, BufferView buffer, const Broadc
   if (options.root < 0 || options.root >= size_)
     throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
                                   options.root, size_ - 1));
+  // The path is chosen from the size, the same on every rank whose op agrees; ranks whose sizes
+  // fall on both sides of the line meet at their first step all the same, where the check finds them.
   return run(call, op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), [this, buffer, root = options.root] {
-    if (chan_ && buffer.count > 0) broadcast_chunks(buffer, root);
+    if (!chan_ || buffer.count == 0) return;
+    if (p2p_ && buffer.bytes() >= kSingleCopyBroadcastBytes) broadcast_single_copy(buffer, root);
+    else broadcast_chunks(buffer, root);
   });
+}
+
+void ShmBackend::broadcast_single_copy(const BufferView& b, int root) {
+  // The step comes first, so that no data moves between ranks whose ops differ, and every rank
+  // waits there for every other: each compares every op, so each fails a mismatch in its words
+  // (a receiver that met only the root would pass, and learn of it as "rank 0 left the group").
+  // The transfer that follows needs everyone anyway.
+  Channel& ch = *chan_;
+  const std::uint32_t k = ch.next_step();
+  ch.publish(k);
+  ch.wait_all(k);
+  std::vector<P2POp> ops;
+  if (rank_ == root) {
+    for (int p = 0; p < size_; ++p)
+      if (p != root) ops.push_back(P2POp{P2POp::Kind::send, b, p, kCollectiveTag});
+  } else {
+    ops.push_back(P2POp{P2POp::Kind::recv, b, root, kCollectiveTag});
+  }
+  p2p_->run(ops, "broadcast", runtime_->health().op_timeout(), [] {});
 }
 
 // The root writes chunk j at step j+1; the others copy it out at step j+2. Only the root waits

@@ -47,6 +47,17 @@ inline constexpr std::size_t kOversubscribedRegionBytes = 128 * 1024;
 inline constexpr std::size_t kOversubscribedRingBytesPerRank = 512 * 1024;
 inline constexpr std::size_t kMaxSegmentBytes = 256u << 20;   // the ring shrinks for many ranks
 inline constexpr std::size_t kSmallAllReduceBytes = 64 * 1024;  // one-step all-reduce up to here
+// A broadcast from here on moves by point-to-point messages, which each receiver copies straight
+// out of the root's buffer (p2p_engine.h: single copy, the root helping), instead of through
+// the channel's regions (the root copies in, every receiver copies out, a step per region).
+// Measured 2026-12-05 (`fastrun --nproc 2|4 fastrun-bench broadcast --backend shm`, 2 runs
+// each way): 2 ranks, 128 KiB level (16.8-25.2 against 15.5-15.9 us), from 256 KiB 2.2-5.5x
+// faster (1 MiB 372-377 -> 88-169 us, 16 MiB 6.1-6.2 -> 1.1 ms); 4 ranks on 2 cores, 128 KiB
+// 1.6x slower, from 256 KiB 1.8-2.7x faster; below 128 KiB the regions win on both.
+inline constexpr std::size_t kSingleCopyBroadcastBytes = 256 * 1024;
+// The tag of every message of a collective built on point-to-point. User tags are >= 0, and
+// collectives are issued in the same order on every rank, so FIFO matching pairs them up.
+inline constexpr int kCollectiveTag = -1;
 // The large all-reduce's pipeline chunk with a core per rank (each chunk still gets a region of
 // its own, so the ring's reuse distance stays past a core's L2): smaller steps let the ranks
 // overlap better, and 64 KiB beat whole 256 KiB regions at each size measured (1-64 MiB)
@@ -106,6 +117,9 @@ class ShmBackend final : public Backend {
   void all_reduce_small(const BufferView& b, ReduceOp op);
   void all_reduce_large(const BufferView& b, ReduceOp op);
   void broadcast_chunks(const BufferView& b, int root);
+  // kSingleCopyBroadcastBytes and more: one channel step where every rank compares every op,
+  // then the root's buffer by point-to-point messages.
+  void broadcast_single_copy(const BufferView& b, int root);
   void all_gather_chunks(const BufferView& in, const BufferView& out);
   void reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op);
   void reduce_chunks(const BufferView& b, ReduceOp op, int root);

@@ -14,10 +14,6 @@
 namespace fastrun::shm {
 namespace {
 
-// The tag of every message of a collective built on point-to-point. User tags are >= 0, and
-// collectives are issued in the same order on every rank, so FIFO matching pairs them up.
-constexpr int kCollectiveTag = -1;
-
 std::byte* at(const BufferView& b, std::size_t elements) {
   return static_cast<std::byte*>(b.data) + elements * dtype_size(b.dtype);
 }
