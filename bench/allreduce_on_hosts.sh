@@ -10,6 +10,7 @@
 #   bench/allreduce_on_hosts.sh [BUILD_DIR]    env: HOSTS=2 PER_HOST=2 BACKENDS="hier gloo"
 #                                                   MIN=4K MAX=64M RATE= MPI=yes MPI_ARGS=
 #                                                   OP=allreduce (the others: no Open MPI column)
+#                                                   ITERS= (timed iterations per size; default: by size)
 # Open MPI busy-polls: with more ranks than free cores give MPI_ARGS="--mca mpi_yield_when_idle 1".
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
@@ -41,7 +42,7 @@ for backend in ${BACKENDS-hier gloo}; do
   pids=()
   for ((k = nhosts - 1; k >= 0; k--)); do
     start_on_host "n$k" "$fastrun" --nnodes "$nhosts" --node-rank "$k" --master-addr "$(host_addr n0)" \
-      --master-port "$port" --nproc "$per_host" "$bench" "$op" --backend "$backend" --min "$min" --max "$max" \
+      --master-port "$port" --nproc "$per_host" "$bench" "$op" --backend "$backend" --min "$min" --max "$max" ${ITERS:+--iters "$ITERS"} \
       >"$HOSTS_DIR/out-$backend-$k" 2>"$HOSTS_DIR/err-$backend-$k" &
     pids+=($!)
   done

@@ -1,7 +1,6 @@
 #include "fastrun/runtime/backend/hier/chain_all_reduce.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -29,84 +28,121 @@ std::vector<std::uint8_t>& scratch(int which, std::size_t bytes) {
   return b;
 }
 
-// The leaders' part (step 2 of chain_all_reduce.h). `local` holds this node's inputs back to
-// back (count elements each, group rank order); the result lands in `buffer`.
-void leader_chain(const ChainParts& p, BufferView buffer, const std::uint8_t* local, ReduceOp op,
-                  const Deadline& deadline) {
-  const NodeLayout& l = *p.layout;
-  const int k = l.my_node, last = l.nodes() - 1;
-  const std::size_t esize = dtype_size(buffer.dtype), count = buffer.count;
-  const std::size_t chunk = std::max<std::size_t>(1, kChainChunkBytes / esize);
-  const std::size_t chunks = (count + chunk - 1) / chunk;
-  const int nlocal = l.count[static_cast<std::size_t>(k)];
-  const ReduceOp fold = op == ReduceOp::avg ? ReduceOp::sum : op;  // avg divides once, at the end
-  constexpr int kChainTag = 0, kReturnTag = 1;
-  BufferView acc{scratch(1, buffer.bytes()).data(), count, buffer.dtype, DeviceKind::cpu};
+// One two-level all-reduce on one rank, chunk by chunk (chain_all_reduce.h). Every rank of a
+// node issues the node's shm ops in the same order: gather(0), gather(1), ..., and from chunk
+// kBroadcastLag on, broadcast(c - kBroadcastLag) after gather(c), then the broadcasts left.
+class Chain {
+ public:
+  Chain(const ChainParts& p, BufferView buffer, ReduceOp op, Duration timeout)
+      : p_(p),
+        l_(*p.layout),
+        buffer_(buffer),
+        op_(op),
+        deadline_(timeout),
+        k_(l_.my_node),
+        last_(l_.nodes() - 1),
+        nlocal_(l_.count[static_cast<std::size_t>(k_)]),
+        esize_(dtype_size(buffer.dtype)),
+        chunk_(std::max<std::size_t>(1, kChainChunkBytes / esize_)),
+        chunks_((buffer.count + chunk_ - 1) / chunk_) {}
 
-  // Post every receive first (they match in order per peer and tag), so the sender never waits.
-  std::vector<WorkHandle> chain_in(chunks), back_in(chunks), sends;
-  const int return_from = k == 0 ? last : k - 1;
-  const bool forwards_result = k < last - 1;  // node K-2 is the return path's end
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const std::size_t first = c * chunk, n = std::min(chunk, count - first);
-    if (k > 0) chain_in[c] = p.leaders->recv(slice(acc, first, n), k - 1, RecvOptions{kChainTag});
-    if (k < last) back_in[c] = p.leaders->recv(slice(buffer, first, n), return_from, RecvOptions{kReturnTag});
-  }
-  std::vector<const void*> srcs(static_cast<std::size_t>(nlocal) + 1);
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const std::size_t first = c * chunk, n = std::min(chunk, count - first);
-    BufferView a = slice(acc, first, n);
-    std::size_t s = 0;
-    if (k > 0) {
-      chain_in[c]->wait(deadline.left());
-      srcs[s++] = a.data;
+  void run() {
+    if (l_.leader()) post_receives();
+    for (std::size_t c = 0; c < chunks_; ++c) {
+      gather(c);
+      if (l_.leader()) fold_and_pass(c);
+      if (c >= kBroadcastLag) finish(c - kBroadcastLag);
     }
-    for (int r = 0; r < nlocal; ++r) srcs[s++] = local + (static_cast<std::size_t>(r) * count + first) * esize;
-    kernels::reduce(buffer.dtype, fold, a.data, nullptr, srcs.data(), static_cast<int>(s), n);
-    if (k < last) {
-      sends.push_back(p.leaders->send(a, k + 1, SendOptions{kChainTag}));
-      continue;
-    }
-    if (op == ReduceOp::avg) kernels::divide(buffer.dtype, a.data, n, p.group_size);
-    std::memcpy(slice(buffer, first, n).data, a.data, n * esize);
-    sends.push_back(p.leaders->send(a, 0, SendOptions{kReturnTag}));
+    for (std::size_t c = chunks_ > kBroadcastLag ? chunks_ - kBroadcastLag : 0; c < chunks_; ++c) finish(c);
+    for (auto& w : sends_) w->wait(deadline_.left());
   }
-  if (k < last) {
-    for (std::size_t c = 0; c < chunks; ++c) {
-      back_in[c]->wait(deadline.left());
-      if (forwards_result) {
-        const std::size_t first = c * chunk, n = std::min(chunk, count - first);
-        sends.push_back(p.leaders->send(slice(buffer, first, n), k + 1, SendOptions{kReturnTag}));
-      }
+
+ private:
+  std::size_t first(std::size_t c) const { return c * chunk_; }
+  std::size_t size(std::size_t c) const { return std::min(chunk_, buffer_.count - first(c)); }
+  BufferView part(const BufferView& b, std::size_t c) const { return slice(b, first(c), size(c)); }
+  bool forwards_result() const { return k_ < last_ - 1; }  // node K-2 is the return path's end
+
+  // Every receive first (they match in order per peer and tag), so a sender never waits: the
+  // accumulator from the previous node, and the result on the way back (into the buffer: it
+  // comes only after this node sent that chunk on, so after the chunk's gather read it).
+  void post_receives() {
+    acc_ = BufferView{scratch(1, buffer_.bytes()).data(), buffer_.count, buffer_.dtype, DeviceKind::cpu};
+    chain_in_.resize(chunks_);
+    back_in_.resize(chunks_);
+    const int return_from = k_ == 0 ? last_ : k_ - 1;
+    for (std::size_t c = 0; c < chunks_; ++c) {
+      if (k_ > 0) chain_in_[c] = p_.leaders->recv(part(acc_, c), k_ - 1, RecvOptions{kChainTag});
+      if (k_ < last_) back_in_[c] = p_.leaders->recv(part(buffer_, c), return_from, RecvOptions{kReturnTag});
     }
   }
-  for (auto& w : sends) w->wait(deadline.left());
-}
+
+  // This node's inputs of chunk c at the leader, back to back in group rank order.
+  void gather(std::size_t c) {
+    const BufferView in = part(buffer_, c);
+    if (!l_.leader()) {
+      p_.node->gather(in, BufferView{nullptr, 0, buffer_.dtype, DeviceKind::cpu}, GatherOptions{0})
+          ->wait(deadline_.left());
+      return;
+    }
+    local_ = scratch(0, in.bytes() * static_cast<std::size_t>(nlocal_)).data();
+    const BufferView out{local_, in.count * static_cast<std::size_t>(nlocal_), buffer_.dtype, DeviceKind::cpu};
+    if (p_.node) p_.node->gather(in, out, GatherOptions{0})->wait(deadline_.left());
+    else std::memcpy(local_, in.data, in.bytes());
+  }
+
+  // Step 2 for chunk c: fold this node's inputs onto the accumulator that came (node 0: start
+  // it) and send it on; the last node finishes the chunk into the buffer and sends it back.
+  void fold_and_pass(std::size_t c) {
+    const std::size_t n = size(c);
+    const BufferView a = part(acc_, c), result = part(buffer_, c);
+    const ReduceOp fold = op_ == ReduceOp::avg ? ReduceOp::sum : op_;  // avg divides once, at the end
+    std::vector<const void*>& srcs = srcs_;
+    srcs.clear();
+    if (k_ > 0) {
+      chain_in_[c]->wait(deadline_.left());
+      srcs.push_back(a.data);
+    }
+    for (int r = 0; r < nlocal_; ++r) srcs.push_back(local_ + static_cast<std::size_t>(r) * n * esize_);
+    // The last node folds straight into the buffer (its chunk's input was gathered already).
+    void* into = k_ < last_ ? a.data : result.data;
+    kernels::reduce(buffer_.dtype, fold, into, nullptr, srcs.data(), static_cast<int>(srcs.size()), n);
+    if (k_ < last_) {
+      sends_.push_back(p_.leaders->send(a, k_ + 1, SendOptions{kChainTag}));
+      return;
+    }
+    if (op_ == ReduceOp::avg) kernels::divide(buffer_.dtype, result.data, n, p_.group_size);
+    sends_.push_back(p_.leaders->send(result, 0, SendOptions{kReturnTag}));
+  }
+
+  // Step 3 for chunk c: the leader has the result (waiting for it on the way back, and passing
+  // it on), then broadcasts it to the node.
+  void finish(std::size_t c) {
+    if (l_.leader() && k_ < last_) {
+      back_in_[c]->wait(deadline_.left());
+      if (forwards_result()) sends_.push_back(p_.leaders->send(part(buffer_, c), k_ + 1, SendOptions{kReturnTag}));
+    }
+    if (p_.node) p_.node->broadcast(part(buffer_, c), BroadcastOptions{0})->wait(deadline_.left());
+  }
+
+  static constexpr int kChainTag = 0, kReturnTag = 1;
+  const ChainParts& p_;
+  const NodeLayout& l_;
+  BufferView buffer_;
+  ReduceOp op_;
+  Deadline deadline_;
+  int k_, last_, nlocal_;
+  std::size_t esize_, chunk_, chunks_;
+  BufferView acc_{};
+  std::uint8_t* local_ = nullptr;  // the leader's gathered chunk
+  std::vector<WorkHandle> chain_in_, back_in_, sends_;
+  std::vector<const void*> srcs_;
+};
 
 }  // namespace
 
 void chain_all_reduce(const ChainParts& p, BufferView buffer, ReduceOp op, Duration timeout) {
-  const Deadline deadline(timeout);
-  const NodeLayout& l = *p.layout;
-  const int nlocal = l.count[static_cast<std::size_t>(l.my_node)];
-  // 1. this node's inputs, at the leader (a copy even for one rank: the result lands in `buffer`).
-  std::uint8_t* local = nullptr;
-  if (l.leader()) {
-    auto& gathered = scratch(0, buffer.bytes() * static_cast<std::size_t>(nlocal));
-    local = gathered.data();
-    BufferView out{local, buffer.count * static_cast<std::size_t>(nlocal), buffer.dtype, DeviceKind::cpu};
-    if (p.node)
-      p.node->gather(buffer, out, GatherOptions{0})->wait(deadline.left());
-    else
-      std::memcpy(local, buffer.data, buffer.bytes());
-  } else {
-    p.node->gather(buffer, BufferView{nullptr, 0, buffer.dtype, DeviceKind::cpu}, GatherOptions{0})
-        ->wait(deadline.left());
-  }
-  // 2. across nodes, leaders only.
-  if (l.leader()) leader_chain(p, buffer, local, op, deadline);
-  // 3. the result, from each leader to its node.
-  if (p.node) p.node->broadcast(buffer, BroadcastOptions{0})->wait(deadline.left());
+  Chain(p, buffer, op, timeout).run();
 }
 
 }  // namespace fastrun::hier
