@@ -66,8 +66,8 @@ void Channel::watch_peers() {
 void Channel::begin_op(const char* op, std::chrono::steady_clock::duration timeout, const Fingerprint& fingerprint) {
   op_ = op;
   timeout_ = timeout;
-  deadline_ = Clock::now() + timeout;
   op_first_ = step_ + 1;  // the op's first next_step()
+  slow_wait_began_ = false;
   fingerprints_.leave(op_first_, fingerprint);
 }
 
@@ -112,9 +112,14 @@ void Channel::wait_slow(int peer, std::uint32_t k) {
   // between slices.
   if (waiter_.wait([&] { return reached(peer, k); }, [&] { return shares_cpu_with(peer); })) return;
   RankControl& c = control(peer);
-  if (stall_check_ && stall_op_ != op_first_) {  // the op's first slow wait: the stall clock starts
-    stall_op_ = op_first_;
-    stall_ = StallSchedule(Clock::now());
+  // The op's first slow wait: its timeout and the stall clock start here, not in begin_op, so
+  // that an op none of whose waits sleeps reads no clock (28 ns a read on this project's VM;
+  // the timeout still bounds every wait of the op, from its first that had to sleep).
+  if (!slow_wait_began_) {
+    slow_wait_began_ = true;
+    const auto now = Clock::now();
+    deadline_ = now + timeout_;
+    if (stall_check_) stall_ = StallSchedule(now);
   }
   for (;;) {
     if (idle_) idle_();

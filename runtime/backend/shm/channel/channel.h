@@ -162,13 +162,13 @@ class Channel {
   std::uint32_t all_compared_ = 0;          // op_first_ once every peer's op was compared
   std::vector<std::uint32_t> compared_;     // per peer: op_first_ once its op was compared
   const char* op_ = "set-up";
-  std::chrono::steady_clock::time_point deadline_{};
+  std::chrono::steady_clock::time_point deadline_{};  // set at the op's first slow wait
   std::chrono::steady_clock::duration timeout_{};
   SpinThenYield waiter_;  // the channel has one driving thread at a time
   std::atomic<bool> cancelled_{false};
   bool own_reserved_ = false;  // this rank's regions are reserved (before_write)
   std::function<std::optional<std::string>()> stall_check_;  // set_stall_check
-  std::uint32_t stall_op_ = 0;       // op_first_ of the op whose slow wait began stall_
+  bool slow_wait_began_ = true;  // the current op's first slow wait set deadline_ and stall_ (begin_op clears it)
   StallSchedule stall_{std::chrono::steady_clock::time_point{}};
 };
 

@@ -75,6 +75,7 @@ class SpinThenYield {
   template <typename Ready, typename SharesCpu>
   bool wait(Ready&& ready, SharesCpu&& shares_cpu) {
     using Clock = std::chrono::steady_clock;
+    if (ready()) return true;  // the peer is there already: no clock read
     const auto t0 = Clock::now();
     bool colocated = oversubscribed_ || shares_cpu();
     if (!colocated) {

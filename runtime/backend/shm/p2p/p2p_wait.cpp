@@ -32,15 +32,20 @@ bool P2PEngine::test(const std::shared_ptr<Batch>& batch) {
 }
 
 void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
-  // 1. The deadline: the caller's timeout, or the group's.
+  // 1. Settled already (an eager send, a message that came first): done, no clock read.
+  int awaited = -1;  // the peer of the batch's first pending op: spin or yield depending on its CPU
+  if (poll_batch(*batch, awaited)) {
+    if (batch->error) std::rethrow_exception(batch->error);
+    return;
+  }
+  // 2. The deadline: the caller's timeout, or the group's.
   if (timeout <= Duration::zero()) timeout = default_timeout_;
   const auto deadline = Clock::now() + timeout;
-  // 2. Spin, then yield (once per wait, as the channel does): a peer that runs answers within
+  // 3. Spin, then yield (once per wait, as the channel does): a peer that runs answers within
   //    microseconds. The batch is settled when none of its ops can touch the caller's buffers
   //    any more (an op that failed alone, e.g. a size mismatch, leaves the others running).
-  int awaited = -1;  // the peer of the batch's first pending op: spin or yield depending on its CPU
   if (!spin(*batch, awaited)) {
-    // Steps 3 to 6 repeat until the batch is settled (break) or fails (give_up throws).
+    // Steps 4 to 7 repeat until the batch is settled (break) or fails (give_up throws).
     MailboxRank& me = rank_block(rank_);
     StallSchedule stall(Clock::now());
     // The stall check's mismatch, as the error that fails the batch (nothing: no verdict).
@@ -50,9 +55,9 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
       return nullptr;
     };
     for (;;) {
-      // 3. Sleep on the doorbell until a peer publishes something for us (or a slice passes).
+      // 4. Sleep on the doorbell until a peer publishes something for us (or a slice passes).
       sleep_slice(me.doorbell, me.sleepers, deadline, [&] { return !poll_batch(*batch, awaited); });
-      // 4. Move every message; settled: done. Else note the peers the batch still needs.
+      // 5. Move every message; settled: done. Else note the peers the batch still needs.
       std::vector<int> waiting_on;
       {
         std::lock_guard lock(mutex_);
@@ -61,7 +66,7 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
         for (auto& w : batch->ops)
           if (auto op = w.lock(); op && !op->done) waiting_on.push_back(op->peer);
       }
-      // 5. Their health: one that died, aborted or recorded a failure fails the batch and the
+      // 6. Their health: one that died, aborted or recorded a failure fails the batch and the
       //    group, unless what it delivered before it went settled the batch.
       try {
         for (int p : waiting_on) check_peer(p);
@@ -78,11 +83,11 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
       //    Ranks whose ops differ may both wait here for good: compare their last ops.
       if (hooks_.stall_check && stall.due(Clock::now()))
         if (auto error = mismatch()) give_up(error);
-      // 6. The deadline: a timeout naming the ops still pending fails them and the group.
+      // 7. The deadline: a timeout naming the ops still pending fails them and the group.
       if (Clock::now() >= deadline) give_up(timeout_error(*batch, timeout));
     }
   }
-  // 7. Settled: an op that failed alone fails the wait.
+  // 8. Settled: an op that failed alone fails the wait.
   if (batch->error) std::rethrow_exception(batch->error);
 }
 
