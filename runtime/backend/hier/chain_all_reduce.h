@@ -9,8 +9,8 @@
 //      -> node 1 ... -> node K-2), so the chain and the return keep both directions of every
 //      link busy at once;
 //   3. node: each leader broadcasts the result chunk to its ranks (shm broadcast, root 0),
-//      kBroadcastLag chunks behind the gathers: while chunk c crosses the nodes, chunk c+1 is
-//      gathered and chunk c-1 broadcast. Until 2026-12-05 each step ran over the whole buffer
+//      kBroadcastLag chunks behind the gathers: after gathering and passing on chunk c, a node
+//      broadcasts chunk c-2, so a chunk's result has two chunks' time to come back round. Until 2026-12-05 each step ran over the whole buffer
 //      before the next began (16 MiB on 2 namespace hosts x 2 ranks: gather 8-10 ms, chain
 //      20-22 ms, broadcast 11-12 ms, one after the other).
 // The fold is kernels::reduce over [accumulator, x_first .. x_last], so element i is
