@@ -3,6 +3,7 @@
 #include <gloo/allgather.h>
 #include <gloo/context.h>
 
+#include "fastrun/runtime/backend/gloo/kept_until_exit.h"
 #include "fastrun/runtime/process_group/sequence_check.h"
 
 namespace fastrun {
@@ -14,12 +15,12 @@ GroupRuntime::Body fingerprint_prelude(std::shared_ptr<::gloo::Context> context,
     OpDesc numbered = op;
     numbered.seq = static_cast<std::int64_t>(o.seq);
     const auto all_gather = [&](const std::vector<std::int64_t>& mine, std::vector<std::int64_t>& all) {
-      ::gloo::AllgatherOptions exchange(context);
-      exchange.setInput<std::int64_t>(const_cast<std::int64_t*>(mine.data()), mine.size());
-      exchange.setOutput<std::int64_t>(all.data(), all.size());
-      exchange.setTag(static_cast<std::uint32_t>(o.seq) | kPreludeTagBit);
-      exchange.setTimeout(o.timeout);
-      ::gloo::allgather(exchange);
+      auto exchange = std::make_unique<::gloo::AllgatherOptions>(context);
+      exchange->setInput<std::int64_t>(const_cast<std::int64_t*>(mine.data()), mine.size());
+      exchange->setOutput<std::int64_t>(all.data(), all.size());
+      exchange->setTag(static_cast<std::uint32_t>(o.seq) | kPreludeTagBit);
+      exchange->setTimeout(o.timeout);
+      gloo_backend::run_collective(std::move(exchange), &::gloo::allgather);
     };
     check_ops_agree(numbered, context->rank, static_cast<std::size_t>(context->size), all_gather, group, global_ranks,
                     "found before an op over 2 MiB moved any data; every rank stops at this op");

@@ -24,6 +24,7 @@
 
 #include "fastrun/runtime/backend/gloo/fingerprint_prelude.h"
 #include "fastrun/runtime/backend/gloo/gloo_module.h"
+#include "fastrun/runtime/backend/gloo/kept_until_exit.h"
 #include "fastrun/runtime/backend/gloo/p2p_work.h"
 #include "fastrun/runtime/backend/gloo/rooted_ops.h"
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
@@ -305,13 +306,13 @@ void reduce_blocks(const std::shared_ptr<::gloo::Context>& ctx, const void* inpu
   std::uint8_t* received = scratch(n * mine * esize);
   std::vector<std::int64_t> send_bytes(n), recv_bytes(n, static_cast<std::int64_t>(mine * esize));
   for (std::size_t p = 0; p < n; ++p) send_bytes[p] = static_cast<std::int64_t>(blocks[p] * esize);
-  ::gloo::AlltoallvOptions o(ctx);
+  auto o = std::make_unique<::gloo::AlltoallvOptions>(ctx);
   // Gloo only reads the input; its API takes a non-const pointer.
-  o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(const_cast<void*>(input)), send_bytes);
-  o.setOutput<std::uint8_t>(received, recv_bytes);
-  o.setTag(tag);
-  o.setTimeout(timeout);
-  ::gloo::alltoallv(o);
+  o->setInput<std::uint8_t>(static_cast<std::uint8_t*>(const_cast<void*>(input)), send_bytes);
+  o->setOutput<std::uint8_t>(received, recv_bytes);
+  o->setTag(tag);
+  o->setTimeout(timeout);
+  run_collective(std::move(o), &::gloo::alltoallv);
   std::vector<const void*> srcs(n);
   for (std::size_t p = 0; p < n; ++p) srcs[p] = received + p * mine * esize;
   kernels::reduce(dtype, op, output, nullptr, srcs.data(), ctx->size, mine);
@@ -321,12 +322,12 @@ void allreduce_by_gather(const std::shared_ptr<::gloo::Context>& ctx, BufferView
                          Duration timeout) {
   const auto n = static_cast<std::size_t>(ctx->size);
   std::uint8_t* gathered = scratch(n * b.bytes());
-  ::gloo::AllgatherOptions o(ctx);
-  o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(b.data), b.bytes());
-  o.setOutput<std::uint8_t>(gathered, n * b.bytes());
-  o.setTag(tag);
-  o.setTimeout(timeout);
-  ::gloo::allgather(o);
+  auto o = std::make_unique<::gloo::AllgatherOptions>(ctx);
+  o->setInput<std::uint8_t>(static_cast<std::uint8_t*>(b.data), b.bytes());
+  o->setOutput<std::uint8_t>(gathered, n * b.bytes());
+  o->setTag(tag);
+  o->setTimeout(timeout);
+  run_collective(std::move(o), &::gloo::allgather);
   std::vector<const void*> srcs(n);
   for (std::size_t p = 0; p < n; ++p) srcs[p] = gathered + p * b.bytes();
   kernels::reduce(b.dtype, op, b.data, nullptr, srcs.data(), ctx->size, b.count);
@@ -346,11 +347,11 @@ void run_allreduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, Re
   reduce_blocks(ctx, data, blocks, data + own * esize, b.dtype, op, tag, timeout);
   std::vector<std::size_t> block_bytes(n);
   for (std::size_t p = 0; p < n; ++p) block_bytes[p] = blocks[p] * esize;
-  ::gloo::AllgathervOptions g(ctx);
-  g.setOutput<std::uint8_t>(data, block_bytes);
-  g.setTag(tag);
-  g.setTimeout(timeout);
-  ::gloo::allgatherv(g);
+  auto g = std::make_unique<::gloo::AllgathervOptions>(ctx);
+  g->setOutput<std::uint8_t>(data, block_bytes);
+  g->setTag(tag);
+  g->setTimeout(timeout);
+  run_collective(std::move(g), &::gloo::allgatherv);
 }
 
 // Each op's body runs on the comm thread on op-owned copies of the caller's buffers
@@ -404,15 +405,15 @@ WorkHandle GlooBackend::all_gather(const Op& call, BufferView input, BufferView 
   return run(call, op_desc("all_gather", input), output.bytes(), std::move(buffers),
              [ctx = context_, in_place](const OpContext& op) {
                const BufferView& out = op.buffer(0);
-               ::gloo::AllgatherOptions o(ctx);
+               auto o = std::make_unique<::gloo::AllgatherOptions>(ctx);
                if (!in_place) {
                  const BufferView& in = op.buffer(1);
-                 o.setInput<std::uint8_t>(static_cast<std::uint8_t*>(in.data), in.bytes());
+                 o->setInput<std::uint8_t>(static_cast<std::uint8_t*>(in.data), in.bytes());
                }
-               o.setOutput<std::uint8_t>(static_cast<std::uint8_t*>(out.data), out.bytes());
-               o.setTag(tag_of(op));
-               o.setTimeout(op.timeout);
-               ::gloo::allgather(o);
+               o->setOutput<std::uint8_t>(static_cast<std::uint8_t*>(out.data), out.bytes());
+               o->setTag(tag_of(op));
+               o->setTimeout(op.timeout);
+               run_collective(std::move(o), &::gloo::allgather);
              });
 }
 
@@ -438,10 +439,10 @@ WorkHandle GlooBackend::reduce_scatter(const Op& call, BufferView input, BufferV
 WorkHandle GlooBackend::barrier(const Op& call, const BarrierOptions&) {
   if (size_ == 1) return completed_work();
   return run(call, op_desc("barrier"), 0, {}, [ctx = context_](const OpContext& op) {
-    ::gloo::BarrierOptions o(ctx);
-    o.setTag(tag_of(op));
-    o.setTimeout(op.timeout);
-    ::gloo::barrier(o);
+    auto o = std::make_unique<::gloo::BarrierOptions>(ctx);
+    o->setTag(tag_of(op));
+    o->setTimeout(op.timeout);
+    run_collective(std::move(o), &::gloo::barrier);
   });
 }
 
@@ -496,12 +497,7 @@ void on_transport_failure(TransportState& s, const std::string& what) {
   s.failed->any.store(true, std::memory_order_release);
   s.health->fail(text);
   // The parked thread must never be joined: keep the context (and its device) until exit.
-  static std::mutex kept_mutex;
-  static auto* kept = new std::vector<std::shared_ptr<::gloo::Context>>;  // reachable, never freed
-  {
-    std::lock_guard lock(kept_mutex);
-    kept->push_back(s.context);
-  }
+  keep_until_exit(s.context);
   s.health->publish(fmt::format("gloo: ranks issued different collectives ({})", what));
   if (s.fail_in_flight) s.fail_in_flight(error);  // every op in flight, point-to-point too
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/kept_until_exit.h"
 #include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/rank_name.h"
@@ -69,11 +70,7 @@ GlooP2PWork::~GlooP2PWork() {
   // buffers (and the counts they point to) are left allocated; the parked thread never touches
   // them again, so the caller's memory is free to go.
   if (!transport_failed_->own.load(std::memory_order_acquire)) return;
-  // Reachable until exit (no leak report), never destroyed.
-  static std::mutex kept_mutex;
-  static auto* kept = new std::vector<Message>;
-  std::lock_guard kept_lock(kept_mutex);
-  for (Message& m : messages_) kept->push_back(std::move(m));
+  keep_until_exit(std::make_shared<decltype(messages_)>(std::move(messages_)));
 }
 
 void GlooP2PWork::abort(std::exception_ptr error) {

@@ -8,6 +8,7 @@
 #include <gloo/alltoall.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/kept_until_exit.h"
 #include "fastrun/runtime/backend/gloo/sized_messages.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
@@ -42,17 +43,17 @@ void gather_bytes(const std::shared_ptr<::gloo::Context>& ctx, std::uint8_t* in,
                   std::uint8_t* out, int root, std::uint32_t tag, Duration timeout, const char* op,
                   std::size_t element_size, const std::vector<int>& global_ranks) {
   SizedMessages m(ctx, ::gloo::kGatherSlotPrefix, tag, timeout);
-  auto in_buffer = ctx->createUnboundBuffer(in, chunk);
+  auto& in_buffer = m.buffer(in, chunk);
   if (ctx->rank != root) {
-    m.send(*in_buffer, root, 0, chunk);
+    m.send(in_buffer, root, 0, chunk);
     m.wait();
     return;
   }
   const auto n = static_cast<std::size_t>(ctx->size);
   out = or_empty(out);  // a reduce of 0 elements gathers into an empty vector
-  auto out_buffer = ctx->createUnboundBuffer(out, n * chunk);
+  auto& out_buffer = m.buffer(out, n * chunk);
   for (std::size_t p = 0; p < n; ++p)
-    if (p != static_cast<std::size_t>(root)) m.recv(*out_buffer, static_cast<int>(p), p * chunk, chunk);
+    if (p != static_cast<std::size_t>(root)) m.recv(out_buffer, static_cast<int>(p), p * chunk, chunk);
   std::memcpy(out + static_cast<std::size_t>(root) * chunk, in, chunk);
   m.wait();
   throw_if_wrong(m.wrong_lengths(), op, element_size, global_ranks);
@@ -63,9 +64,16 @@ void gather_bytes(const std::shared_ptr<::gloo::Context>& ctx, std::uint8_t* in,
 void run_reduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, ReduceOp op, int root, std::uint32_t tag,
                 Duration timeout, const std::vector<int>& global_ranks) {
   const auto n = static_cast<std::size_t>(ctx->size);
-  std::vector<std::uint8_t> gathered(ctx->rank == root ? n * b.bytes() : 0);
-  gather_bytes(ctx, bytes(b), b.bytes(), gathered.data(), root, tag, timeout, "reduce", dtype_size(b.dtype),
-               global_ranks);
+  // Kept, as the messages are, when the gather ends by an exception (sized_messages.h).
+  auto kept = std::make_shared<std::vector<std::uint8_t>>(ctx->rank == root ? n * b.bytes() : 0);
+  std::vector<std::uint8_t>& gathered = *kept;
+  try {
+    gather_bytes(ctx, bytes(b), b.bytes(), gathered.data(), root, tag, timeout, "reduce", dtype_size(b.dtype),
+                 global_ranks);
+  } catch (...) {
+    keep_until_exit(kept);
+    throw;
+  }
   if (ctx->rank != root) return;
   std::vector<const void*> srcs(n);
   for (std::size_t p = 0; p < n; ++p) srcs[p] = gathered.data() + p * b.bytes();
@@ -82,17 +90,17 @@ void run_scatter(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, 
                  std::uint32_t tag, Duration timeout, const std::vector<int>& global_ranks) {
   SizedMessages m(ctx, ::gloo::kScatterSlotPrefix, tag, timeout);
   const std::size_t chunk = output.bytes();
-  auto out_buffer = ctx->createUnboundBuffer(bytes(output), chunk);
+  auto& out_buffer = m.buffer(bytes(output), chunk);
   if (ctx->rank != root) {
-    m.recv(*out_buffer, root, 0, chunk);
+    m.recv(out_buffer, root, 0, chunk);
     m.wait();
     throw_if_wrong(m.wrong_lengths(), "scatter", dtype_size(output.dtype), global_ranks);
     return;
   }
   const auto n = static_cast<std::size_t>(ctx->size);
-  auto in_buffer = ctx->createUnboundBuffer(bytes(input), n * chunk);
+  auto& in_buffer = m.buffer(bytes(input), n * chunk);
   for (std::size_t p = 0; p < n; ++p)
-    if (p != static_cast<std::size_t>(root)) m.send(*in_buffer, static_cast<int>(p), p * chunk, chunk);
+    if (p != static_cast<std::size_t>(root)) m.send(in_buffer, static_cast<int>(p), p * chunk, chunk);
   std::memcpy(bytes(output), bytes(input) + static_cast<std::size_t>(root) * chunk, chunk);
   m.wait();
 }
@@ -106,16 +114,16 @@ void run_broadcast(const std::shared_ptr<::gloo::Context>& ctx, BufferView buffe
   SizedMessages m(ctx, ::gloo::kBroadcastSlotPrefix, tag, timeout);
   const auto n = static_cast<std::size_t>(ctx->size);
   const std::size_t vrank = (static_cast<std::size_t>(ctx->rank) + n - static_cast<std::size_t>(root)) % n;
-  auto data = ctx->createUnboundBuffer(bytes(buffer), buffer.bytes());
+  auto& data = m.buffer(bytes(buffer), buffer.bytes());
   const auto real = [&](std::size_t v) { return static_cast<int>((v + static_cast<std::size_t>(root)) % n); };
   std::size_t have = 1;  // vranks below `have` hold the data after each round
   for (; have < n; have *= 2) {
     if (vrank >= have && vrank < 2 * have) {  // this rank's round to receive, from vrank - have
-      m.recv(*data, real(vrank - have), 0, buffer.bytes());
+      m.recv(data, real(vrank - have), 0, buffer.bytes());
       m.wait();
       throw_if_wrong(m.wrong_lengths(), "broadcast", dtype_size(buffer.dtype), global_ranks);
     } else if (vrank < have && vrank + have < n) {
-      m.send(*data, real(vrank + have), 0, buffer.bytes());
+      m.send(data, real(vrank + have), 0, buffer.bytes());
     }
   }
   m.wait();
@@ -123,12 +131,12 @@ void run_broadcast(const std::shared_ptr<::gloo::Context>& ctx, BufferView buffe
 
 void run_all_to_all(const std::shared_ptr<::gloo::Context>& ctx, BufferView input, BufferView output,
                     std::uint32_t tag, Duration timeout) {
-  ::gloo::AlltoallOptions o(ctx);
-  o.setInput<std::uint8_t>(bytes(input), input.bytes());
-  o.setOutput<std::uint8_t>(bytes(output), output.bytes());
-  o.setTag(tag);
-  o.setTimeout(timeout);
-  ::gloo::alltoall(o);
+  auto o = std::make_unique<::gloo::AlltoallOptions>(ctx);
+  o->setInput<std::uint8_t>(bytes(input), input.bytes());
+  o->setOutput<std::uint8_t>(bytes(output), output.bytes());
+  o->setTag(tag);
+  o->setTimeout(timeout);
+  run_collective(std::move(o), &::gloo::alltoall);
 }
 
 void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView input,

@@ -1,10 +1,12 @@
 #include "fastrun/runtime/backend/gloo/sized_messages.h"
 
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 #include <gloo/types.h>
 
+#include "fastrun/runtime/backend/gloo/kept_until_exit.h"
 #include "fastrun/runtime/process_group/pair_counts.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
@@ -30,7 +32,17 @@ SizedMessages::SizedMessages(std::shared_ptr<::gloo::Context> context, std::uint
       payload_slot_(::gloo::Slot::build(payload_prefix, tag)),
       length_slot_(::gloo::Slot::build(kLengthSlotPrefix, tag)),
       packed_slot_(::gloo::Slot::build(kPackedSlotPrefix, tag)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      exceptions_(std::uncaught_exceptions()) {}
+
+SizedMessages::~SizedMessages() {
+  if (std::uncaught_exceptions() > exceptions_) keep_until_exit(owned_);
+}
+
+::gloo::transport::UnboundBuffer& SizedMessages::buffer(void* data, std::size_t bytes) {
+  owned_->buffers.push_back(context_->createUnboundBuffer(data, bytes));
+  return *owned_->buffers.back();
+}
 
 void SizedMessages::send(::gloo::transport::UnboundBuffer& buffer, int peer, std::size_t offset, std::size_t bytes) {
   Posted& p = posted_.emplace_back();

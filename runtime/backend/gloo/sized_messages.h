@@ -48,6 +48,16 @@ class SizedMessages {
  public:
   SizedMessages(std::shared_ptr<::gloo::Context> context, std::uint8_t payload_prefix, std::uint32_t tag,
                 Duration timeout);
+  // When the op ends by an exception (a peer closed its connection mid-op, or a wrong length), a
+  // receive may still be posted, and Gloo's I/O thread may still write into it or signal it
+  // (tcp::UnboundBuffer::signalException; TSan saw it race a buffer's destruction in 1 run of 6
+  // of a test whose peer exits after a mismatch): then every buffer and message is kept until
+  // exit (kept_until_exit.h) instead of destroyed.
+  ~SizedMessages();
+  SizedMessages(const SizedMessages&) = delete;
+  SizedMessages& operator=(const SizedMessages&) = delete;
+  // An unbound buffer over the op's `bytes` at `data`, owned (and kept) with the messages.
+  ::gloo::transport::UnboundBuffer& buffer(void* data, std::size_t bytes);
   // `bytes` of `buffer` from `offset` to `peer`, with its length.
   void send(::gloo::transport::UnboundBuffer& buffer, int peer, std::size_t offset, std::size_t bytes);
   // A receive of `bytes` into `buffer` at `offset` from `peer`, and of its length.
@@ -74,8 +84,14 @@ class SizedMessages {
   std::shared_ptr<::gloo::Context> context_;
   std::uint64_t payload_slot_, length_slot_, packed_slot_;
   Duration timeout_;
-  std::deque<Posted> posted_;  // a deque: the length buffers point into its elements
+  struct Owned {
+    std::deque<Posted> posted;  // a deque: the length buffers point into its elements
+    std::deque<std::unique_ptr<::gloo::transport::UnboundBuffer>> buffers;
+  };
+  std::shared_ptr<Owned> owned_ = std::make_shared<Owned>();
+  std::deque<Posted>& posted_ = owned_->posted;
   std::size_t waited_ = 0;
+  int exceptions_;  // std::uncaught_exceptions() when the op began
 };
 
 }  // namespace fastrun::gloo_backend
