@@ -170,6 +170,19 @@ std::vector<test::RankResult> run_big_mismatch(const std::map<std::string, std::
 
 double seconds_of(const std::string& message) { return std::stod(message.substr(0, message.find(' '))); }
 
+// Every rank ended by itself (no signal, not killed by the harness) within `seconds`, its message
+// containing `text`.
+void check_every_rank_says(const std::vector<test::RankResult>& results, const std::string& text, double seconds) {
+  REQUIRE(results.size() == 2);
+  INFO(test::describe(results));
+  for (const auto& r : results) {
+    CHECK(r.signal == 0);
+    CHECK(!r.timed_out);
+    CHECK(r.message.find(text) != std::string::npos);
+    CHECK(seconds_of(r.message) < seconds);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("gloo: a mismatch on an op over 2 MiB fails on every rank promptly by default, naming both ops",
@@ -342,15 +355,10 @@ TEST_CASE("gloo: all_reduce against broadcast fails on every rank in seconds, na
         std::vector<float> f(10, 1.0f);
         for (int i = 0; i < 3; ++i) g.all_reduce(view_of(f.data(), 10))->wait();
       });
-  REQUIRE(results.size() == 2);
-  INFO(test::describe(results));
-  for (const auto& r : results) {
-    CHECK(r.signal == 0);
-    CHECK(!r.timed_out);
-    CHECK(r.message.find("on group 'world': rank 0 called all_reduce(float32 x 100, sum), rank 1 called "
-                         "broadcast(float32 x 100, root 0)") != std::string::npos);
-    CHECK(seconds_of(r.message) < 20.0);
-  }
+  check_every_rank_says(results,
+                        "on group 'world': rank 0 called all_reduce(float32 x 100, sum), rank 1 called "
+                        "broadcast(float32 x 100, root 0)",
+                        20.0);
 }
 
 TEST_CASE("a stalled all_to_allv whose counts differ by rank is no mismatch for the stalled-op check, on gloo and shm",
@@ -515,15 +523,10 @@ TEST_CASE("gloo: a gather whose ranks' sizes fall on both sides of the packing l
     std::vector<float> f(60000, 1.0f);
     g.gather(view_of(f.data(), rank == 0 ? 20000 : 16000), view_of(f.data() + 20000, 40000), {0})->wait();
   });
-  REQUIRE(results.size() == 2);
-  INFO(test::describe(results));
-  for (const auto& r : results) {
-    CHECK(r.signal == 0);
-    CHECK(!r.timed_out);
-    CHECK(r.message.find("rank 0 called gather(float32 x 20000, root 0), rank 1 called gather(float32 x 16000, root "
-                         "0) (found out of step when the op stalled") != std::string::npos);
-    CHECK(seconds_of(r.message) < 10.0);
-  }
+  check_every_rank_says(results,
+                        "rank 0 called gather(float32 x 20000, root 0), rank 1 called gather(float32 x 16000, root "
+                        "0) (found out of step when the op stalled",
+                        10.0);
 }
 
 // An op of 0 elements on one rank and more on its peer. The rank with 0 used to return at once,

@@ -97,16 +97,15 @@ class Chain {
     const std::size_t n = size(c);
     const BufferView a = part(acc_, c), result = part(buffer_, c);
     const ReduceOp fold = op_ == ReduceOp::avg ? ReduceOp::sum : op_;  // avg divides once, at the end
-    std::vector<const void*>& srcs = srcs_;
-    srcs.clear();
+    srcs_.clear();
     if (k_ > 0) {
       chain_in_[c]->wait(deadline_.left());
-      srcs.push_back(a.data);
+      srcs_.push_back(a.data);
     }
-    for (int r = 0; r < nlocal_; ++r) srcs.push_back(local_ + static_cast<std::size_t>(r) * n * esize_);
+    for (int r = 0; r < nlocal_; ++r) srcs_.push_back(local_ + static_cast<std::size_t>(r) * n * esize_);
     // The last node folds straight into the buffer (its chunk's input was gathered already).
     void* into = k_ < last_ ? a.data : result.data;
-    kernels::reduce(buffer_.dtype, fold, into, nullptr, srcs.data(), static_cast<int>(srcs.size()), n);
+    kernels::reduce(buffer_.dtype, fold, into, nullptr, srcs_.data(), static_cast<int>(srcs_.size()), n);
     if (k_ < last_) {
       sends_.push_back(p_.leaders->send(a, k_ + 1, SendOptions{kChainTag}));
       return;
@@ -136,7 +135,7 @@ class Chain {
   BufferView acc_{};
   std::uint8_t* local_ = nullptr;  // the leader's gathered chunk
   std::vector<WorkHandle> chain_in_, back_in_, sends_;
-  std::vector<const void*> srcs_;
+  std::vector<const void*> srcs_;  // the fold's sources, reused chunk to chunk
 };
 
 }  // namespace

@@ -230,9 +230,9 @@ void ShmBackend::broadcast_single_copy(const BufferView& b, int root) {
   std::vector<P2POp> ops;
   if (rank_ == root) {
     for (int p = 0; p < size_; ++p)
-      if (p != root) ops.push_back(P2POp{P2POp::Kind::send, b, p, kCollectiveTag});
+      if (p != root) ops.push_back(send_op(b, p));
   } else {
-    ops.push_back(P2POp{P2POp::Kind::recv, b, root, kCollectiveTag});
+    ops.push_back(recv_op(b, root));
   }
   p2p_->run(ops, "broadcast", runtime_->health().op_timeout(), [] {});
 }

@@ -58,6 +58,8 @@ inline constexpr std::size_t kSingleCopyBroadcastBytes = 256 * 1024;
 // The tag of every message of a collective built on point-to-point. User tags are >= 0, and
 // collectives are issued in the same order on every rank, so FIFO matching pairs them up.
 inline constexpr int kCollectiveTag = -1;
+inline P2POp send_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::send, b, peer, kCollectiveTag}; }
+inline P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b, peer, kCollectiveTag}; }
 // The large all-reduce's pipeline chunk with a core per rank (each chunk still gets a region of
 // its own, so the ring's reuse distance stays past a core's L2): smaller steps let the ranks
 // overlap better, and 64 KiB beat whole 256 KiB regions at each size measured (1-64 MiB)

@@ -20,8 +20,6 @@ std::byte* at(const BufferView& b, std::size_t elements) {
 BufferView block(const BufferView& b, std::size_t first, std::size_t count) {
   return BufferView{at(b, first), count, b.dtype, b.device};
 }
-P2POp send_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::send, b, peer, kCollectiveTag}; }
-P2POp recv_op(const BufferView& b, int peer) { return P2POp{P2POp::Kind::recv, b, peer, kCollectiveTag}; }
 void copy(const BufferView& dst, const BufferView& src) {
   if (src.bytes() > 0 && dst.data != src.data) std::memmove(dst.data, src.data, src.bytes());
 }
