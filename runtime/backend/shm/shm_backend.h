@@ -85,6 +85,9 @@ class ShmBackend final : public Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "shm"; }
+  // How many CPUs the ranks may run on between them (the union of their affinities; 1 for a
+  // group of one): fewer than the ranks means they share cores, and waits yield instead of spin.
+  int cpus() const { return chan_ ? chan_->cpus() : 1; }
 
   WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
   WorkHandle broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) override;

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 
 #include <atomic>
 #include <chrono>
@@ -47,11 +49,23 @@ std::string node_id() {
   return os::host_name().value_or("") + "/" + os::boot_id();
 }
 
-int usable_cpus() {
+// This process's CPU affinity, bit c = CPU c (empty if the kernel's mask is larger than
+// cpu_set_t: then the group counts as having one CPU, as it did before the masks were shared).
+using CpuMask = std::array<std::uint64_t, kAffinityWords>;
+CpuMask own_cpus() {
+  static_assert(sizeof(cpu_set_t) == sizeof(CpuMask));
+  CpuMask mask{};
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return CPU_COUNT(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return mask;
+  for (std::size_t c = 0; c < kAffinityWords * 64; ++c)
+    if (CPU_ISSET(c, &set)) mask[c / 64] |= std::uint64_t{1} << (c % 64);
+  return mask;
+}
+int count(const CpuMask& mask) {
+  int n = 0;
+  for (std::uint64_t w : mask) n += std::popcount(w);
+  return std::max(n, 1);
 }
 
 SegmentHeader& header(const Segment& seg) { return *reinterpret_cast<SegmentHeader*>(seg.data()); }
@@ -82,8 +96,10 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
   if (!spec.store)
     throw ConfigError(fmt::format("shm backend: group '{}' of {} ranks has no store to rendezvous through",
                                   spec.name, spec.size));
-  const int cpus = usable_cpus();
-  Layout layout = shm_layout(spec.size, cpus);
+  // Rank 0 sizes the regions before the others have come: by its own affinity (a rank bound to
+  // one core sizes them as for shared cores, a choice of speed only; the waits use group_cpus).
+  const CpuMask mine = own_cpus();
+  Layout layout = shm_layout(spec.size, count(mine));
   const std::string node = node_id();
 
   // 2. Rank 0 creates and initialises the segment and publishes its name; the others open it.
@@ -129,7 +145,12 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
 
   // 3. Everyone records its pid, then waits until all have mapped the segment and removes the
   //    name: from here on nothing is left in /dev/shm whatever happens to the ranks.
-  control(seg, layout, spec.rank).pid = static_cast<std::int32_t>(::getpid());
+  //    Each also leaves its CPU affinity, so that after the barrier every rank knows how many
+  //    cores the group has between them: ranks bound to one core each (`fastrun --bind core`,
+  //    `mpirun --bind-to core`) see one CPU of their own, and must not take that for shared cores.
+  RankControl& me = control(seg, layout, spec.rank);
+  me.pid = static_cast<std::int32_t>(::getpid());
+  std::copy(mine.begin(), mine.end(), me.affinity);
   try {
     store_barrier(*spec.store, kMappedBarrier, spec.rank, spec.size, spec.timeout);
   } catch (...) {
@@ -137,6 +158,12 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
     throw;
   }
   seg.unlink();
+  CpuMask all{};
+  for (int r = 0; r < spec.size; ++r) {
+    const RankControl& peer = control(seg, layout, r);
+    for (std::size_t w = 0; w < kAffinityWords; ++w) all[w] |= peer.affinity[w];
+  }
+  const int cpus = count(all);
 
   // 4. The channel watches every peer's liveness from now on; the mailboxes (point-to-point)
   //    get their own segment, named after this one.
@@ -146,9 +173,10 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
   auto health = std::make_shared<GroupHealth>(spec, "shm", /*watch_peers=*/false);
   auto chan = std::make_unique<Channel>(std::move(seg), layout, std::move(info), health->watch());
   chan->watch_peers();
-  log::info("shm group '{}': rank {} of {} ready in {:.1f} ms ({} x {} KiB regions per rank)", spec.name, spec.rank,
-            spec.size, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-            layout.ring, layout.region_bytes / 1024);
+  log::info("shm group '{}': rank {} of {} ready in {:.1f} ms ({} x {} KiB regions per rank, {} CPUs between the ranks)",
+            spec.name, spec.rank, spec.size,
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), layout.ring,
+            layout.region_bytes / 1024, cpus);
   auto group = std::make_unique<ShmBackend>(spec, std::move(chan), std::move(health));
   group->start_p2p(spec, mailbox_name);
   return group;

@@ -19,12 +19,13 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x66617374'72756e73ULL;  // "fastruns"
-inline constexpr std::uint32_t kLayoutVersion = 5;  // 5: the op fingerprints (op_fingerprint.h)
+inline constexpr std::uint32_t kLayoutVersion = 6;  // 6: each rank's CPU affinity in its RankControl
 inline constexpr std::size_t kCacheLine = 128;  // two lines: defeats the adjacent-line prefetcher
 // Readers are done with the data of step k before they publish k + kMaxReadLag (channel.h); a
 // ring shorter than kMinRing would make a writer wait for peers that wait for it.
 inline constexpr std::uint32_t kMaxReadLag = 2;
 inline constexpr std::size_t kMinRing = 4;
+inline constexpr std::size_t kAffinityWords = 16;  // 1,024 CPUs, glibc's cpu_set_t
 
 struct alignas(kCacheLine) SegmentHeader {
   std::uint64_t magic;  // written last by the creator (release), checked by openers
@@ -41,6 +42,9 @@ struct alignas(kCacheLine) RankControl {
   std::int32_t pid;        // for liveness checks and messages
   std::uint32_t aborted;   // 1 once this rank gave up on the group (error or destruction)
   std::int32_t cpu;        // the CPU this rank ran on when it last published (a hint for waiters)
+  // The CPUs this rank may run on (its sched_getaffinity mask, bit c = CPU c), written once
+  // before the set-up's barrier: their union is how many cores the group has (group_cpus).
+  alignas(kCacheLine) std::uint64_t affinity[kAffinityWords];
 };
 
 // The fingerprint of the op a rank began at step `first_step` (op_fingerprint.h says why a ring
