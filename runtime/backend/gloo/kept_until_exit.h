@@ -3,7 +3,8 @@
 // error: kept allocated and reachable (no leak report), never destroyed, until the process
 // exits. Used for a failed transport's context (its parked thread: transport_failure.h), a
 // point-to-point Work's messages after that (p2p_work.h), a collective's options (below), and
-// the messages of an op of fastrun's own that ended by an exception (sized_messages.h).
+// the messages of an op of fastrun's own that ended by an exception (sized_messages.h, and
+// run_all_to_allv's in rooted_ops.cpp).
 #include <memory>
 
 namespace fastrun::gloo_backend {

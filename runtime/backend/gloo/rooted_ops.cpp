@@ -150,64 +150,79 @@ void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView inp
   const auto n = static_cast<std::size_t>(ctx->size);
   const auto me = static_cast<std::size_t>(ctx->rank);
   const std::size_t esize = dtype_size(input.dtype);
+  // What Gloo's I/O thread may touch: kept until exit if the op ends by an exception
+  // (kept_until_exit.h), as SizedMessages keeps its own.
+  struct Messages {
+    std::vector<std::uint64_t> sent, received;  // each message's length in bytes, by peer
+    std::unique_ptr<::gloo::transport::UnboundBuffer> in, out, sent_lengths;
+    // One buffer per peer: a Gloo buffer with several receives pending reports only the last
+    // sender (tcp/unbound_buffer.cc), and the payload's receive needs to know whose length came.
+    std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> length_from;
+    std::vector<std::vector<std::uint8_t>> scratch;  // a message longer than its receive
+    std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> into_scratch;
+  };
+  auto msg = std::make_shared<Messages>();
+  Messages& m = *msg;
   std::vector<std::size_t> in_at(n), out_at(n);
-  std::vector<std::uint64_t> sent(n), received(n);  // each message's length in bytes, by peer
+  m.sent.resize(n);
+  m.received.resize(n);
   for (std::size_t p = 0, in = 0, out = 0; p < n; in += send_counts[p], out += recv_counts[p], ++p) {
     in_at[p] = in * esize;
     out_at[p] = out * esize;
-    sent[p] = send_counts[p] * esize;
+    m.sent[p] = send_counts[p] * esize;
   }
   std::memcpy(bytes(output) + out_at[me], bytes(input) + in_at[me], send_counts[me] * esize);
   if (n == 1) return;
-  auto in = ctx->createUnboundBuffer(bytes(input), input.bytes());
-  auto out = ctx->createUnboundBuffer(bytes(output), output.bytes());
-  auto sent_lengths = ctx->createUnboundBuffer(sent.data(), n * sizeof(std::uint64_t));
-  // One buffer per peer: a Gloo buffer with several receives pending reports only the last
-  // sender (tcp/unbound_buffer.cc), and the payload's receive needs to know whose length came.
-  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> length_from(n);
-  const auto slot = ::gloo::Slot::build(::gloo::kAlltoallSlotPrefix, tag);
-  const auto length_slot = ::gloo::Slot::build(kLengthSlotPrefix, tag);
-  // Gloo's own order (alltoallv.cc): rank r sends to r+i while it receives from r-i. Each
-  // length goes just before its payload: with lengths_first the receiver needs it first.
-  for (std::size_t i = 1; i < n; ++i) {
-    const std::size_t to = (me + i) % n, from = (me + n - i) % n;
-    sent_lengths->send(static_cast<int>(to), length_slot, to * sizeof(std::uint64_t), sizeof(std::uint64_t));
-    in->send(static_cast<int>(to), slot, in_at[to], sent[to]);
-    length_from[from] = ctx->createUnboundBuffer(&received[from], sizeof(std::uint64_t));
-    length_from[from]->recv(static_cast<int>(from), length_slot);
-    if (!lengths_first) out->recv(static_cast<int>(from), slot, out_at[from], recv_counts[from] * esize);
-  }
-  // Gloo sends a payload only once its receive is posted (tcp/pair.cc), so a receive posted for
-  // the length that came never meets a longer message: a longer one goes to a scratch buffer.
-  std::size_t into_output = lengths_first ? 0 : n - 1;
-  std::vector<std::vector<std::uint8_t>> scratch;
-  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> into_scratch;
-  for (std::size_t i = 1; i < n; ++i) {
-    const std::size_t from = (me + n - i) % n;
-    length_from[from]->waitRecv(timeout);
-    if (!lengths_first) continue;
-    if (received[from] <= recv_counts[from] * esize) {
-      out->recv(static_cast<int>(from), slot, out_at[from], received[from]);
-      ++into_output;
-    } else {
-      scratch.emplace_back(received[from]);
-      into_scratch.push_back(ctx->createUnboundBuffer(scratch.back().data(), scratch.back().size()));
-      into_scratch.back()->recv(static_cast<int>(from), slot);
+  try {
+    m.in = ctx->createUnboundBuffer(bytes(input), input.bytes());
+    m.out = ctx->createUnboundBuffer(bytes(output), output.bytes());
+    m.sent_lengths = ctx->createUnboundBuffer(m.sent.data(), n * sizeof(std::uint64_t));
+    m.length_from.resize(n);
+    const auto slot = ::gloo::Slot::build(::gloo::kAlltoallSlotPrefix, tag);
+    const auto length_slot = ::gloo::Slot::build(kLengthSlotPrefix, tag);
+    // Gloo's own order (alltoallv.cc): rank r sends to r+i while it receives from r-i. Each
+    // length goes just before its payload: with lengths_first the receiver needs it first.
+    for (std::size_t i = 1; i < n; ++i) {
+      const std::size_t to = (me + i) % n, from = (me + n - i) % n;
+      m.sent_lengths->send(static_cast<int>(to), length_slot, to * sizeof(std::uint64_t), sizeof(std::uint64_t));
+      m.in->send(static_cast<int>(to), slot, in_at[to], m.sent[to]);
+      m.length_from[from] = ctx->createUnboundBuffer(&m.received[from], sizeof(std::uint64_t));
+      m.length_from[from]->recv(static_cast<int>(from), length_slot);
+      if (!lengths_first) m.out->recv(static_cast<int>(from), slot, out_at[from], recv_counts[from] * esize);
     }
-  }
-  for (std::size_t i = 0; i < into_output; ++i) out->waitRecv(timeout);
-  for (const auto& b : into_scratch) b->waitRecv(timeout);
-  for (std::size_t i = 1; i < n; ++i) {
-    sent_lengths->waitSend(timeout);
-    in->waitSend(timeout);
+    // Gloo sends a payload only once its receive is posted (tcp/pair.cc), so a receive posted for
+    // the length that came never meets a longer message: a longer one goes to a scratch buffer.
+    std::size_t into_output = lengths_first ? 0 : n - 1;
+    for (std::size_t i = 1; i < n; ++i) {
+      const std::size_t from = (me + n - i) % n;
+      m.length_from[from]->waitRecv(timeout);
+      if (!lengths_first) continue;
+      if (m.received[from] <= recv_counts[from] * esize) {
+        m.out->recv(static_cast<int>(from), slot, out_at[from], m.received[from]);
+        ++into_output;
+      } else {
+        m.scratch.emplace_back(m.received[from]);
+        m.into_scratch.push_back(ctx->createUnboundBuffer(m.scratch.back().data(), m.scratch.back().size()));
+        m.into_scratch.back()->recv(static_cast<int>(from), slot);
+      }
+    }
+    for (std::size_t i = 0; i < into_output; ++i) m.out->waitRecv(timeout);
+    for (const auto& b : m.into_scratch) b->waitRecv(timeout);
+    for (std::size_t i = 1; i < n; ++i) {
+      m.sent_lengths->waitSend(timeout);
+      m.in->waitSend(timeout);
+    }
+  } catch (...) {
+    keep_until_exit(std::move(msg));
+    throw;
   }
   // Gloo completes a receive with a shorter message as if it were whole: without the lengths a
   // rank sent fewer elements than its peer expects and both went on, the peer's output partly
   // unwritten. (A message longer than the receive posted for it fails Gloo's transport thread.)
   std::vector<WrongLength> wrong;
   for (std::size_t p = 0; p < n; ++p)
-    if (p != me && received[p] != recv_counts[p] * esize)
-      wrong.push_back({static_cast<int>(p), ctx->rank, received[p], recv_counts[p] * esize});
+    if (p != me && m.received[p] != recv_counts[p] * esize)
+      wrong.push_back({static_cast<int>(p), ctx->rank, m.received[p], recv_counts[p] * esize});
   throw_if_wrong(wrong, "all_to_allv", esize, global_ranks);
 }
 
