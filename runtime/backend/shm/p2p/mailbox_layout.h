@@ -8,7 +8,10 @@
 // Pair (s, d) is a single-producer single-consumer byte ring from rank s to rank d: s writes
 // message headers and eager payloads and advances `head`; d reads and advances `tail` (both
 // count bytes since set-up, so head - tail is what is in flight). Each rank has one doorbell
-// word that peers bump (and FUTEX_WAKE) only when it sleeps. Ring size: kMailboxBudget / n^2,
+// word that peers bump (and FUTEX_WAKE) only when it sleeps. Every message starts on a 64-byte
+// boundary with a header whose first word, its stamp, is written last: a receiver finds a new
+// message by reading that line alone, without the sender's `head` (a second cache line to
+// fetch from the sender's core on every message); `head` serves payloads streamed in parts. Ring size: kMailboxBudget / n^2,
 // a power of two between kMinRingBytes and kMaxRingBytes, so the segment stays bounded for many
 // ranks (2 ranks: 4 x 256 KiB; 64 ranks: 4096 x 8 KiB = 32 MiB). Large messages do not go
 // through the ring at all (p2p_engine.h: single-copy rendezvous); pair (s, d) has the claim word
@@ -22,7 +25,7 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kMailboxMagic = 0x66617374'6d626f78ULL;  // "fastmbox"
-inline constexpr std::uint32_t kMailboxVersion = 3;
+inline constexpr std::uint32_t kMailboxVersion = 4;  // 4: stamped headers on 64-byte boundaries
 inline constexpr std::size_t kMailboxBudget = 32u << 20;
 inline constexpr std::size_t kMinRingBytes = 4096;
 inline constexpr std::size_t kMaxRingBytes = 256 * 1024;
@@ -33,6 +36,9 @@ struct alignas(kCacheLine) MailboxHeader {
   std::uint32_t nranks;
   std::uint64_t ring_bytes;
   std::uint64_t total_bytes;
+  // Random, top bit set (the creator's): a message header's stamp is its ring position XOR this
+  // key (p2p_ring.cpp), which neither an older lap's stamp nor a payload's bytes can forge.
+  std::uint64_t stamp_key;
 };
 
 struct alignas(kCacheLine) MailboxRank {

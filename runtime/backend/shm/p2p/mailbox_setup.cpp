@@ -40,6 +40,11 @@ bool can_read(pid_t pid, std::uint64_t addr, std::uint64_t expected) {
   return ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof got) && got == expected;
 }
 
+std::uint64_t stamp_key() {
+  std::random_device rd;
+  return (std::uint64_t{rd()} << 32 | rd()) | std::uint64_t{1} << 63;  // positions stay below 2^63
+}
+
 template <typename T> T& at(const Segment& seg, std::size_t offset) {
   return *reinterpret_cast<T*>(seg.data() + offset);
 }
@@ -64,6 +69,7 @@ std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::str
     h.nranks = static_cast<std::uint32_t>(spec.size);
     h.ring_bytes = layout.ring_bytes;
     h.total_bytes = layout.total_bytes();
+    h.stamp_key = stamp_key();
     std::atomic_ref<std::uint64_t>(h.magic).store(kMailboxMagic, std::memory_order_release);
     spec.store->set(kMailboxKey, to_bytes(name));
   } else {

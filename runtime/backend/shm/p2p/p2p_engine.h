@@ -134,6 +134,10 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   void ring_doorbell(int rank);
   void copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes);
   void copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes);
+  // A header into our ring to `dst` at `pos` (a message start): every field, then the stamp.
+  void put_header(int dst, std::uint64_t pos, const Header& h);
+  // Whether the header at `pos` of `src`'s ring to us is stamped (written whole).
+  bool header_at(int src, std::uint64_t pos) const;
   // Rendezvous (p2p_rendezvous.cpp) and its cooperative copy (p2p_cooperative.cpp).
   void read_rendezvous(const Header& h, const std::shared_ptr<Op>& op);
   std::exception_ptr cma_error(const Op& op, int err) const;
@@ -174,6 +178,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::mutex mutex_;
   std::vector<Peer> peers_;
   std::uint64_t next_id_ = 1;
+  std::uint64_t stamp_key_;  // the segment's (mailbox_layout.h)
   SpinThenYield waiter_;  // `cpus`: the CPUs this rank may run on
 };
 

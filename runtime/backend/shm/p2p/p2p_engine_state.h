@@ -47,12 +47,19 @@ int cma_copy(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t byte
 
 // What goes through a ring before every payload (and alone for rendezvous, ack, nack).
 struct P2PEngine::Header {
+  std::uint64_t stamp;  // written last: the header is there once this is stamp_of(its position)
   std::int32_t tag;
   std::uint32_t kind;
   std::uint64_t bytes;
   std::uint64_t addr;  // rendezvous: the payload's address in the sender
   std::uint64_t id;    // rendezvous, ack, nack, clear-to-send: the sender's message id
+  std::uint32_t whole;  // eager: 1 when the payload was written before the stamp (else streamed)
+  std::uint32_t unused;
 };
+// Messages start on a line (48-byte header: an 8-byte message is one line to fetch), so a stamp
+// is always 8-aligned and never spans the ring's wrap.
+inline constexpr std::uint64_t kMessageAlign = 64;
+inline std::uint64_t next_message_start(std::uint64_t pos) { return (pos + kMessageAlign - 1) & ~(kMessageAlign - 1); }
 // A clear-to-send (kCts) carries the receiver's buffer in `addr`, the message's size in `bytes`
 // and the claim word's generation in `tag`.
 
@@ -119,6 +126,9 @@ struct P2PEngine::Peer {
   bool discard = false;
   std::size_t got = 0;
   std::uint64_t tail_seen = 0;  // the peer's tail of our ring to it, as last read (progress_out)
+  // The peer has written its ring to us (its head moved): from then on the ring's pages exist
+  // and its stamps may be read (reading an unreserved page would allocate it).
+  bool ring_live = false;
   bool ring_reserved = false;   // our ring to it is allocated in /dev/shm (P2PEngine::start)
   bool i_read_it = false;  // CMA: this rank can read the peer's memory
   bool it_reads_me = false;

@@ -1,3 +1,4 @@
+#include <cstddef>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -7,9 +8,11 @@
 #include "fastrun/runtime/error.h"
 
 // The pair rings (mailbox_layout.h): every header goes through them, and the eager payloads
-// after theirs. The sender writes and publishes its head, the receiver reads and publishes its
-// tail; each rings the other's doorbell when it moved. progress() moves every pair, as posting,
-// waiting and the group's idle hook call it.
+// after theirs. The sender writes a message, stamps its header and publishes its head; the
+// receiver finds a message by its header's stamp, reads it, and publishes its tail; each rings
+// the other's doorbell when it moved. The receiver reads the sender's head only for a payload
+// streamed in parts (larger than the room there was) and until the first message came.
+// progress() moves every pair, as posting, waiting and the group's idle hook call it.
 
 namespace fastrun::shm {
 
@@ -34,6 +37,28 @@ void P2PEngine::copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_
     std::memcpy(dst, r + off, first);
     if (bytes > first) std::memcpy(static_cast<std::byte*>(dst) + first, r, bytes - first);
   }
+}
+
+namespace {
+
+// The stamp of the header at `pos` (a message start: 8-aligned, never across the wrap).
+std::uint64_t& stamp_word(std::byte* ring, std::size_t ring_bytes, std::uint64_t pos) {
+  return *reinterpret_cast<std::uint64_t*>(ring + (pos & (ring_bytes - 1)));
+}
+
+}  // namespace
+
+void P2PEngine::put_header(int dst, std::uint64_t pos, const Header& h) {
+  static_assert(sizeof(Header) == 48 && offsetof(Header, stamp) == 0);
+  constexpr std::size_t skip = sizeof(h.stamp);
+  copy_to_ring(dst, pos + skip, reinterpret_cast<const std::byte*>(&h) + skip, sizeof(Header) - skip);
+  // Release: a receiver that reads the stamp reads the fields and any payload written before it.
+  atomic(stamp_word(ring(rank_, dst), layout_.ring_bytes, pos)).store(pos ^ stamp_key_, std::memory_order_release);
+}
+
+bool P2PEngine::header_at(int src, std::uint64_t pos) const {
+  return atomic(stamp_word(ring(src, rank_), layout_.ring_bytes, pos)).load(std::memory_order_acquire) ==
+         (pos ^ stamp_key_);
 }
 
 // Wakes `rank` if one of its threads sleeps on its doorbell. The fence pairs with the sleeper's
@@ -74,6 +99,12 @@ void P2PEngine::progress_out(int p) {
   // cache-line transfer per message (the receiver writes that line on every message it takes).
   std::uint64_t& t = peer.tail_seen;
   const std::size_t size = layout_.ring_bytes;
+  // Whether `bytes` more fit, reading the receiver's tail again if they seem not to.
+  auto room_for = [&](std::uint64_t bytes) {
+    if (size - (h - t) >= bytes) return true;
+    t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
+    return size - (h - t) >= bytes;
+  };
   bool wrote = false;
   auto publish = [&] {
     atomic(head_word).store(h, std::memory_order_release);
@@ -81,14 +112,14 @@ void P2PEngine::progress_out(int p) {
   };
   while (!peer.out.empty()) {
     Out& o = peer.out.front();
-    // An eager message that fits goes in whole with one publish: the receiver finds header and
-    // payload together and finishes it in one pass, instead of seeing the header alone.
-    if (!o.header_done && o.h.kind == kEager && size - (h - t) < sizeof(Header) + o.h.bytes)
-      t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
-    if (!o.header_done && o.h.kind == kEager && size - (h - t) >= sizeof(Header) + o.h.bytes) {
-      copy_to_ring(p, h, &o.h, sizeof(Header));
+    // An eager message that fits goes in whole, payload first, then its stamped header: the
+    // receiver finds header and payload together and finishes it in one pass.
+    const std::uint64_t whole = next_message_start(sizeof(Header) + o.h.bytes);
+    if (!o.header_done && o.h.kind == kEager && room_for(whole)) {
       if (o.h.bytes) copy_to_ring(p, h + sizeof(Header), o.send->data, o.h.bytes);
-      h += sizeof(Header) + o.h.bytes;
+      o.h.whole = 1;
+      put_header(p, h, o.h);
+      h += whole;
       publish();
       auto op = std::move(o.send);
       peer.out.pop_front();
@@ -96,15 +127,15 @@ void P2PEngine::progress_out(int p) {
       continue;
     }
     if (!o.header_done) {
-      if (size - (h - t) < sizeof(Header)) {
-        t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
-        if (size - (h - t) < sizeof(Header)) break;
-      }
-      copy_to_ring(p, h, &o.h, sizeof(Header));
-      h += sizeof(Header);
+      if (!room_for(kMessageAlign)) break;
+      o.h.whole = 0;
+      put_header(p, h, o.h);
       o.header_done = true;
+      // An eager payload follows in parts, as room comes; after a header alone the next message
+      // starts on the next line.
+      h += o.h.kind == kEager ? sizeof(Header) : kMessageAlign;
       publish();  // at once: a later call starts from the published head, never from a stale one
-      if (o.h.kind == kAck || o.h.kind == kNack || o.h.kind == kCts) {  // a header alone
+      if (o.h.kind == kAck || o.h.kind == kNack || o.h.kind == kCts) {
         auto op = std::move(o.completes);
         auto error = std::move(o.completes_error);
         peer.out.pop_front();
@@ -118,22 +149,22 @@ void P2PEngine::progress_out(int p) {
         continue;
       }
     }
-    std::size_t space = size - (h - t);
-    if (space == 0 && o.sent < o.h.bytes) {
-      t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
-      space = size - (h - t);
-      if (space == 0) break;
+    if (o.sent < o.h.bytes) {
+      if (!room_for(1)) break;
+      const std::size_t n = std::min<std::size_t>(size - (h - t), o.h.bytes - o.sent);
+      copy_to_ring(p, h, o.send->data + o.sent, n);
+      h += n;
+      o.sent += n;
+      publish();
+      if (o.sent < o.h.bytes) continue;
     }
-    const std::size_t n = std::min<std::size_t>(space, o.h.bytes - o.sent);
-    copy_to_ring(p, h, o.send->data + o.sent, n);
-    h += n;
-    o.sent += n;
+    // The whole payload is in: skip to the next message's start once there is room for the gap.
+    if (!room_for(next_message_start(h) - h)) break;
+    h = next_message_start(h);
     publish();
-    if (o.sent == o.h.bytes) {
-      auto op = std::move(o.send);
-      peer.out.pop_front();
-      finish(op);
-    }
+    auto op = std::move(o.send);
+    peer.out.pop_front();
+    finish(op);
   }
   if (wrote) ring_doorbell(p);
 }
@@ -172,21 +203,24 @@ void P2PEngine::progress_in(int p) {
   Peer& peer = peers_[static_cast<std::size_t>(p)];
   std::uint64_t& tail_word = tail(p, rank_);
   std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
-  std::uint64_t h = atomic(head(p, rank_)).load(std::memory_order_acquire);
-  if (h == t) return;
+  if (!peer.ring_live) {
+    if (atomic(head(p, rank_)).load(std::memory_order_acquire) == t) return;
+    peer.ring_live = true;
+  }
   const std::uint64_t start = t;
+  std::uint64_t there = t;  // the ring holds the sender's bytes up to here (at least)
   for (;;) {
     if (!peer.reading) {
-      // The sender publishes a header whole, so a partial one is never visible.
-      if (h - t < sizeof(Header)) break;
+      if (!header_at(p, t)) break;
       Header hd;
       copy_from_ring(p, t, &hd, sizeof(Header));
-      t += sizeof(Header);
       if (hd.kind == kCts) {  // the receiver copies our message from the front: take the back
+        t += kMessageAlign;
         if (auto it = peer.awaiting_ack.find(hd.id); it != peer.awaiting_ack.end()) help_coop(p, hd, *it->second);
         continue;
       }
       if (hd.kind == kAck || hd.kind == kNack) {
+        t += kMessageAlign;
         auto it = peer.awaiting_ack.find(hd.id);
         if (it != peer.awaiting_ack.end()) {
           auto op = std::move(it->second);
@@ -199,10 +233,17 @@ void P2PEngine::progress_in(int p) {
         continue;
       }
       match(p, hd);
-      if (!peer.reading) continue;
+      if (!peer.reading) {  // a rendezvous: its header alone
+        t += kMessageAlign;
+        continue;
+      }
+      t += sizeof(Header);
+      there = hd.whole ? t + hd.bytes : t;
     }
     const std::size_t want = peer.cur.bytes - peer.got;
-    const std::size_t n = std::min<std::size_t>(h - t, want);
+    // A payload streamed in parts: how far the sender got is its head.
+    if (there - t < want) there = atomic(head(p, rank_)).load(std::memory_order_acquire);
+    const std::size_t n = std::min<std::size_t>(there - t, want);
     void* dst = peer.discard ? nullptr
                 : peer.target ? static_cast<void*>(peer.target->data + peer.got)
                               : static_cast<void*>(peer.spill->data.data() + peer.got);
@@ -211,6 +252,7 @@ void P2PEngine::progress_in(int p) {
     peer.got += n;
     if (peer.got < peer.cur.bytes) break;  // the rest is not written yet
     peer.reading = false;
+    t = next_message_start(t);
     if (peer.target) {
       finish(peer.target);
       peer.target = nullptr;
