@@ -68,9 +68,22 @@ const std::vector<MismatchCase>& mismatch_cases() {
        [](Backend& g, std::vector<float>& f, std::vector<double>&) {
          g.broadcast(view_of(f.data(), g.rank() == 2 ? 50000 : 100000), {0})->wait();
        },
-       // Rank 2 compares with the root only, and names rank 1 only if it had arrived.
-       {"op #1 on group 'world': ", "called broadcast(float32 x 100000, root 0)",
-        "rank 2 called broadcast(float32 x 50000, root 0)"}},
+       {"op #1 on group 'world': ranks 0,1 called broadcast(float32 x 100000, root 0), rank 2 called "
+        "broadcast(float32 x 50000, root 0)"}},
+      // Below the line too every rank compares every op: rank 1, whose op agrees with the root's,
+      // fails with the others instead of completing and learning of it at its next op.
+      {"small broadcasts, the third rank's count differs", 3,
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
+         g.broadcast(view_of(f.data(), g.rank() == 2 ? 20 : 10), {0})->wait();
+       },
+       {"op #1 on group 'world': ranks 0,1 called broadcast(float32 x 10, root 0), rank 2 called "
+        "broadcast(float32 x 20, root 0)"}},
+      {"small broadcasts, a receiver's root differs", 3,
+       [](Backend& g, std::vector<float>& f, std::vector<double>&) {
+         g.broadcast(view_of(f.data(), 10), {g.rank() == 2 ? 2 : 0})->wait();
+       },
+       {"op #1 on group 'world': ranks 0,1 called broadcast(float32 x 10, root 0), rank 2 called "
+        "broadcast(float32 x 10, root 2)"}},
       // The ops before agree: the check compares op numbers and runs after any history.
       {"third of three ranks after matching ops", 3,
        [](Backend& g, std::vector<float>& f, std::vector<double>&) {

@@ -237,8 +237,10 @@ void ShmBackend::broadcast_single_copy(const BufferView& b, int root) {
   p2p_->run(ops, "broadcast", runtime_->health().op_timeout(), [] {});
 }
 
-// The root writes chunk j at step j+1; the others copy it out at step j+2. Only the root waits
-// for everyone (it must not overwrite a region still being read); the others wait for the root.
+// The root writes chunk j at step j+1; the others copy it out at step j+2. The root waits for
+// everyone at every step (it must not overwrite a region still being read); the others wait for
+// everyone at the first step, where every rank compares every op (so each fails a mismatch in
+// its own words, the receivers whose ops agree with the root's too), then for the root alone.
 void ShmBackend::broadcast_chunks(const BufferView& b, int root) {
   Channel& ch = *chan_;
   const std::size_t total = b.bytes(), chunk = ch.region_bytes();
@@ -256,7 +258,8 @@ void ShmBackend::broadcast_chunks(const BufferView& b, int root) {
     } else {
       if (s >= 2) std::memcpy(data + (s - 2) * chunk, ch.region(root, k - 1), len(s - 2));
       ch.publish(k);
-      ch.wait_one(root, k);
+      if (s == 1) ch.wait_all(k);
+      else ch.wait_one(root, k);
     }
   }
   if (rank_ != root) std::memcpy(data + (nchunks - 1) * chunk, ch.region(root, k), len(nchunks - 1));
