@@ -2,6 +2,7 @@
 // reads what peers published at the previous step, writes its own region for this step,
 // publishes and waits; chunked ops overlap the chunks that way (pipelining without extra
 // barriers).
+#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
@@ -119,7 +120,7 @@ void ShmBackend::all_reduce_small(const BufferView& b, ReduceOp op) {
   Channel& ch = *chan_;
   const std::uint32_t k = ch.next_step();
   ch.before_write(k);
-  std::memcpy(ch.region(rank_, k), b.data, b.bytes());
+  copy_bytes(ch.region(rank_, k), b.data, b.bytes());
   ch.publish(k);
   ch.wait_all(k);
   const void* srcs[64];
@@ -163,7 +164,7 @@ void ShmBackend::all_reduce_large(const BufferView& b, ReduceOp op) {
     for (std::size_t p = 0; p < n; ++p) {
       if (p == r) continue;
       const std::size_t lo = sl.begin(p), hi = sl.begin(p + 1);
-      if (hi > lo) std::memcpy(out + lo * esize, ch.region(static_cast<int>(p), step) + lo * esize, (hi - lo) * esize);
+      if (hi > lo) copy_bytes(out + lo * esize, ch.region(static_cast<int>(p), step) + lo * esize, (hi - lo) * esize);
     }
   };
   std::uint32_t first = 0, k = 0;
@@ -191,8 +192,8 @@ void ShmBackend::all_reduce_large(const BufferView& b, ReduceOp op) {
       const std::byte* in = data + j * chunk * esize;
       std::byte* region = ch.region(rank_, k);
       const std::size_t lo = sl.begin(r), hi = sl.begin(r + 1);
-      if (lo > 0) std::memcpy(region, in, lo * esize);
-      if (sl.len > hi) std::memcpy(region + hi * esize, in + hi * esize, (sl.len - hi) * esize);
+      if (lo > 0) copy_bytes(region, in, lo * esize);
+      if (sl.len > hi) copy_bytes(region + hi * esize, in + hi * esize, (sl.len - hi) * esize);
     }
     ch.publish(k);
   }
@@ -252,17 +253,17 @@ void ShmBackend::broadcast_chunks(const BufferView& b, int root) {
     k = ch.next_step();
     if (rank_ == root) {
       ch.before_write(k);
-      std::memcpy(ch.region(root, k), data + (s - 1) * chunk, len(s - 1));
+      copy_bytes(ch.region(root, k), data + (s - 1) * chunk, len(s - 1));
       ch.publish(k);
       ch.wait_all(k);
     } else {
-      if (s >= 2) std::memcpy(data + (s - 2) * chunk, ch.region(root, k - 1), len(s - 2));
+      if (s >= 2) copy_bytes(data + (s - 2) * chunk, ch.region(root, k - 1), len(s - 2));
       ch.publish(k);
       if (s == 1) ch.wait_all(k);
       else ch.wait_one(root, k);
     }
   }
-  if (rank_ != root) std::memcpy(data + (nchunks - 1) * chunk, ch.region(root, k), len(nchunks - 1));
+  if (rank_ != root) copy_bytes(data + (nchunks - 1) * chunk, ch.region(root, k), len(nchunks - 1));
 }
 
 // ---------------------------------------------------------------------------- all_gather
@@ -290,14 +291,14 @@ void ShmBackend::all_gather_chunks(const BufferView& in, const BufferView& out) 
   auto gather = [&](std::size_t j, std::uint32_t from_step) {
     for (int p = 0; p < size_; ++p)
       if (p != rank_)
-        std::memcpy(dst + static_cast<std::size_t>(p) * total + j * chunk, ch.region(p, from_step), len(j));
+        copy_bytes(dst + static_cast<std::size_t>(p) * total + j * chunk, ch.region(p, from_step), len(j));
   };
   std::uint32_t k = 0;
   for (std::size_t s = 1; s <= nchunks; ++s) {
     k = ch.next_step();
     ch.before_write(k);
     if (s >= 2) gather(s - 2, k - 1);
-    std::memcpy(ch.region(rank_, k), src + (s - 1) * chunk, len(s - 1));
+    copy_bytes(ch.region(rank_, k), src + (s - 1) * chunk, len(s - 1));
     ch.publish(k);
     ch.wait_all(k);
   }
@@ -350,7 +351,7 @@ void ShmBackend::reduce_scatter_chunks(const BufferView& in, const BufferView& o
     std::byte* region = ch.region(rank_, k);
     const std::size_t j = s - 1;
     for (std::size_t p = 0; p < n; ++p)
-      if (p != r) std::memcpy(region + p * chunk * esize, src + (p * count + j * chunk) * esize, len(j) * esize);
+      if (p != r) copy_bytes(region + p * chunk * esize, src + (p * count + j * chunk) * esize, len(j) * esize);
     ch.publish(k);
     ch.wait_all(k);
   }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_progress.h"
 #include "fastrun/runtime/error.h"
@@ -110,7 +111,7 @@ void ShmBackend::reduce_chunks(const BufferView& b, ReduceOp op, int root) {
     const std::uint32_t k = ch.next_step();
     if (rank_ != root) {
       ch.before_write(k);
-      std::memcpy(ch.region(rank_, k), at(b, first), len * esize);
+      copy_bytes(ch.region(rank_, k), at(b, first), len * esize);
       ch.publish(k);
       continue;
     }

@@ -1,3 +1,4 @@
+#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 
 #include <algorithm>
@@ -174,7 +175,7 @@ void P2PEngine::post_recv(const std::shared_ptr<Op>& op) {
       read_rendezvous(h, op);
     } else if (it->complete) {
       if (size_matches(it->h, op)) {
-        if (op->bytes) std::memcpy(op->data, it->data.data(), op->bytes);
+        if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
         finish(op);
       }
       peer.unexpected.erase(it);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/common/wait_policy.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
@@ -26,16 +27,16 @@ using p2p::kRendezvous;
 void P2PEngine::copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes) {
   const std::size_t size = layout_.ring_bytes, off = pos & (size - 1), first = std::min(bytes, size - off);
   std::byte* r = ring(rank_, dst);
-  std::memcpy(r + off, src, first);
-  if (bytes > first) std::memcpy(r, static_cast<const std::byte*>(src) + first, bytes - first);
+  copy_bytes(r + off, src, first);
+  if (bytes > first) copy_bytes(r, static_cast<const std::byte*>(src) + first, bytes - first);
 }
 
 void P2PEngine::copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes) {
   const std::size_t size = layout_.ring_bytes, off = pos & (size - 1), first = std::min(bytes, size - off);
   const std::byte* r = ring(src, rank_);
   if (dst) {
-    std::memcpy(dst, r + off, first);
-    if (bytes > first) std::memcpy(static_cast<std::byte*>(dst) + first, r, bytes - first);
+    copy_bytes(dst, r + off, first);
+    if (bytes > first) copy_bytes(static_cast<std::byte*>(dst) + first, r, bytes - first);
   }
 }
 
@@ -262,7 +263,7 @@ void P2PEngine::progress_in(int p) {
         for (auto it = peer.unexpected.begin(); it != peer.unexpected.end(); ++it)
           if (&*it == peer.spill) {
             if (size_matches(it->h, op)) {
-              if (op->bytes) std::memcpy(op->data, it->data.data(), op->bytes);
+              if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
               finish(op);
             }
             peer.unexpected.erase(it);
