@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/half_float.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
@@ -44,7 +45,7 @@ void copy_scaled(void* dst, const void* src, std::size_t count, DType dtype, Dev
     return;
   }
   if (scale == 1.0) {
-    std::memcpy(dst, src, count * dtype_size(dtype));
+    copy_bytes(dst, src, count * dtype_size(dtype));
     return;
   }
   if (dtype != DType::int32 && dtype != DType::int64) return kernels::scale(dtype, dst, src, count, scale);

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/half_float.h"
 
 namespace fastrun::kernels {
@@ -93,7 +94,7 @@ void block(T* dst, T* dst2, const void* const* srcs, int nsrc, std::size_t offse
   }
   T* d = dst + offset;
   for (std::size_t i = 0; i < m; ++i) d[i] = Tr::store(acc[i]);
-  if (dst2) std::memcpy(dst2 + offset, d, m * sizeof(T));
+  if (dst2) copy_bytes(dst2 + offset, d, m * sizeof(T));
 }
 
 template <typename T, typename Op, bool Avg>

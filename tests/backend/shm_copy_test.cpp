@@ -1,4 +1,4 @@
-// The shm backend's bulk copy (common/copy.h): copy_bytes is memcpy at every size and phase
+// The shm backend's bulk copy (process_group/copy_bytes.h): copy_bytes is memcpy at every size and phase
 // (the vector loop for the slow phases included: its 64-byte body and its tail), and messages
 // whose buffers sit at any phase to each other arrive whole on every path a message takes:
 // eager through the ring, single copy out of the sender's memory (the kernel's copy through the
@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/common/copy.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 #include "fastrun/runtime/join/context.h"
 #include "test_support/rank_runner.h"
@@ -35,7 +35,7 @@ TEST_CASE("shm copy_bytes copies every size at every phase, and nothing around i
         for (std::size_t i = 0; i < src.size(); ++i) src[i] = pattern(i, 1);
         const auto* s = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(src.data()) + 63) & ~std::uintptr_t{63});
         auto* d = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(dst.data()) + 63) & ~std::uintptr_t{63});
-        shm::copy_bytes(d + d_off, s + s_off, n);
+        copy_bytes(d + d_off, s + s_off, n);
         std::size_t wrong = 0;
         for (std::size_t i = 0; i < n; ++i) wrong += d[d_off + i] != s[s_off + i];
         for (std::uint8_t* p = dst.data(); p < d + d_off; ++p) wrong += *p != 0xEE;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fastrun/runtime/deadline.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::hier {
@@ -88,7 +89,7 @@ class Chain {
     local_ = scratch(0, in.bytes() * static_cast<std::size_t>(nlocal_)).data();
     const BufferView out{local_, in.count * static_cast<std::size_t>(nlocal_), buffer_.dtype, DeviceKind::cpu};
     if (p_.node) p_.node->gather(in, out, GatherOptions{0})->wait(deadline_.left());
-    else std::memcpy(local_, in.data, in.bytes());
+    else copy_bytes(local_, in.data, in.bytes());
   }
 
   // Step 2 for chunk c: fold this node's inputs onto the accumulator that came (node 0: start

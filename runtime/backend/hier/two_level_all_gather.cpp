@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fastrun/runtime/deadline.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 
 namespace fastrun::hier {
 
@@ -19,7 +20,7 @@ void two_level_all_gather(const ChainParts& p, BufferView input, BufferView outp
   const BufferView mine = block(l.my_node);
   // 1. This node's inputs into its block.
   if (p.node) p.node->all_gather(input, mine, AllGatherOptions{})->wait(deadline.left());
-  else std::memcpy(mine.data, input.data, input.bytes());
+  else copy_bytes(mine.data, input.data, input.bytes());
   // 2. Between the leaders.
   if (l.leader()) {
     const bool even = std::all_of(l.count.begin(), l.count.end(), [&](int c) { return c == l.count.front(); });

@@ -2,7 +2,6 @@
 // reads what peers published at the previous step, writes its own region for this step,
 // publishes and waits; chunked ops overlap the chunks that way (pipelining without extra
 // barriers).
-#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
@@ -14,6 +13,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 
 namespace fastrun::shm {

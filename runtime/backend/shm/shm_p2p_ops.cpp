@@ -4,11 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/common/copy.h"
-#include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_progress.h"
+#include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 

@@ -1,4 +1,3 @@
-#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
 // The engine's life and its posting: which protocol each send takes, and matching a recv to a

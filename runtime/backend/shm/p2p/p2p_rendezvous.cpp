@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 
 // Rendezvous: a large message's header carries the sender's buffer address; the receiver copies
 // the payload straight out of the sender's memory with process_vm_readv (one copy, "CMA") and
@@ -34,11 +34,12 @@ int cma_direct(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t by
   return 0;
 }
 
-// A copy whose phase makes the kernel's string copy slow (common/copy.h) goes through this
-// thread's bounce buffer, placed in phase with the other process's memory, in pieces that stay
-// in the cache between the kernel's copy and copy_bytes. The kernel's copy of 256 KiB between
-// two processes, destination 16 bytes past the source modulo 64: 110 us, in phase 25; a 2-rank
-// ping-pong of 256 KiB heap buffers at that phase 76 -> 40 us (docs/backend-shm.md).
+// A copy whose phase makes the kernel's string copy slow (process_group/copy_bytes.h) goes
+// through this thread's bounce buffer, placed in phase with the other process's memory, in
+// pieces that stay in the cache between the kernel's copy and copy_bytes. The kernel's copy of
+// 256 KiB between two processes, destination 16 bytes past the source modulo 64: 110 us, in
+// phase 25; a 2-rank ping-pong of 256 KiB heap buffers at that phase 76 -> 40 us
+// (docs/backend-shm.md).
 constexpr std::size_t kBounceBytes = 64 * 1024;
 constexpr std::size_t kBounceFromBytes = 2048;  // below, the kernel copies with vector moves
 

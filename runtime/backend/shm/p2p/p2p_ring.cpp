@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
-#include "fastrun/runtime/backend/shm/common/copy.h"
 #include "fastrun/runtime/backend/shm/common/wait_policy.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 
 // The pair rings (mailbox_layout.h): every header goes through them, and the eager payloads
 // after theirs. The sender writes a message, stamps its header and publishes its head; the

@@ -1,4 +1,4 @@
-#include "fastrun/runtime/backend/shm/common/copy.h"
+#include "fastrun/runtime/process_group/copy_bytes.h"
 
 #include <cstring>
 
@@ -6,7 +6,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace fastrun::shm {
+namespace fastrun {
 namespace {
 
 // Below this glibc copies with vector moves whatever the phase (measured: 1 KiB level).
@@ -38,4 +38,4 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
 
-}  // namespace fastrun::shm
+}  // namespace fastrun
