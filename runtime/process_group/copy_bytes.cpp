@@ -9,7 +9,8 @@
 namespace fastrun {
 namespace {
 
-// Below this glibc copies with vector moves whatever the phase (measured: 1 KiB level).
+// Below this glibc copies with vector moves whatever the phase (measured in the slow phase:
+// 2 KiB level with the loop, 3 KiB 10x slower).
 constexpr std::size_t kStringCopyBytes = 2048;
 
 }  // namespace

@@ -97,7 +97,8 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
     throw ConfigError(fmt::format("shm backend: group '{}' of {} ranks has no store to rendezvous through",
                                   spec.name, spec.size));
   // Rank 0 sizes the regions before the others have come: by its own affinity (a rank bound to
-  // one core sizes them as for shared cores, a choice of speed only; the waits use group_cpus).
+  // one core sizes them as for shared cores, a choice of speed only; the waits go by the union
+  // of every rank's, step 3).
   const CpuMask mine = own_cpus();
   Layout layout = shm_layout(spec.size, count(mine));
   const std::string node = node_id();
