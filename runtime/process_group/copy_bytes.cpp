@@ -7,13 +7,6 @@
 #endif
 
 namespace fastrun {
-namespace {
-
-// Below this glibc copies with vector moves whatever the phase (measured in the slow phase:
-// 2 KiB level with the loop, 3 KiB 10x slower).
-constexpr std::size_t kStringCopyBytes = 2048;
-
-}  // namespace
 
 void copy_bytes(void* dst, const void* src, std::size_t bytes) {
 #if defined(__x86_64__)

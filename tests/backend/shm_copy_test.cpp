@@ -23,6 +23,11 @@ namespace {
 
 std::uint8_t pattern(std::size_t i, int salt) { return static_cast<std::uint8_t>(i * 167 + i / 251 + salt * 31 + 1); }
 
+// The first 64-byte boundary in `bytes` (which holds 63 bytes to spare), from which the phases count.
+std::uint8_t* line_start(std::vector<std::uint8_t>& bytes) {
+  return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(bytes.data()) + 63) & ~std::uintptr_t{63});
+}
+
 }  // namespace
 
 TEST_CASE("shm copy_bytes copies every size at every phase, and nothing around it", "[shm]") {
@@ -33,8 +38,8 @@ TEST_CASE("shm copy_bytes copies every size at every phase, and nothing around i
       for (std::size_t d_off : phases) {
         std::vector<std::uint8_t> src(n + 128), dst(n + 128, 0xEE);
         for (std::size_t i = 0; i < src.size(); ++i) src[i] = pattern(i, 1);
-        const auto* s = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(src.data()) + 63) & ~std::uintptr_t{63});
-        auto* d = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(dst.data()) + 63) & ~std::uintptr_t{63});
+        const std::uint8_t* s = line_start(src);
+        std::uint8_t* d = line_start(dst);
         copy_bytes(d + d_off, s + s_off, n);
         std::size_t wrong = 0;
         for (std::size_t i = 0; i < n; ++i) wrong += d[d_off + i] != s[s_off + i];
@@ -62,7 +67,7 @@ void check_phases(bool single_copy) {
         for (std::size_t to : phases)
           for (int sender = 0; sender < 2; ++sender) {
             std::vector<std::uint8_t> buf(n + 128);
-            auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(buf.data()) + 63) & ~std::uintptr_t{63});
+            std::uint8_t* base = line_start(buf);
             const int salt = static_cast<int>(n + from * 7 + to * 3) + sender;
             if (me == sender) {
               for (std::size_t i = 0; i < n; ++i) base[from + i] = pattern(i, salt);

@@ -11,6 +11,18 @@ namespace fastrun::gloo_backend {
 
 void keep_until_exit(std::shared_ptr<const void> object);
 
+// Runs `body`; when it throws, `owned` (what Gloo's I/O thread may still touch) is kept until
+// exit before the exception goes on.
+template <class Body>
+void keeping_on_throw(const std::shared_ptr<const void>& owned, Body&& body) {
+  try {
+    body();
+  } catch (...) {
+    keep_until_exit(owned);
+    throw;
+  }
+}
+
 // Runs `collective` (::gloo::alltoallv, ::gloo::allgather, ...) on `options`, which own the op's
 // unbound buffers. When it throws (a peer closed its connection mid-op), Gloo's I/O thread may
 // still be signalling those buffers (tcp::UnboundBuffer::signalException) while the exception
@@ -19,12 +31,8 @@ void keep_until_exit(std::shared_ptr<const void> object);
 // the options are kept.
 template <class Options>
 void run_collective(std::unique_ptr<Options> options, void (*collective)(Options&)) {
-  try {
-    collective(*options);
-  } catch (...) {
-    keep_until_exit(std::shared_ptr<Options>(std::move(options)));
-    throw;
-  }
+  const std::shared_ptr<Options> owned(std::move(options));
+  keeping_on_throw(owned, [&] { collective(*owned); });
 }
 
 }  // namespace fastrun::gloo_backend

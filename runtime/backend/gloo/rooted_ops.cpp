@@ -67,13 +67,10 @@ void run_reduce(const std::shared_ptr<::gloo::Context>& ctx, BufferView b, Reduc
   // Kept, as the messages are, when the gather ends by an exception (sized_messages.h).
   auto kept = std::make_shared<std::vector<std::uint8_t>>(ctx->rank == root ? n * b.bytes() : 0);
   std::vector<std::uint8_t>& gathered = *kept;
-  try {
+  keeping_on_throw(kept, [&] {
     gather_bytes(ctx, bytes(b), b.bytes(), gathered.data(), root, tag, timeout, "reduce", dtype_size(b.dtype),
                  global_ranks);
-  } catch (...) {
-    keep_until_exit(kept);
-    throw;
-  }
+  });
   if (ctx->rank != root) return;
   std::vector<const void*> srcs(n);
   for (std::size_t p = 0; p < n; ++p) srcs[p] = gathered.data() + p * b.bytes();
@@ -173,7 +170,7 @@ void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView inp
   }
   std::memcpy(bytes(output) + out_at[me], bytes(input) + in_at[me], send_counts[me] * esize);
   if (n == 1) return;
-  try {
+  keeping_on_throw(msg, [&] {
     m.in = ctx->createUnboundBuffer(bytes(input), input.bytes());
     m.out = ctx->createUnboundBuffer(bytes(output), output.bytes());
     m.sent_lengths = ctx->createUnboundBuffer(m.sent.data(), n * sizeof(std::uint64_t));
@@ -212,10 +209,7 @@ void run_all_to_allv(const std::shared_ptr<::gloo::Context>& ctx, BufferView inp
       m.sent_lengths->waitSend(timeout);
       m.in->waitSend(timeout);
     }
-  } catch (...) {
-    keep_until_exit(std::move(msg));
-    throw;
-  }
+  });
   // Gloo completes a receive with a shorter message as if it were whole: without the lengths a
   // rank sent fewer elements than its peer expects and both went on, the peer's output partly
   // unwritten. (A message longer than the receive posted for it fails Gloo's transport thread.)

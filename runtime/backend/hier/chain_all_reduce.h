@@ -10,9 +10,10 @@
 //      link busy at once;
 //   3. node: each leader broadcasts the result chunk to its ranks (shm broadcast, root 0),
 //      kBroadcastLag chunks behind the gathers: after gathering and passing on chunk c, a node
-//      broadcasts chunk c-2, so a chunk's result has two chunks' time to come back round. Until 2026-12-05 each step ran over the whole buffer
-//      before the next began (16 MiB on 2 namespace hosts x 2 ranks: gather 8-10 ms, chain
-//      20-22 ms, broadcast 11-12 ms, one after the other).
+//      broadcasts chunk c-2, so a chunk's result has two chunks' time to come back round.
+//      Until 2026-12-05 each step ran over the whole buffer before the next began (16 MiB on 2
+//      namespace hosts x 2 ranks: gather 8-10 ms, chain 20-22 ms, broadcast 11-12 ms, one
+//      after the other).
 // The fold is kernels::reduce over [accumulator, x_first .. x_last], so element i is
 // x0 OP x1 OP ... OP x(n-1) in group rank order with the accumulator in the storage type: the
 // one-kernel rule's bits for float32, float64, int32, int64 (16-bit floats are not taken here).

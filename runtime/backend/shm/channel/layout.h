@@ -43,7 +43,7 @@ struct alignas(kCacheLine) RankControl {
   std::uint32_t aborted;   // 1 once this rank gave up on the group (error or destruction)
   std::int32_t cpu;        // the CPU this rank ran on when it last published (a hint for waiters)
   // The CPUs this rank may run on (its sched_getaffinity mask, bit c = CPU c), written once
-  // before the set-up's barrier: their union is how many cores the group has (group_cpus).
+  // before the set-up's barrier: their union is how many cores the group has (shm_setup.cpp).
   alignas(kCacheLine) std::uint64_t affinity[kAffinityWords];
 };
 

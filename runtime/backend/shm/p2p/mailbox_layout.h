@@ -11,9 +11,9 @@
 // word that peers bump (and FUTEX_WAKE) only when it sleeps. Every message starts on a 64-byte
 // boundary with a header whose first word, its stamp, is written last: a receiver finds a new
 // message by reading that line alone, without the sender's `head` (a second cache line to
-// fetch from the sender's core on every message); `head` serves payloads streamed in parts. Ring size: kMailboxBudget / n^2,
-// a power of two between kMinRingBytes and kMaxRingBytes, so the segment stays bounded for many
-// ranks (2 ranks: 4 x 256 KiB; 64 ranks: 4096 x 8 KiB = 32 MiB). Large messages do not go
+// fetch from the sender's core on every message); `head` serves payloads streamed in parts.
+// Ring size: kMailboxBudget / n^2, a power of two between kMinRingBytes and kMaxRingBytes, so
+// the segment stays bounded for many ranks (2 ranks: 4 x 256 KiB; 64 ranks: 4096 x 8 KiB = 32 MiB). Large messages do not go
 // through the ring at all (p2p_engine.h: single-copy rendezvous); pair (s, d) has the claim word
 // of the one large message from s to d that both may copy at a time (PairCoop).
 #include <cstddef>

@@ -41,13 +41,12 @@ int cma_direct(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t by
 // phase 25; a 2-rank ping-pong of 256 KiB heap buffers at that phase 76 -> 40 us
 // (docs/backend-shm.md).
 constexpr std::size_t kBounceBytes = 64 * 1024;
-constexpr std::size_t kBounceFromBytes = 2048;  // below, the kernel copies with vector moves
 
 }  // namespace
 
 int cma_copy(pid_t pid, std::byte* local, std::uint64_t remote, std::size_t bytes, bool write) {
   const auto here = reinterpret_cast<std::uintptr_t>(local);
-  if (bytes < kBounceFromBytes || !(write ? slow_copy_phase(remote, here) : slow_copy_phase(here, remote)))
+  if (bytes < kStringCopyBytes || !(write ? slow_copy_phase(remote, here) : slow_copy_phase(here, remote)))
     return cma_direct(pid, local, remote, bytes, write);
   thread_local const std::unique_ptr<std::byte[]> storage(new std::byte[kBounceBytes + 128]);
   const auto base = (reinterpret_cast<std::uintptr_t>(storage.get()) + 63) & ~std::uintptr_t{63};
