@@ -57,7 +57,7 @@ std::uint64_t GroupRuntime::take_number(const Op& op) {
   return last;
 }
 
-void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
+void GroupRuntime::run_body(Shared& s, const OpContext& ctx, BodyRef body) {
   try {
     body(ctx);
   } catch (...) {
@@ -78,32 +78,47 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, const Body& body) {
   }
 }
 
-WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body,
-                             Body prelude) {
-  Shared& s = *shared_;
-  health_->check_usable(op.name);
-  // The op as this group runs it: its number (the one it came with; a bare op one more than the
-  // last of its kind: collectives and point-to-point are counted apart), its label
-  // ("all_reduce #7") and its timeout (the group's op timeout when it came without one). Built
-  // without copying the op: this runs for every op.
+// The op as this group runs it: its number (the one it came with; a bare op one more than the
+// last of its kind: collectives and point-to-point are counted apart), its label
+// ("all_reduce #7") and its timeout (the group's op timeout when it came without one). Built
+// without copying the op: this runs for every op.
+OpContext GroupRuntime::context_of(const Op& op) {
   OpContext ctx;
   ctx.seq = take_number(op);
   ctx.what = op.numbered() ? op.label : op_label(op.name, ctx.seq);
   ctx.timeout = op.timeout == Duration::zero() ? health_->op_timeout() : op.timeout;
-  // Inline only while the comm thread holds no op: otherwise this one would overtake them.
-  const bool inline_op = s.config.async_from_bytes == RuntimeConfig::kNever ||
-                         (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);
-  if (inline_op) {
-    try {
-      if (prelude) run_body(s, ctx, prelude);
-      for (const auto& b : buffers) ctx.buffers.push_back(b.view);
-      run_body(s, ctx, body);
-      static const WorkHandle done = completed_work();
-      return done;
-    } catch (...) {
-      return std::make_shared<CompletedWork>(std::current_exception());
-    }
+  return ctx;
+}
+
+// Inline only while the comm thread holds no op: otherwise this one would overtake them.
+bool GroupRuntime::runs_inline(std::size_t bytes) const {
+  const Shared& s = *shared_;
+  return s.config.async_from_bytes == RuntimeConfig::kNever ||
+         (bytes < s.config.async_from_bytes && s.pending.load(std::memory_order_acquire) == 0);
+}
+
+WorkHandle GroupRuntime::run_inline(const Op& op, const std::vector<OpBuffer>& buffers, const Body* prelude,
+                                    BodyRef body) {
+  Shared& s = *shared_;
+  health_->check_usable(op.name);
+  OpContext ctx = context_of(op);
+  try {
+    if (prelude && *prelude) run_body(s, ctx, *prelude);  // ctx.buffers is still empty
+    for (const auto& b : buffers) ctx.buffers.push_back(b.view);
+    run_body(s, ctx, body);
+    static const WorkHandle done = completed_work();
+    return done;
+  } catch (...) {
+    return std::make_shared<CompletedWork>(std::current_exception());
   }
+}
+
+WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body,
+                             Body prelude) {
+  if (runs_inline(bytes)) return run_inline(op, buffers, &prelude, BodyRef(body));
+  Shared& s = *shared_;
+  health_->check_usable(op.name);
+  OpContext ctx = context_of(op);
 
   if (!thread_) thread_ = std::make_unique<CommThread>(thread_name_);
   const bool staged = !buffers.empty() && bytes <= s.config.stage_up_to_bytes;

@@ -38,6 +38,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,21 @@ struct OpBuffer {
 class GroupRuntime {
  public:
   using Body = std::function<void(const OpContext&)>;
+  // An op body called where it is, never copied (run_small's inline path): a pointer to the
+  // callable and a function that calls it.
+  class BodyRef {
+   public:
+    template <class F>
+      requires(!std::is_same_v<std::remove_cvref_t<F>, BodyRef>)
+    BodyRef(F& f)  // NOLINT: implicit, like std::function's
+        : callable_(const_cast<void*>(static_cast<const void*>(&f))),
+          call_([](void* c, const OpContext& ctx) { (*static_cast<F*>(c))(ctx); }) {}
+    void operator()(const OpContext& ctx) const { call_(callable_, ctx); }
+
+   private:
+    void* callable_;
+    void (*call_)(void*, const OpContext&);
+  };
   struct Hooks {
     // An exception thrown by an op body, as fastrun's error (default: fastrun errors as they
     // are, anything else a BackendError naming the op). Runs on the thread that ran the op.
@@ -158,11 +174,25 @@ class GroupRuntime {
     return run(Op::bare(op), bytes, std::move(buffers), std::move(body));
   }
   WorkHandle run(const char* op, std::size_t bytes, Body body) { return run(Op::bare(op), bytes, {}, std::move(body)); }
+  // run(op, bytes, body) for a body that may be any callable: where the op runs inline, it is
+  // called in place instead of being wrapped in a std::function first (captures beyond two
+  // pointers cost a heap allocation and a free per op, on every small op's path). Queued on the
+  // comm thread, it is moved into one as by run().
+  template <class F>
+  WorkHandle run_small(const Op& op, std::size_t bytes, F&& body) {
+    if (!runs_inline(bytes)) return run(op, bytes, {}, Body(std::forward<F>(body)));
+    return run_inline(op, {}, nullptr, BodyRef(body));
+  }
 
  private:
   struct Shared;  // what a queued op needs: outlives the runtime when the thread is left behind
   std::uint64_t take_number(const Op& op);  // its number, or the next of its kind: now the last
-  static void run_body(Shared& s, const OpContext& ctx, const Body& body);
+  static void run_body(Shared& s, const OpContext& ctx, BodyRef body);
+  // Whether an op of `bytes` bytes issued now runs on the caller's thread (see above).
+  bool runs_inline(std::size_t bytes) const;
+  // Runs the op on this thread: its context, `prelude` (if any), then `body` on `buffers`.
+  WorkHandle run_inline(const Op& op, const std::vector<OpBuffer>& buffers, const Body* prelude, BodyRef body);
+  OpContext context_of(const Op& op);  // its number (now the last), label and timeout
   static void fail_in_flight(Shared& s, const std::exception_ptr& error);
 
   std::shared_ptr<GroupHealth> health_;

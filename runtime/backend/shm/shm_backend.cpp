@@ -75,17 +75,12 @@ ShmBackend::~ShmBackend() {
   if (p2p_) p2p_->detach();
 }
 
-WorkHandle ShmBackend::run(const Op& call, const OpDesc& op, std::size_t bytes, std::function<void()> body) {
-  return runtime_->run(call, bytes,
-                       [this, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
-                         if (chan_) {
-                           current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
-                           f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
-                           if (op_check_) op_check_->record(f);  // before any wait of the op
-                           chan_->begin_op(current_op_.c_str(), ctx.timeout, f);
-                         }
-                         body();
-                       });
+void ShmBackend::begin_op(const OpContext& ctx, Fingerprint& f) {
+  if (!chan_) return;
+  current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
+  f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
+  if (op_check_) op_check_->record(f);  // before any wait of the op
+  chan_->begin_op(current_op_.c_str(), ctx.timeout, f);
 }
 
 void ShmBackend::check_host(const char* op, const BufferView& b) const {

@@ -29,6 +29,8 @@
 #include <span>
 #include <string>
 
+#include <boost/container/small_vector.hpp>
+
 #include "fastrun/runtime/backend/shm/channel/channel.h"
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
@@ -113,10 +115,20 @@ class ShmBackend final : public Backend {
   void start_p2p(const GroupSpec& spec, const std::string& segment_name);
 
  private:
-  // Runs `body` (which captures its arguments by value) through the group runtime; `op`
-  // describes it for the peers' check (op_fingerprint.h; its number is set when it runs).
-  // `call` is the op as it came (op.h): the runtime runs it under its number and timeout.
-  WorkHandle run(const Op& call, const OpDesc& op, std::size_t bytes, std::function<void()> body);
+  // Runs `body` (a callable that captures its arguments by value) through the group runtime;
+  // `op` describes it for the peers' check (op_fingerprint.h; its number is set when it runs).
+  // `call` is the op as it came (op.h): the runtime runs it under its number and timeout. Inline,
+  // the body is called where it is (GroupRuntime::run_small): no allocation per op.
+  template <class Body>
+  WorkHandle run(const Op& call, const OpDesc& op, std::size_t bytes, Body body) {
+    return runtime_->run_small(call, bytes, [this, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
+      begin_op(ctx, f);
+      body();
+    });
+  }
+  // The op's start on the channel (before any of its waits): its label for the channel's
+  // messages, its fingerprint (numbered ctx.seq) for the peers and the stalled-op check.
+  void begin_op(const OpContext& ctx, Fingerprint& f);
   void check_host(const char* op, const BufferView& b) const;
 
   void all_reduce_small(const BufferView& b, ReduceOp op);
@@ -129,10 +141,20 @@ class ShmBackend final : public Backend {
   void reduce_scatter_chunks(const BufferView& in, const BufferView& out, ReduceOp op);
   void reduce_chunks(const BufferView& b, ReduceOp op, int root);
   WorkHandle post_p2p(const char* op, const Op& call, std::span<const P2POp> ops);
+  // A collective made of point-to-point messages: inline, the usual two to four of them stay on
+  // the stack.
+  using P2POps = boost::container::small_vector<P2POp, 4>;
+  // This rank's own block of such a collective (from its input to its output).
+  struct LocalCopy {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    std::size_t bytes = 0;
+  };
+  static LocalCopy local_copy(const BufferView& dst, const BufferView& src);
   // Runs a collective made of point-to-point messages (plus this rank's own local copy); `op`
-  // describes it as the Group does (op_record.h), for the stalled-op check.
-  WorkHandle run_p2p(const Op& call, const OpDesc& op, std::vector<P2POp> ops,
-                     std::function<void()> local_copy);
+  // describes it as the Group does (op_record.h), for the stalled-op check. `what` names it in
+  // the engine's messages: a static string ("gather"), which the engine may keep.
+  WorkHandle run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local);
 
   int rank_;
   int size_;

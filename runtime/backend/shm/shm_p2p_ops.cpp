@@ -21,9 +21,6 @@ std::byte* at(const BufferView& b, std::size_t elements) {
 BufferView block(const BufferView& b, std::size_t first, std::size_t count) {
   return BufferView{at(b, first), count, b.dtype, b.device};
 }
-void copy(const BufferView& dst, const BufferView& src) {
-  if (src.bytes() > 0 && dst.data != src.data) std::memmove(dst.data, src.data, src.bytes());
-}
 
 }  // namespace
 
@@ -54,13 +51,18 @@ WorkHandle ShmBackend::post_p2p(const char* op, const Op& call, std::span<const 
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-WorkHandle ShmBackend::run_p2p(const Op& call, const OpDesc& op, std::vector<P2POp> ops,
-                             std::function<void()> local_copy) {
-  return run(call, op, 0,
-             std::function<void()>([this, name = call.name, ops = std::move(ops), local_copy = std::move(local_copy)] {
-               if (p2p_ && !ops.empty()) p2p_->run(ops, name.c_str(), runtime_->health().op_timeout(), local_copy);
-               else local_copy();
-             }));
+WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local) {
+  return run(call, op, 0, [this, what, ops = std::move(ops), local] {
+    const auto copy_local = [&local] {
+      if (local.bytes > 0 && local.dst != local.src) std::memmove(local.dst, local.src, local.bytes);
+    };
+    if (p2p_ && !ops.empty()) p2p_->run({ops.data(), ops.size()}, what, runtime_->health().op_timeout(), copy_local);
+    else copy_local();
+  });
+}
+
+ShmBackend::LocalCopy ShmBackend::local_copy(const BufferView& dst, const BufferView& src) {
+  return {dst.data, src.data, src.bytes()};
 }
 
 // ---------------------------------------------------------------------------- send / recv
@@ -92,9 +94,9 @@ WorkHandle ShmBackend::reduce(const Op& call, BufferView buffer, const ReduceOpt
   check_host("reduce", buffer);
   check_root(op_where("reduce", name_), options.root, size_);
   return run(call, op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
-             std::function<void()>([this, buffer, op = options.op, root = options.root] {
+             [this, buffer, op = options.op, root = options.root] {
                if (chan_ && buffer.count > 0) reduce_chunks(buffer, op, root);
-             }));
+             });
 }
 
 // Every rank but the root writes chunk j into its region at step j+1; the root waits for all,
@@ -130,18 +132,16 @@ WorkHandle ShmBackend::gather(const Op& call, BufferView input, BufferView outpu
   check_host("gather", input);
   if (rank_ == root) check_host("gather", output);
   check_gather_shapes(op_where("gather", name_), input, output, root, rank_, size_);
-  std::vector<P2POp> ops;
-  std::function<void()> local = [] {};
+  P2POps ops;
+  LocalCopy local;
   if (rank_ == root) {
     for (int p = 0; p < size_; ++p)
       if (p != root) ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * input.count, input.count), p));
-    local = [input, output, me = rank_] {
-      copy(block(output, static_cast<std::size_t>(me) * input.count, input.count), input);
-    };
+    local = local_copy(block(output, static_cast<std::size_t>(rank_) * input.count, input.count), input);
   } else {
     ops.push_back(send_op(input, root));
   }
-  return run_p2p(call, op_desc("gather", input).with_root(root), std::move(ops), std::move(local));
+  return run_p2p("gather", call, op_desc("gather", input).with_root(root), std::move(ops), local);
 }
 
 WorkHandle ShmBackend::scatter(const Op& call, BufferView input, BufferView output, const ScatterOptions& options) {
@@ -149,18 +149,16 @@ WorkHandle ShmBackend::scatter(const Op& call, BufferView input, BufferView outp
   check_host("scatter", output);
   if (rank_ == root) check_host("scatter", input);
   check_scatter_shapes(op_where("scatter", name_), input, output, root, rank_, size_);
-  std::vector<P2POp> ops;
-  std::function<void()> local = [] {};
+  P2POps ops;
+  LocalCopy local;
   if (rank_ == root) {
     for (int p = 0; p < size_; ++p)
       if (p != root) ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * output.count, output.count), p));
-    local = [input, output, me = rank_] {
-      copy(output, block(input, static_cast<std::size_t>(me) * output.count, output.count));
-    };
+    local = local_copy(output, block(input, static_cast<std::size_t>(rank_) * output.count, output.count));
   } else {
     ops.push_back(recv_op(output, root));
   }
-  return run_p2p(call, op_desc("scatter", output).with_root(root), std::move(ops), std::move(local));
+  return run_p2p("scatter", call, op_desc("scatter", output).with_root(root), std::move(ops), local);
 }
 
 // ---------------------------------------------------------------------------- all-to-all
@@ -170,7 +168,7 @@ WorkHandle ShmBackend::all_to_all(const Op& call, BufferView input, BufferView o
   check_host("all_to_all", output);
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
   const std::size_t n = input.count / static_cast<std::size_t>(size_);
-  std::vector<P2POp> ops;
+  P2POps ops;
   if (n > 0)
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
@@ -178,8 +176,8 @@ WorkHandle ShmBackend::all_to_all(const Op& call, BufferView input, BufferView o
       ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     }
   const std::size_t own = static_cast<std::size_t>(rank_) * n;
-  return run_p2p(call, op_desc("all_to_all", input), std::move(ops),
-                 [input, output, own, n] { copy(block(output, own, n), block(input, own, n)); });
+  return run_p2p("all_to_all", call, op_desc("all_to_all", input), std::move(ops),
+                 local_copy(block(output, own, n), block(input, own, n)));
 }
 
 WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
@@ -190,7 +188,7 @@ WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::
   const auto me = static_cast<std::size_t>(rank_);
   // Every pair exchanges a message, empty ones too, so that counts that disagree between two
   // ranks fail with a size error instead of waiting for a message that never comes.
-  std::vector<P2POp> ops;
+  P2POps ops;
   std::size_t in_at = 0, out_at = 0, own_in = 0, own_out = 0;
   for (int p = 0; p < size_; ++p) {
     const auto q = static_cast<std::size_t>(p);
@@ -205,9 +203,8 @@ WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::
     out_at += recv_counts[q];
   }
   const std::size_t own = send_counts[me];
-  return run_p2p(call, op_desc("all_to_allv", input).with_count_per_rank(), std::move(ops), [input, output, own_in, own_out, own] {
-    copy(block(output, own_out, own), block(input, own_in, own));
-  });
+  return run_p2p("all_to_allv", call, op_desc("all_to_allv", input).with_count_per_rank(), std::move(ops),
+                 local_copy(block(output, own_out, own), block(input, own_in, own)));
 }
 
 }  // namespace fastrun::shm
