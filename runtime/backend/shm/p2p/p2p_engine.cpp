@@ -171,14 +171,14 @@ void P2PEngine::post_recv(const std::shared_ptr<Op>& op) {
     if (it->h.tag != op->tag || it->claimed) continue;
     if (it->h.kind == kRendezvous) {
       const Header h = it->h;
-      peer.unexpected.erase(it);
+      peer.drop_unexpected(it);
       read_rendezvous(h, op);
     } else if (it->complete) {
       if (size_matches(it->h, op)) {
         if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
         finish(op);
       }
-      peer.unexpected.erase(it);
+      peer.drop_unexpected(it);
     } else {
       it->claimed = op;  // still arriving: copied out when complete
     }

@@ -118,6 +118,12 @@ struct P2PEngine::Peer {
   std::map<std::uint64_t, std::shared_ptr<Op>> awaiting_ack;
   std::deque<std::shared_ptr<Op>> recvs;  // posted, unmatched, in posting order
   std::list<Unexpected> unexpected;       // arrived, unmatched, in arrival order
+  // Nodes of `unexpected` whose messages were received, kept with their payload buffers: where
+  // recvs are posted after their messages came (a gather's root behind senders that run ahead)
+  // the next unexpected message reuses one instead of allocating a node and a buffer.
+  std::list<Unexpected> spare;
+  static constexpr std::size_t kSpareNodes = 8;
+  static constexpr std::size_t kSpareBytes = 64 * 1024;  // larger buffers are freed, not kept
   // The eager payload being read from the ring.
   bool reading = false;
   Header cur{};
@@ -135,6 +141,32 @@ struct P2PEngine::Peer {
   bool i_write_it = false;  // CMA writes (cooperative copies): as i_read_it, until one fails
   CoopIn coop;              // receiving
   std::uint64_t coop_gen = 0;
+
+  // A message `h` that came before its recv, at the back of `unexpected`: its payload buffer
+  // holds h.bytes bytes (none for a rendezvous, whose payload stays with the sender).
+  Unexpected& keep_unexpected(const Header& h, bool complete) {
+    if (spare.empty()) {
+      unexpected.push_back(Unexpected{h, std::vector<std::byte>(h.kind == p2p::kRendezvous ? 0 : h.bytes), complete,
+                                      nullptr});
+    } else {
+      unexpected.splice(unexpected.end(), spare, spare.begin());
+      Unexpected& u = unexpected.back();
+      u.h = h;
+      u.data.resize(h.kind == p2p::kRendezvous ? 0 : h.bytes);
+      u.complete = complete;
+      u.claimed = nullptr;
+    }
+    return unexpected.back();
+  }
+  // Its recv came: the node goes back to `spare`.
+  void drop_unexpected(std::list<Unexpected>::iterator it) {
+    it->claimed = nullptr;
+    if (spare.size() >= kSpareNodes || it->data.capacity() > kSpareBytes) {
+      unexpected.erase(it);
+      return;
+    }
+    spare.splice(spare.end(), unexpected, it);
+  }
 };
 
 // The segment's parts, and completing an op: here, inline, since every protocol's hot path uses them.

@@ -182,7 +182,7 @@ void P2PEngine::match(int p, const Header& h) {
     }
   if (h.kind == kRendezvous) {
     if (op) read_rendezvous(h, op);
-    else peer.unexpected.push_back(Unexpected{h, {}, true, nullptr});
+    else peer.keep_unexpected(h, true);
     return;
   }
   peer.reading = true;
@@ -195,8 +195,7 @@ void P2PEngine::match(int p, const Header& h) {
     peer.discard = !size_matches(h, op);
     if (!peer.discard) peer.target = op;
   } else {
-    peer.unexpected.push_back(Unexpected{h, std::vector<std::byte>(h.bytes), false, nullptr});
-    peer.spill = &peer.unexpected.back();
+    peer.spill = &peer.keep_unexpected(h, false);
   }
 }
 
@@ -266,7 +265,7 @@ void P2PEngine::progress_in(int p) {
               if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
               finish(op);
             }
-            peer.unexpected.erase(it);
+            peer.drop_unexpected(it);
             break;
           }
       }
