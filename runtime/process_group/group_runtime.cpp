@@ -62,14 +62,14 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, BodyRef body) {
     body(ctx);
   } catch (...) {
     std::exception_ptr error = std::current_exception();
-    if (s.hooks.translate) error = s.hooks.translate(*s.health, ctx.what, error);
+    if (s.hooks.translate) error = s.hooks.translate(*s.health, ctx.what(), error);
     // What a hook left as it was: fastrun's errors stay, anything else names the op.
     try {
       std::rethrow_exception(error);
     } catch (const Error&) {
     } catch (const std::exception& e) {
       error = std::make_exception_ptr(
-          BackendError(fmt::format("{}: {} failed: {}", s.health->label(), ctx.what, e.what())));
+          BackendError(fmt::format("{}: {} failed: {}", s.health->label(), ctx.what(), e.what())));
     } catch (...) {
     }
     s.health->fail(error);
@@ -85,7 +85,7 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, BodyRef body) {
 OpContext GroupRuntime::context_of(const Op& op) {
   OpContext ctx;
   ctx.seq = take_number(op);
-  ctx.what = op.numbered() ? op.label : op_label(op.name, ctx.seq);
+  ctx.name = op.name;
   ctx.timeout = op.timeout == Duration::zero() ? health_->op_timeout() : op.timeout;
   return ctx;
 }
@@ -124,7 +124,7 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
   const bool staged = !buffers.empty() && bytes <= s.config.stage_up_to_bytes;
   std::weak_ptr<Shared> weak = shared_;
   auto work = std::make_shared<AsyncWork>(
-      health_->label(), ctx.what, ctx.timeout + s.config.wait_margin,
+      health_->label(), ctx.what(), ctx.timeout + s.config.wait_margin,
       s.config.wait_watches_failure_key ? health_->watch() : nullptr,
       [weak](const std::string& reason) {
         // Runs on a waiter's thread before the op finished: the group may be gone already.
@@ -154,7 +154,7 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
     Shared& s = *shared;
     std::exception_ptr error;
     std::function<void()> write_back;
-    if (s.health->failed()) error = std::make_exception_ptr(s.health->unusable(ctx.what));
+    if (s.health->failed()) error = std::make_exception_ptr(s.health->unusable(ctx.what()));
     if (!error && prelude) {
       try {
         run_body(s, ctx, prelude);  // ctx.buffers is still empty
@@ -166,7 +166,7 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
       if (work->enter_caller_memory())
         for (const auto& b : buffers) ctx.buffers.push_back(b.view);
       else
-        error = std::make_exception_ptr(s.health->unusable(ctx.what));
+        error = std::make_exception_ptr(s.health->unusable(ctx.what()));
     } else if (!error) {
       // Copy in what the op reads; a wait that already gave up leaves the caller's memory alone.
       for (std::size_t i = 0; i < buffers.size(); ++i)
@@ -177,7 +177,7 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
           if (buffers[i].access != OpBuffer::write && buffers[i].view.bytes() > 0)
             std::memcpy(ctx.buffers[i].data, buffers[i].view.data, buffers[i].view.bytes());
       });
-      if (!copied) error = std::make_exception_ptr(s.health->unusable(ctx.what));
+      if (!copied) error = std::make_exception_ptr(s.health->unusable(ctx.what()));
       write_back = [&] {
         for (std::size_t i = 0; i < buffers.size(); ++i)
           if (buffers[i].access != OpBuffer::read && buffers[i].view.bytes() > 0)

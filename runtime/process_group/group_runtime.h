@@ -75,11 +75,13 @@ struct RuntimeConfig {
 // What an op body sees.
 struct OpContext {
   std::uint64_t seq = 0;     // op #seq
-  std::string what;          // "all_reduce #7"
+  std::string name;          // "all_reduce"
   Duration timeout{};        // the group's op timeout
   // The op's buffers, in the order given to run(): the caller's, or op-owned copies of them.
   std::vector<BufferView> buffers;
   const BufferView& buffer(std::size_t i) const { return buffers.at(i); }
+  // "all_reduce #7", the op's label (op.h): formatted where a message needs it, not per op.
+  std::string what() const { return op_label(name, seq); }
 };
 
 // A caller buffer an op uses, and how (what staging copies in and writes back).

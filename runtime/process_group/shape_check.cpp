@@ -47,20 +47,11 @@ void check_counts(const Where& where, std::string_view which, const std::vector<
 
 }  // namespace
 
-Where Where::joined(std::initializer_list<std::string_view> parts) {
-  if (parts.size() > kMaxParts) throw std::logic_error("Where::joined: too many parts");
-  Where w;
-  for (std::string_view p : parts) w.parts_[w.count_++] = p;
-  return w;
-}
-
 std::string Where::str() const {
   std::string out;
   for (std::size_t i = 0; i < count_; ++i) out += parts_[i];
   return out;
 }
-
-Where op_where(std::string_view op, std::string_view group) { return Where::joined({op, " on group '", group, "'"}); }
 
 void check_all_gather_shapes(const Where& where, const BufferView& input, const BufferView& output,
                              int group_size) {

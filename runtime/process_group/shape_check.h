@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,8 +26,14 @@ class Where {
   Where(std::string_view whole) : parts_{whole}, count_(1) {}
   Where(const std::string& whole) : Where(std::string_view(whole)) {}
   Where(const char* whole) : Where(std::string_view(whole)) {}
-  // The concatenation of `parts` (at most kMaxParts).
-  static Where joined(std::initializer_list<std::string_view> parts);
+  // The concatenation of `parts` (at most kMaxParts). Inline, as op_where: the pieces' lengths
+  // are then known where the literals are.
+  static Where joined(std::initializer_list<std::string_view> parts) {
+    if (parts.size() > kMaxParts) throw std::logic_error("Where::joined: too many parts");
+    Where w;
+    for (std::string_view p : parts) w.parts_[w.count_++] = p;
+    return w;
+  }
   std::string str() const;
 
  private:
@@ -37,7 +44,9 @@ class Where {
 };
 
 // "<op> on group '<group>'".
-Where op_where(std::string_view op, std::string_view group);
+inline Where op_where(std::string_view op, std::string_view group) {
+  return Where::joined({op, " on group '", group, "'"});
+}
 
 // output.count == input.count * group_size, same dtype.
 void check_all_gather_shapes(const Where& where, const BufferView& input, const BufferView& output,

@@ -113,7 +113,7 @@ TEST_CASE("group runtime: a wait on an op not yet started runs it on the waiting
 
 TEST_CASE("group runtime: after a failure every op is refused with one BackendError naming it", "[runtime][group_runtime]") {
   GroupRuntime rt(spec_of(), config_of(0));
-  auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what + ": rank 4 died"); });
+  auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what() + ": rank 4 died"); });
   CHECK_THROWS_AS(w->wait(), PeerFailure);
   try {
     rt.run("barrier", 0, [](const OpContext&) {});
@@ -312,7 +312,7 @@ TEST_CASE("group runtime: an op on the caller's buffer still in its prelude or q
 
 TEST_CASE("group runtime: a group keeps its first failure, not a later one", "[runtime][group_runtime]") {
   GroupRuntime rt(spec_of(), config_of(RuntimeConfig::kNever));
-  auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what + ": rank 4 died"); });
+  auto w = rt.run("all_reduce", 8, [](const OpContext& op) { throw PeerFailure(op.what() + ": rank 4 died"); });
   CHECK_THROWS_AS(w->wait(), PeerFailure);
   // Later failures of the same group (a waiter giving up, the transport breaking) do not replace
   // the root cause that every later refusal quotes.
@@ -331,7 +331,7 @@ TEST_CASE("group runtime: an op queued behind a failed op does not run", "[runti
   GroupRuntime rt(spec_of(), config_of(0));
   auto first = rt.run("all_reduce", 8, [&](const OpContext& op) {
     gate.wait();
-    throw PeerFailure(op.what + ": rank 4 died");
+    throw PeerFailure(op.what() + ": rank 4 died");
   });
   // Issued while the group is still healthy: queued behind the op that is about to fail.
   auto second = rt.run("broadcast", 8, [&](const OpContext&) { second_ran = true; });
@@ -370,7 +370,7 @@ TEST_CASE("group runtime: an op takes the number its Group gave it", "[runtime][
   std::vector<std::string> seen;
   std::vector<Duration> timeouts;
   const auto body = [&](const OpContext& op) {
-    seen.push_back(op.what);
+    seen.push_back(op.what());
     timeouts.push_back(op.timeout);
   };
   rt.run("all_reduce", 8, body);  // bare (no Group): the runtime counts
@@ -397,7 +397,7 @@ TEST_CASE("group runtime: a posted send/recv is numbered apart from collectives 
     return completed_work();
   };
   std::vector<std::string> ran;
-  const auto body = [&](const OpContext& op) { ran.push_back(op.what); };
+  const auto body = [&](const OpContext& op) { ran.push_back(op.what()); };
   rt.run("all_reduce", 8, body);                    // collective #1
   rt.post(Op::bare("send", true), post);            // bare: the runtime numbers it, p2p #1
   rt.post(Op::numbered_as("recv", 4, true), post);  // as its Group numbered it

@@ -77,10 +77,10 @@ ShmBackend::~ShmBackend() {
 
 void ShmBackend::begin_op(const OpContext& ctx, Fingerprint& f) {
   if (!chan_) return;
-  current_op_ = ctx.what;  // "all_reduce #7": the channel's messages name the op by it
+  current_op_ = ctx.name;  // the channel's messages name the op by it ("all_reduce #7")
   f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
   if (op_check_) op_check_->record(f);  // before any wait of the op
-  chan_->begin_op(current_op_.c_str(), ctx.timeout, f);
+  chan_->begin_op(current_op_.c_str(), ctx.seq, ctx.timeout, f);
 }
 
 void ShmBackend::check_host(const char* op, const BufferView& b) const {

@@ -12,6 +12,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
+#include "fastrun/runtime/process_group/op.h"
 #include "fastrun/runtime/os/process.h"
 #include "fastrun/runtime/process_group/op_timeout.h"
 #include "fastrun/runtime/process_group/backend.h"
@@ -63,8 +64,10 @@ void Channel::watch_peers() {
   }
 }
 
-void Channel::begin_op(const char* op, std::chrono::steady_clock::duration timeout, const Fingerprint& fingerprint) {
-  op_ = op;
+void Channel::begin_op(const char* name, std::uint64_t seq, std::chrono::steady_clock::duration timeout,
+                       const Fingerprint& fingerprint) {
+  op_ = name;
+  op_seq_ = seq;
   timeout_ = timeout;
   op_first_ = step_ + 1;  // the op's first next_step()
   slow_wait_began_ = false;
@@ -181,7 +184,7 @@ void Channel::check_health(int peer, std::uint32_t k) {
     for (int p = 0; p < info_.size; ++p)
       if (p != info_.rank && !reached(p, k)) missing.push_back(who(p));
     throw TimeoutError(op_timeout_message(
-        {group_label(global_rank_at(info_.rank, info_.global_ranks), info_.group, "shm"), op_,
+        {group_label(global_rank_at(info_.rank, info_.global_ranks), info_.group, "shm"), op_label(),
          Duration(timeout_), std::move(missing), fmt::format("they have not reached its step {}", k)}));
   }
 }
@@ -200,7 +203,9 @@ void Channel::check_stalled(bool now) {
 std::string Channel::who(int rank) const { return rank_name(rank, info_.global_ranks); }
 
 std::string Channel::where() const {
-  return fmt::format("shm {} on group '{}' ({} of {})", op_, info_.group, who(info_.rank), info_.size);
+  return fmt::format("shm {} on group '{}' ({} of {})", op_label(), info_.group, who(info_.rank), info_.size);
 }
+
+std::string Channel::op_label() const { return op_seq_ == 0 ? std::string(op_) : fastrun::op_label(op_, op_seq_); }
 
 }  // namespace fastrun::shm

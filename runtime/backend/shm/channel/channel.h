@@ -114,7 +114,9 @@ class Channel {
   // Names the operation in wait errors ("all_reduce #7", ...), sets its deadline and leaves its
   // fingerprint for the peers (op_fingerprint.h): the waits of the op compare each peer's with
   // it once and throw ConfigError, naming every rank's op, when they differ.
-  void begin_op(const char* op, std::chrono::steady_clock::duration timeout, const Fingerprint& fingerprint);
+  // `name` ("all_reduce") outlives the op; the label is formatted only for a message.
+  void begin_op(const char* name, std::uint64_t seq, std::chrono::steady_clock::duration timeout,
+                const Fingerprint& fingerprint);
   // Marks this rank aborted so peers waiting on it fail at once instead of timing out.
   void abort() noexcept;
   // Makes the wait in progress (and every later one) fail at its next health check, within
@@ -161,7 +163,9 @@ class Channel {
   std::uint32_t op_first_ = 0;              // the current op's first step (0: no op yet)
   std::uint32_t all_compared_ = 0;          // op_first_ once every peer's op was compared
   std::vector<std::uint32_t> compared_;     // per peer: op_first_ once its op was compared
-  const char* op_ = "set-up";
+  const char* op_ = "set-up";  // the op's name, and its number (0: none yet)
+  std::uint64_t op_seq_ = 0;
+  std::string op_label() const;  // "all_reduce #7", or "set-up"
   std::chrono::steady_clock::time_point deadline_{};  // set at the op's first slow wait
   std::chrono::steady_clock::duration timeout_{};
   SpinThenYield waiter_;  // the channel has one driving thread at a time
