@@ -100,12 +100,16 @@ struct CommState {
       if (s == kAlive && holds_lock(q)) continue;
       const std::string what = s == kAlive ? "exited (its process ended)" : s == kLeft ? "destroyed its communicator"
                                                                                        : "aborted its communicator";
+      // The error and its text change together, under the text's lock: a thread that sees the
+      // async error (ncclCommGetAsyncError) and then asks ncclGetLastError reads this text, not
+      // the one before it.
+      std::lock_guard lock(g_error_mutex);
       int expected = ncclSuccess;
       if (async.compare_exchange_strong(expected, ncclRemoteError)) {
         char text[256];
         std::snprintf(text, sizeof text, "NCCL model: peer rank %d (pid %d) %s while rank %d waited for it", q,
                       rank_at(q).pid.load(), what.c_str(), rank);
-        fail(ncclRemoteError, text);
+        g_last_error = text;
       }
       return;
     }
