@@ -87,8 +87,10 @@ int main(int argc, char** argv) {
       const int c = static_cast<int>(block);
       // The exchange is chosen before the clock starts, as fastrun-bench p2p does.
       std::function<void()> exchange;
-      if (op == "gather") exchange = [&] { MPI_Gather(mine.data(), c, MPI_BYTE, whole.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD); };
-      else exchange = [&] { MPI_Scatter(whole.data(), c, MPI_BYTE, mine.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD); };
+      if (op == "gather")
+        exchange = [&] { MPI_Gather(mine.data(), c, MPI_BYTE, whole.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD); };
+      else
+        exchange = [&] { MPI_Scatter(whole.data(), c, MPI_BYTE, mine.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD); };
       secs = time_op(iters, exchange);
     }
     if (rank == 0) std::printf("%s %zu %.9g\n", op.c_str(), bytes, secs);

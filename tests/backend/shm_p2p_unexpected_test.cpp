@@ -35,7 +35,8 @@ std::uint8_t byte_of(int round, std::size_t i, std::size_t j) {
 std::vector<std::size_t> lengths(int round) {
   const std::vector<std::size_t> base{8, 2000, 0, 100000, 64, 30000, 6, 1024, 40000, 2};
   std::vector<std::size_t> out;
-  for (std::size_t k = 0; k < base.size(); ++k) out.push_back(base[(k + static_cast<std::size_t>(round) * 3) % base.size()]);
+  for (std::size_t k = 0; k < base.size(); ++k)
+    out.push_back(base[(k + static_cast<std::size_t>(round) * 3) % base.size()]);
   return out;
 }
 
@@ -67,7 +68,8 @@ void check_unexpected(bool single_copy) {
             g.recv(bytes_at(bufs[i].data(), sizes[i]), 1, {tag})->wait();
             for (std::size_t j = 0; j < sizes[i]; ++j)
               if (bufs[i][j] != byte_of(round, i, j))
-                throw std::runtime_error(fmt::format("round {}: message {} (tag {}, {} bytes): byte {} is {:#04x}, not {:#04x}",
+                throw std::runtime_error(fmt::format("round {}: message {} (tag {}, {} bytes): byte {} is {:#04x}, not "
+                                                     "{:#04x}",
                                                      round, i, tag, sizes[i], j, bufs[i][j], byte_of(round, i, j)));
           }
       }

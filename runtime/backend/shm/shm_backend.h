@@ -121,10 +121,11 @@ class ShmBackend final : public Backend {
   // the body is called where it is (GroupRuntime::run_small): no allocation per op.
   template <class Body>
   WorkHandle run(const Op& call, const OpDesc& op, std::size_t bytes, Body body) {
-    return runtime_->run_small(call, bytes, [this, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
+    auto op_body = [this, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
       begin_op(ctx, f);
       body();
-    });
+    };
+    return runtime_->run_small(call, bytes, std::move(op_body));
   }
   // The op's start on the channel (before any of its waits): its label for the channel's
   // messages, its fingerprint (numbered ctx.seq) for the peers and the stalled-op check.
