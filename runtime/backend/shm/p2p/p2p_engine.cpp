@@ -7,6 +7,7 @@
 
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/rank_name.h"
 
@@ -104,7 +105,31 @@ bool P2PEngine::size_matches(const Header& h, const std::shared_ptr<Op>& op) {
 // ---------------------------------------------------------------------------- posting
 
 WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
+  // A lone send that goes at once needs no batch, op or Work of its own: done when posted.
+  if (ops.size() == 1 && ops[0].kind == P2POp::Kind::send) {
+    std::lock_guard lock(mutex_);
+    if (!health_->failed() && send_now(ops[0])) {
+      progress();  // posting moves every pending message, as start() does
+      static const WorkHandle done = completed_work();
+      return done;
+    }
+  }
   return std::make_shared<BatchWork>(shared_from_this(), start(ops, what, seq));
+}
+
+bool P2PEngine::send_now(const P2POp& send) {
+  Peer& peer = peers_[static_cast<std::size_t>(send.peer)];
+  const std::size_t bytes = send.buffer.bytes();
+  if (!peer.out.empty() || !peer.ring_reserved || (bytes >= rendezvous_bytes_ && peer.it_reads_me)) return false;
+  Header h{};
+  h.tag = send.tag;
+  h.kind = kEager;
+  h.bytes = bytes;
+  h.id = next_id_;
+  if (!put_whole(send.peer, h, static_cast<const std::byte*>(send.buffer.data))) return false;
+  ++next_id_;
+  ring_doorbell(send.peer);
+  return true;
 }
 
 void P2PEngine::run(std::span<const P2POp> ops, const char* what, Duration timeout,
@@ -139,6 +164,10 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
   batch->remaining = ops.size();
   batch->ops.reserve(ops.size());
   for (const P2POp& p : ops) {
+    if (p.kind == P2POp::Kind::send && send_now(p)) {  // written already: nothing to track
+      --batch->remaining;
+      continue;
+    }
     auto op = std::make_shared<Op>(Op{p.kind, p.peer, p.tag, static_cast<std::byte*>(p.buffer.data), p.buffer.bytes(),
                                       batch});
     batch->ops.push_back(op);

@@ -136,6 +136,12 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   void copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes);
   // A header into our ring to `dst` at `pos` (a message start): every field, then the stamp.
   void put_header(int dst, std::uint64_t pos, const Header& h);
+  // An eager message in one piece at our ring's head to `dst`, payload first, then its stamped
+  // header, and the head moved past it; false (nothing written) when the ring lacks the room.
+  bool put_whole(int dst, Header& h, const std::byte* payload);
+  // A send written at once (eager, nothing queued before it to that peer, room in the ring),
+  // with no Op to track: false when it must be queued as usual. Under mutex_.
+  bool send_now(const P2POp& send);
   // Whether the header at `pos` of `src`'s ring to us is stamped (written whole).
   bool header_at(int src, std::uint64_t pos) const;
   // Rendezvous (p2p_rendezvous.cpp) and its cooperative copy (p2p_cooperative.cpp).

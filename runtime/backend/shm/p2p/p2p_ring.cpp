@@ -91,6 +91,25 @@ void P2PEngine::progress() {
   }
 }
 
+// The receiver finds header and payload together and finishes the message in one pass. The
+// receiver's tail is read again only when the ring looks full (see progress_out).
+bool P2PEngine::put_whole(int p, Header& hd, const std::byte* payload) {
+  std::uint64_t& head_word = head(rank_, p);
+  const std::uint64_t h = atomic(head_word).load(std::memory_order_relaxed);  // only this rank writes it
+  const std::uint64_t whole = next_message_start(sizeof(Header) + hd.bytes);
+  const std::size_t size = layout_.ring_bytes;
+  std::uint64_t& t = peers_[static_cast<std::size_t>(p)].tail_seen;
+  if (size - (h - t) < whole) {
+    t = atomic(tail(rank_, p)).load(std::memory_order_acquire);
+    if (size - (h - t) < whole) return false;
+  }
+  if (hd.bytes) copy_to_ring(p, h + sizeof(Header), payload, hd.bytes);
+  hd.whole = 1;
+  put_header(p, h, hd);
+  atomic(head_word).store(h + whole, std::memory_order_release);
+  return true;
+}
+
 void P2PEngine::progress_out(int p) {
   Peer& peer = peers_[static_cast<std::size_t>(p)];
   if (peer.out.empty()) return;
@@ -113,15 +132,10 @@ void P2PEngine::progress_out(int p) {
   };
   while (!peer.out.empty()) {
     Out& o = peer.out.front();
-    // An eager message that fits goes in whole, payload first, then its stamped header: the
-    // receiver finds header and payload together and finishes it in one pass.
-    const std::uint64_t whole = next_message_start(sizeof(Header) + o.h.bytes);
-    if (!o.header_done && o.h.kind == kEager && room_for(whole)) {
-      if (o.h.bytes) copy_to_ring(p, h + sizeof(Header), o.send->data, o.h.bytes);
-      o.h.whole = 1;
-      put_header(p, h, o.h);
-      h += whole;
-      publish();
+    // An eager message that fits goes in whole (put_whole publishes the head itself).
+    if (!o.header_done && o.h.kind == kEager && put_whole(p, o.h, o.send->data)) {
+      h = atomic(head_word).load(std::memory_order_relaxed);
+      wrote = true;
       auto op = std::move(o.send);
       peer.out.pop_front();
       finish(op);
