@@ -79,9 +79,9 @@ void GroupRuntime::run_body(Shared& s, const OpContext& ctx, BodyRef body) {
 }
 
 // The op as this group runs it: its number (the one it came with; a bare op one more than the
-// last of its kind: collectives and point-to-point are counted apart), its label
-// ("all_reduce #7") and its timeout (the group's op timeout when it came without one). Built
-// without copying the op: this runs for every op.
+// last of its kind: collectives and point-to-point are counted apart), its name and its timeout
+// (the group's op timeout when it came without one). No label: OpContext::what() formats one
+// for a message.
 OpContext GroupRuntime::context_of(const Op& op) {
   OpContext ctx;
   ctx.seq = take_number(op);

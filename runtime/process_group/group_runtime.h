@@ -194,7 +194,7 @@ class GroupRuntime {
   bool runs_inline(std::size_t bytes) const;
   // Runs the op on this thread: its context, `prelude` (if any), then `body` on `buffers`.
   WorkHandle run_inline(const Op& op, const std::vector<OpBuffer>& buffers, const Body* prelude, BodyRef body);
-  OpContext context_of(const Op& op);  // its number (now the last), label and timeout
+  OpContext context_of(const Op& op);  // its number (now the last), name and timeout
   static void fail_in_flight(Shared& s, const std::exception_ptr& error);
 
   std::shared_ptr<GroupHealth> health_;

@@ -19,14 +19,18 @@
 
 namespace fastrun {
 
+// "name #seq", the label of op #seq named `name` (what a runtime names a bare op it numbered).
+std::string op_label(std::string_view name, std::uint64_t seq);
+
 struct Op {
   std::string name;            // "all_reduce", "send", ...
   std::uint64_t seq = 0;       // op #seq of its group; 0: bare, not numbered yet
   bool point_to_point = false; // numbered apart from the collectives
-  std::string label;           // "all_reduce #7"; "" while bare
   Duration timeout{};          // how long the op may take; zero: the group's op timeout
 
   bool numbered() const { return seq != 0; }
+  // "all_reduce #7"; "" while bare. Formatted when asked (a message), not for every op.
+  std::string label() const { return numbered() ? op_label(name, seq) : std::string(); }
 
   // An op the caller does not number: the backend's runtime will.
   static Op bare(std::string name, bool point_to_point = false) {
@@ -38,8 +42,5 @@ struct Op {
   // Op #seq named `name`: its label is "name #seq".
   static Op numbered_as(std::string name, std::uint64_t seq, bool point_to_point = false);
 };
-
-// "name #seq", the label of op #seq named `name` (what a runtime names a bare op it numbered).
-std::string op_label(std::string_view name, std::uint64_t seq);
 
 }  // namespace fastrun

@@ -145,14 +145,14 @@ struct P2PEngine::Peer {
   // A message `h` that came before its recv, at the back of `unexpected`: its payload buffer
   // holds h.bytes bytes (none for a rendezvous, whose payload stays with the sender).
   Unexpected& keep_unexpected(const Header& h, bool complete) {
+    const std::size_t payload = h.kind == p2p::kRendezvous ? 0 : h.bytes;
     if (spare.empty()) {
-      unexpected.push_back(Unexpected{h, std::vector<std::byte>(h.kind == p2p::kRendezvous ? 0 : h.bytes), complete,
-                                      nullptr});
+      unexpected.push_back(Unexpected{h, std::vector<std::byte>(payload), complete, nullptr});
     } else {
       unexpected.splice(unexpected.end(), spare, spare.begin());
       Unexpected& u = unexpected.back();
       u.h = h;
-      u.data.resize(h.kind == p2p::kRendezvous ? 0 : h.bytes);
+      u.data.resize(payload);
       u.complete = complete;
       u.claimed = nullptr;
     }
