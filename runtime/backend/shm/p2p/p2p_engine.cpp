@@ -105,16 +105,14 @@ bool P2PEngine::size_matches(const Header& h, const std::shared_ptr<Op>& op) {
 // ---------------------------------------------------------------------------- posting
 
 WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
-  // A lone send that goes at once needs no batch, op or Work of its own: done when posted.
-  if (ops.size() == 1 && ops[0].kind == P2POp::Kind::send) {
-    std::lock_guard lock(mutex_);
-    if (!health_->failed() && send_now(ops[0])) {
-      progress();  // posting moves every pending message, as start() does
-      static const WorkHandle done = completed_work();
-      return done;
-    }
+  auto batch = start(ops, what, seq);
+  // Every op done when posted (sends written, messages already here copied out): no Work of
+  // its own.
+  if (!batch) {
+    static const WorkHandle done = completed_work();
+    return done;
   }
-  return std::make_shared<BatchWork>(shared_from_this(), start(ops, what, seq));
+  return std::make_shared<BatchWork>(shared_from_this(), std::move(batch));
 }
 
 bool P2PEngine::send_now(const P2POp& send) {
@@ -132,22 +130,61 @@ bool P2PEngine::send_now(const P2POp& send) {
   return true;
 }
 
+// A recv whose message is here already, copied out at once with no Op to track: the earliest
+// unclaimed message from the peer with its tag, kept complete in `unexpected`, or else (when
+// `look_in_ring`) whole at the head of the peer's ring, no recv of that peer pending before it
+// and nothing being read. False when it must be posted as usual (a rendezvous, a size mismatch
+// to report, nothing here).
+bool P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
+  Peer& peer = peers_[static_cast<std::size_t>(recv.peer)];
+  const std::size_t bytes = recv.buffer.bytes();
+  auto* dst = static_cast<std::byte*>(recv.buffer.data);
+  for (auto it = peer.unexpected.begin(); it != peer.unexpected.end(); ++it) {
+    if (it->h.tag != recv.tag || it->claimed) continue;
+    if (it->h.kind != kEager || !it->complete || it->h.bytes != bytes) return false;
+    if (bytes) copy_bytes(dst, it->data.data(), bytes);
+    peer.drop_unexpected(it);
+    return true;
+  }
+  if (!look_in_ring || !peer.recvs.empty() || peer.reading) return false;
+  std::uint64_t& tail_word = tail(recv.peer, rank_);
+  const std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
+  if (!peer.ring_live) {  // as progress_in: no stamp is read before the peer wrote its ring
+    if (atomic(head(recv.peer, rank_)).load(std::memory_order_acquire) == t) return false;
+    peer.ring_live = true;
+  }
+  if (!header_at(recv.peer, t)) return false;
+  Header h;
+  copy_from_ring(recv.peer, t, &h, sizeof(Header));
+  if (h.kind != kEager || !h.whole || h.tag != recv.tag || h.bytes != bytes) return false;
+  if (bytes) copy_from_ring(recv.peer, t + sizeof(Header), dst, bytes);
+  atomic(tail_word).store(next_message_start(t + sizeof(Header) + bytes), std::memory_order_release);
+  ring_doorbell(recv.peer);  // the sender may wait for room, as after progress_in
+  return true;
+}
+
 void P2PEngine::run(std::span<const P2POp> ops, const char* what, Duration timeout,
                     const std::function<void()>& meanwhile) {
   auto batch = start(ops, what);
   meanwhile();
-  wait(batch, timeout);
+  if (batch) wait(batch, timeout);
 }
 
 // Queues each send with its protocol (eager through the ring, or rendezvous where the receiver
 // can read this rank's memory and the message is large) and matches each recv; then moves what
-// it can at once.
+// it can at once. A send that can go at once is written and a recv whose message is here is
+// copied out, with nothing to track: the batch is made for the first op that must wait, and
+// none when every op is done (nullptr).
 std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
-  auto batch = std::make_shared<Batch>();
-  batch->what = what;
-  batch->seq = seq;
+  std::shared_ptr<Batch> batch;
+  auto make_batch = [&] {
+    batch = std::make_shared<Batch>();
+    batch->what = what;
+    batch->seq = seq;
+  };
   std::lock_guard lock(mutex_);
   if (health_->failed()) {  // a failed p2p op or collective: the group's one record says why
+    make_batch();
     batch->error = std::make_exception_ptr(health_->unusable(what));
     return batch;
   }
@@ -161,20 +198,17 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
                      layout_.ring_bytes);
     peer.ring_reserved = true;
   }
-  batch->remaining = ops.size();
-  batch->ops.reserve(ops.size());
-  for (const P2POp& p : ops) {
-    if (p.kind == P2POp::Kind::send && send_now(p)) {  // written already: nothing to track
-      --batch->remaining;
-      continue;
-    }
+  // An op that must wait: into the batch, a recv matched or queued, a send queued.
+  auto track = [&](const P2POp& p) {
+    if (!batch) make_batch();
+    ++batch->remaining;
     auto op = std::make_shared<Op>(Op{p.kind, p.peer, p.tag, static_cast<std::byte*>(p.buffer.data), p.buffer.bytes(),
                                       batch});
     batch->ops.push_back(op);
     Peer& peer = peers_[static_cast<std::size_t>(p.peer)];
     if (p.kind == P2POp::Kind::recv) {
       post_recv(op);
-      continue;
+      return;
     }
     Out o{};
     o.h.tag = p.tag;
@@ -188,8 +222,22 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
     }
     o.send = std::move(op);
     peer.out.push_back(std::move(o));
+  };
+  // Sends first, then recvs (each kind in its order: matching is per kind): a peer waiting for
+  // our message gets it before we look for its own. A recv looks into the ring at once only
+  // from a peer this batch sends nothing to (a gather's root, a lone recv): a peer we also send
+  // to (an all-to-all) is in step with us, its message rarely there yet, and reading the line it
+  // is about to write costs both sides a transfer; the progress below finds it as early.
+  const std::uint64_t post = ++posts_;
+  for (const P2POp& p : ops) {
+    if (p.kind != P2POp::Kind::send) continue;
+    peers_[static_cast<std::size_t>(p.peer)].sent_in_post = post;
+    if (!send_now(p)) track(p);
   }
-  progress();
+  for (const P2POp& p : ops)
+    if (p.kind == P2POp::Kind::recv && !recv_now(p, peers_[static_cast<std::size_t>(p.peer)].sent_in_post != post))
+      track(p);
+  progress(false);
   return batch;
 }
 

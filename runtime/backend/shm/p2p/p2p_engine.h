@@ -22,7 +22,9 @@
 //   doorbell) when the ack comes. One such message per ordered pair at a time; others are read
 //   by the receiver alone.
 // Messages that arrive before their recv is posted are buffered on the heap (eager) or kept as
-// a pending rendezvous, so posting order never deadlocks (a ring exchange is fine).
+// a pending rendezvous when a wait or poll moves them, so posting order never deadlocks (a ring
+// exchange is fine); posting leaves an eager one in the ring, where a recv posted later copies it
+// straight into its buffer, with no op to track (a gather's root behind senders that run ahead).
 //
 // Progress: there is no progress thread. Posting, wait() and completed() progress every
 // operation of the engine (the caller's thread does the copies), so a rank must wait on (or
@@ -112,7 +114,8 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   struct CoopIn;
   class BatchWork;
 
-  // Posting and matching (p2p_engine.cpp).
+  // Posting and matching (p2p_engine.cpp): the batch of the ops that must be waited for, or
+  // nullptr when every op was done when posted.
   std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what, std::uint64_t seq = 0);
   // Waiting (p2p_wait.cpp): wait() takes mutex_ itself; so do its helpers.
   void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
@@ -126,10 +129,12 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // Everything below runs under mutex_.
   void post_recv(const std::shared_ptr<Op>& op);
   void fail_all(const std::exception_ptr& error);
-  // The rings (p2p_ring.cpp).
-  void progress();
+  // The rings (p2p_ring.cpp). `spill` false (posting): an eager message no posted recv wants
+  // stays in the ring, for a recv posted later to copy out once (recv_now) instead of a copy to
+  // the heap first; waits, tests and poll() move every message.
+  void progress(bool spill = true);
   void progress_out(int peer);
-  void progress_in(int peer);
+  void progress_in(int peer, bool spill);
   void match(int peer, const Header& h);
   void ring_doorbell(int rank);
   void copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes);
@@ -142,6 +147,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // A send written at once (eager, nothing queued before it to that peer, room in the ring),
   // with no Op to track: false when it must be queued as usual. Under mutex_.
   bool send_now(const P2POp& send);
+  // A recv whose message is here already (kept, or in the ring when `look_in_ring`), copied out
+  // at once with no Op to track: false when it must be posted as usual. Under mutex_.
+  bool recv_now(const P2POp& recv, bool look_in_ring);
   // Whether the header at `pos` of `src`'s ring to us is stamped (written whole).
   bool header_at(int src, std::uint64_t pos) const;
   // Rendezvous (p2p_rendezvous.cpp) and its cooperative copy (p2p_cooperative.cpp).
@@ -184,6 +192,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::mutex mutex_;
   std::vector<Peer> peers_;
   std::uint64_t next_id_ = 1;
+  std::uint64_t posts_ = 0;  // start() calls so far: Peer::sent_in_post marks a batch's peers
   std::uint64_t stamp_key_;  // the segment's (mailbox_layout.h)
   SpinThenYield waiter_;  // `cpus`: the CPUs this rank may run on
 };

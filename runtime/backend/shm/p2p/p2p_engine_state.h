@@ -119,8 +119,8 @@ struct P2PEngine::Peer {
   std::deque<std::shared_ptr<Op>> recvs;  // posted, unmatched, in posting order
   std::list<Unexpected> unexpected;       // arrived, unmatched, in arrival order
   // Nodes of `unexpected` whose messages were received, kept with their payload buffers: where
-  // recvs are posted after their messages came (a gather's root behind senders that run ahead)
-  // the next unexpected message reuses one instead of allocating a node and a buffer.
+  // messages are moved out of the ring before their recvs come (a wait for another message, a
+  // collective's idle hook) the next one reuses a node instead of allocating a node and a buffer.
   std::list<Unexpected> spare;
   static constexpr std::size_t kSpareNodes = 8;
   static constexpr std::size_t kSpareBytes = 64 * 1024;  // larger buffers are freed, not kept
@@ -131,7 +131,8 @@ struct P2PEngine::Peer {
   Unexpected* spill = nullptr;
   bool discard = false;
   std::size_t got = 0;
-  std::uint64_t tail_seen = 0;  // the peer's tail of our ring to it, as last read (progress_out)
+  std::uint64_t tail_seen = 0;     // the peer's tail of our ring to it, as last read (progress_out)
+  std::uint64_t sent_in_post = 0;  // the last post (P2PEngine::posts_) with a send to this peer
   // The peer has written its ring to us (its head moved): from then on the ring's pages exist
   // and its stamps may be read (reading an unreserved page would allocate it).
   bool ring_live = false;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -82,10 +83,10 @@ void P2PEngine::poll() noexcept {
   }
 }
 
-void P2PEngine::progress() {
+void P2PEngine::progress(bool spill) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    progress_in(p);
+    progress_in(p, spill);
     poll_coop(p);
     progress_out(p);
   }
@@ -213,7 +214,7 @@ void P2PEngine::match(int p, const Header& h) {
   }
 }
 
-void P2PEngine::progress_in(int p) {
+void P2PEngine::progress_in(int p, bool spill) {
   Peer& peer = peers_[static_cast<std::size_t>(p)];
   std::uint64_t& tail_word = tail(p, rank_);
   std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
@@ -246,6 +247,9 @@ void P2PEngine::progress_in(int p) {
         }
         continue;
       }
+      if (!spill && hd.kind == kEager &&
+          std::none_of(peer.recvs.begin(), peer.recvs.end(), [&](const auto& r) { return r->tag == hd.tag; }))
+        break;  // left in the ring for its recv (or the next wait) to take
       match(p, hd);
       if (!peer.reading) {  // a rendezvous: its header alone
         t += kMessageAlign;
