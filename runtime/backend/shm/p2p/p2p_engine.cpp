@@ -139,8 +139,7 @@ bool P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
   Peer& peer = peers_[static_cast<std::size_t>(recv.peer)];
   const std::size_t bytes = recv.buffer.bytes();
   auto* dst = static_cast<std::byte*>(recv.buffer.data);
-  for (auto it = peer.unexpected.begin(); it != peer.unexpected.end(); ++it) {
-    if (it->h.tag != recv.tag || it->claimed) continue;
+  if (auto it = peer.first_unclaimed(recv.tag); it != peer.unexpected.end()) {
     if (it->h.kind != kEager || !it->complete || it->h.bytes != bytes) return false;
     if (bytes) copy_bytes(dst, it->data.data(), bytes);
     peer.drop_unexpected(it);
@@ -149,11 +148,7 @@ bool P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
   if (!look_in_ring || !peer.recvs.empty() || peer.reading) return false;
   std::uint64_t& tail_word = tail(recv.peer, rank_);
   const std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
-  if (!peer.ring_live) {  // as progress_in: no stamp is read before the peer wrote its ring
-    if (atomic(head(recv.peer, rank_)).load(std::memory_order_acquire) == t) return false;
-    peer.ring_live = true;
-  }
-  if (!header_at(recv.peer, t)) return false;
+  if (!ring_written(recv.peer, t) || !header_at(recv.peer, t)) return false;
   Header h;
   copy_from_ring(recv.peer, t, &h, sizeof(Header));
   if (h.kind != kEager || !h.whole || h.tag != recv.tag || h.bytes != bytes) return false;
@@ -244,24 +239,22 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
 // Matches the earliest message from the peer with the recv's tag that arrived unclaimed.
 void P2PEngine::post_recv(const std::shared_ptr<Op>& op) {
   Peer& peer = peers_[static_cast<std::size_t>(op->peer)];
-  for (auto it = peer.unexpected.begin(); it != peer.unexpected.end(); ++it) {
-    if (it->h.tag != op->tag || it->claimed) continue;
-    if (it->h.kind == kRendezvous) {
-      const Header h = it->h;
-      peer.drop_unexpected(it);
-      read_rendezvous(h, op);
-    } else if (it->complete) {
-      if (size_matches(it->h, op)) {
-        if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
-        finish(op);
-      }
-      peer.drop_unexpected(it);
-    } else {
-      it->claimed = op;  // still arriving: copied out when complete
+  const auto it = peer.first_unclaimed(op->tag);
+  if (it == peer.unexpected.end()) {
+    peer.recvs.push_back(op);
+  } else if (it->h.kind == kRendezvous) {
+    const Header h = it->h;
+    peer.drop_unexpected(it);
+    read_rendezvous(h, op);
+  } else if (it->complete) {
+    if (size_matches(it->h, op)) {
+      if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
+      finish(op);
     }
-    return;
+    peer.drop_unexpected(it);
+  } else {
+    it->claimed = op;  // still arriving: copied out when complete
   }
-  peer.recvs.push_back(op);
 }
 
 }  // namespace fastrun::shm

@@ -135,7 +135,10 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   void progress(bool spill = true);
   void progress_out(int peer);
   void progress_in(int peer, bool spill);
-  void match(int peer, const Header& h);
+  bool match(int peer, const Header& h, bool spill);
+  // Whether `src` has written its ring to us (its head moved past `tail` once): until then its
+  // pages may not exist, and no stamp there is read (reading one would allocate the page).
+  bool ring_written(int src, std::uint64_t tail);
   void ring_doorbell(int rank);
   void copy_to_ring(int dst, std::uint64_t pos, const void* src, std::size_t bytes);
   void copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_t bytes);

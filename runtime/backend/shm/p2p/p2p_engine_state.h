@@ -10,6 +10,7 @@
 // Internal: included by those files only.
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -143,6 +144,12 @@ struct P2PEngine::Peer {
   CoopIn coop;              // receiving
   std::uint64_t coop_gen = 0;
 
+  // The earliest message with `tag` that no recv has claimed (unexpected.end(): none): the one a
+  // recv of that tag posted now is owed.
+  std::list<Unexpected>::iterator first_unclaimed(int tag) {
+    return std::find_if(unexpected.begin(), unexpected.end(),
+                        [tag](const Unexpected& u) { return u.h.tag == tag && !u.claimed; });
+  }
   // A message `h` that came before its recv, at the back of `unexpected`: its payload buffer
   // holds h.bytes bytes (none for a rendezvous, whose payload stays with the sender).
   Unexpected& keep_unexpected(const Header& h, bool complete) {

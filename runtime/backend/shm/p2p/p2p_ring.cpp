@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -185,8 +184,9 @@ void P2PEngine::progress_out(int p) {
   if (wrote) ring_doorbell(p);
 }
 
-// Routes a message header that just arrived to its recv, or keeps it as unexpected.
-void P2PEngine::match(int p, const Header& h) {
+// Routes a message header that just arrived to its recv, or keeps it as unexpected; false (the
+// message left in the ring, nothing read) for an eager one no recv wants when not `spill`.
+bool P2PEngine::match(int p, const Header& h, bool spill) {
   Peer& peer = peers_[static_cast<std::size_t>(p)];
   std::shared_ptr<Op> op;
   for (auto it = peer.recvs.begin(); it != peer.recvs.end(); ++it)
@@ -198,8 +198,9 @@ void P2PEngine::match(int p, const Header& h) {
   if (h.kind == kRendezvous) {
     if (op) read_rendezvous(h, op);
     else peer.keep_unexpected(h, true);
-    return;
+    return true;
   }
+  if (!op && !spill) return false;
   peer.reading = true;
   peer.cur = h;
   peer.got = 0;
@@ -212,16 +213,23 @@ void P2PEngine::match(int p, const Header& h) {
   } else {
     peer.spill = &peer.keep_unexpected(h, false);
   }
+  return true;
+}
+
+bool P2PEngine::ring_written(int src, std::uint64_t tail) {
+  Peer& peer = peers_[static_cast<std::size_t>(src)];
+  if (!peer.ring_live) {
+    if (atomic(head(src, rank_)).load(std::memory_order_acquire) == tail) return false;
+    peer.ring_live = true;
+  }
+  return true;
 }
 
 void P2PEngine::progress_in(int p, bool spill) {
   Peer& peer = peers_[static_cast<std::size_t>(p)];
   std::uint64_t& tail_word = tail(p, rank_);
   std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
-  if (!peer.ring_live) {
-    if (atomic(head(p, rank_)).load(std::memory_order_acquire) == t) return;
-    peer.ring_live = true;
-  }
+  if (!ring_written(p, t)) return;
   const std::uint64_t start = t;
   std::uint64_t there = t;  // the ring holds the sender's bytes up to here (at least)
   for (;;) {
@@ -247,10 +255,9 @@ void P2PEngine::progress_in(int p, bool spill) {
         }
         continue;
       }
-      if (!spill && hd.kind == kEager &&
-          std::none_of(peer.recvs.begin(), peer.recvs.end(), [&](const auto& r) { return r->tag == hd.tag; }))
-        break;  // left in the ring for its recv (or the next wait) to take
-      match(p, hd);
+      // Not spilling: an eager message no recv wants is left in the ring, for its recv (or the
+      // next wait) to take.
+      if (!match(p, hd, spill)) break;
       if (!peer.reading) {  // a rendezvous: its header alone
         t += kMessageAlign;
         continue;
