@@ -30,6 +30,14 @@ function(fastrun_library)
     VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
     FASTRUN_PUBLIC_HEADERS "${L_PUBLIC_HEADERS}")
   fastrun_install_rpath(${L_NAME} ${CMAKE_INSTALL_LIBDIR})
+  # A call from the library to a function it defines itself binds at link time, not through the
+  # PLT: each first call of one otherwise costs the dynamic loader a symbol search through every
+  # loaded library in every process (the launcher, each rank, before and after its exec), the
+  # largest user-space item of a job's start. Only functions: data keeps one instance across
+  # libraries (an inline function's static, typeinfo), and nothing outside fastrun changes.
+  if(FASTRUN_SHARED_LIBS AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    target_link_options(${L_NAME} PRIVATE "LINKER:-Bsymbolic-functions")
+  endif()
   # The public headers use C++20 (requires-clauses, <span>, ...): a consumer on an older default
   # standard gets -std=c++20 from the target instead of errors deep inside them.
   target_compile_features(${L_NAME} PUBLIC cxx_std_20)
