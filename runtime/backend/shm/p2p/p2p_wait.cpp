@@ -38,13 +38,15 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
     if (batch->error) std::rethrow_exception(batch->error);
     return;
   }
-  // 2. The deadline: the caller's timeout, or the group's.
-  if (timeout <= Duration::zero()) timeout = default_timeout_;
-  const auto deadline = Clock::now() + timeout;
-  // 3. Spin, then yield (once per wait, as the channel does): a peer that runs answers within
+  // 2. Spin, then yield (once per wait, as the channel does): a peer that runs answers within
   //    microseconds. The batch is settled when none of its ops can touch the caller's buffers
   //    any more (an op that failed alone, e.g. a size mismatch, leaves the others running).
   if (!spin(*batch, awaited)) {
+    // 3. The deadline: the caller's timeout, or the group's, counted from here: a wait that the
+    //    spin ends reads no clock for it (its start is at most the spin's 50 µs, the yield's
+    //    200 µs or the ack time of a send being copied earlier).
+    if (timeout <= Duration::zero()) timeout = default_timeout_;
+    const auto deadline = Clock::now() + timeout;
     // Steps 4 to 7 repeat until the batch is settled (break) or fails (give_up throws).
     MailboxRank& me = rank_block(rank_);
     StallSchedule stall(Clock::now());
