@@ -102,6 +102,14 @@ bool P2PEngine::size_matches(const Header& h, const std::shared_ptr<Op>& op) {
   return false;
 }
 
+void P2PEngine::deliver_kept(Peer& peer, std::list<Unexpected>::iterator it, const std::shared_ptr<Op>& op) {
+  if (size_matches(it->h, op)) {
+    if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
+    finish(op);
+  }
+  peer.drop_unexpected(it);
+}
+
 // ---------------------------------------------------------------------------- posting
 
 WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
@@ -247,11 +255,7 @@ void P2PEngine::post_recv(const std::shared_ptr<Op>& op) {
     peer.drop_unexpected(it);
     read_rendezvous(h, op);
   } else if (it->complete) {
-    if (size_matches(it->h, op)) {
-      if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
-      finish(op);
-    }
-    peer.drop_unexpected(it);
+    deliver_kept(peer, it, op);
   } else {
     it->claimed = op;  // still arriving: copied out when complete
   }

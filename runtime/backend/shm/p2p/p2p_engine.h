@@ -46,6 +46,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -172,6 +173,10 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   MailboxRank& rank_block(int rank) const;
   void finish(const std::shared_ptr<Op>& op, std::exception_ptr error = nullptr);
   bool size_matches(const Header& h, const std::shared_ptr<Op>& op);
+  // A complete eager message kept in `peer.unexpected` copied into its recv `op` (or the size
+  // mismatch reported), then dropped: a recv posted after its message, or a claimed one whose
+  // last bytes just came.
+  void deliver_kept(Peer& peer, std::list<Unexpected>::iterator it, const std::shared_ptr<Op>& op);
   // Naming and the group's hooks (p2p_engine.cpp).
   std::string describe(const Op& op) const;
   std::string where(const char* what) const;

@@ -286,11 +286,7 @@ void P2PEngine::progress_in(int p, bool spill) {
       if (auto op = peer.spill->claimed) {
         for (auto it = peer.unexpected.begin(); it != peer.unexpected.end(); ++it)
           if (&*it == peer.spill) {
-            if (size_matches(it->h, op)) {
-              if (op->bytes) copy_bytes(op->data, it->data.data(), op->bytes);
-              finish(op);
-            }
-            peer.drop_unexpected(it);
+            deliver_kept(peer, it, op);
             break;
           }
       }
