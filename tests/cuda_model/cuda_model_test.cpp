@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <nccl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -189,14 +190,40 @@ ncclComm_t init(int rank, const ncclUniqueId& id, bool blocking = true) {
   return comm;
 }
 
+// A counter in memory that the forked ranks share (a page of its own, unmapped with it).
+class SharedCounter {
+ public:
+  SharedCounter()
+      : page_(::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) {
+    REQUIRE(page_ != MAP_FAILED);
+    new (page_) std::atomic<int>(0);
+  }
+  ~SharedCounter() { ::munmap(page_, sizeof(std::atomic<int>)); }
+  SharedCounter(const SharedCounter&) = delete;
+  SharedCounter& operator=(const SharedCounter&) = delete;
+  std::atomic<int>& get() const { return *static_cast<std::atomic<int>*>(page_); }
+
+ private:
+  void* page_;
+};
+
 // The collective just enqueued on `s` stays pending (the event recorded after it is not
-// reached, and NCCL reports no error), until an abort lets the stream move on.
-void expect_pending_until_abort(ncclComm_t comm, cudaStream_t s, cudaEvent_t e) {
+// reached, and NCCL reports no error), until an abort lets the stream move on. With `checked`,
+// every one of `ranks` ranks has checked before any aborts: a rank that aborted and exited first
+// is a dead peer to one still checking (ncclRemoteError), which a loaded machine made happen.
+void expect_pending_until_abort(ncclComm_t comm, cudaStream_t s, cudaEvent_t e, std::atomic<int>* checked = nullptr,
+                                int ranks = 0) {
   CHILD_CHECK(cudaEventRecord(e, s) == cudaSuccess);
   std::this_thread::sleep_for(500ms);
   CHILD_CHECK(cudaEventQuery(e) == cudaErrorNotReady);
   ncclResult_t async = ncclInternalError;
   CHILD_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess);
+  if (checked) {
+    checked->fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + fastrun::test::scaled(20000ms);
+    while (checked->load() < ranks && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    CHILD_CHECK(checked->load() == ranks);
+  }
   CHILD_CHECK(ncclCommAbort(comm) == ncclSuccess);
   CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
 }
@@ -279,7 +306,8 @@ TEST_CASE("nccl model: ranks that call different collectives stay pending until 
   enum Mismatch { kind, count, type, root };
   const Mismatch what = GENERATE(kind, count, type, root);
   CAPTURE(what);
-  const auto status = two_ranks([what](int rank, const ncclUniqueId& id) {
+  const SharedCounter checked;
+  const auto status = two_ranks([what, &checked](int rank, const ncclUniqueId& id) {
     ncclComm_t comm = init(rank, id);
     double* d = nullptr;
     CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(double)) == cudaSuccess);
@@ -302,7 +330,7 @@ TEST_CASE("nccl model: ranks that call different collectives stay pending until 
       case root: r = ncclBroadcast(d, d, 8, ncclFloat32, rank, comm, s); break;
     }
     CHILD_CHECK(r == ncclSuccess);
-    expect_pending_until_abort(comm, s, e);
+    expect_pending_until_abort(comm, s, e, &checked.get(), 2);
     return 0;
   });
   check_all_ok(status);
