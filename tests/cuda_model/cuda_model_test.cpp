@@ -207,6 +207,13 @@ class SharedCounter {
   void* page_;
 };
 
+// Waits (bounded) until `counter` reaches `n`; false if it did not.
+bool await_count(const std::atomic<int>& counter, int n) {
+  const auto until = std::chrono::steady_clock::now() + fastrun::test::scaled(20000ms);
+  while (counter.load() < n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  return counter.load() >= n;
+}
+
 // The collective just enqueued on `s` stays pending (the event recorded after it is not
 // reached, and NCCL reports no error), until an abort lets the stream move on. With `checked`,
 // every one of `ranks` ranks has checked before any aborts: a rank that aborted and exited first
@@ -220,9 +227,7 @@ void expect_pending_until_abort(ncclComm_t comm, cudaStream_t s, cudaEvent_t e, 
   CHILD_CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclSuccess);
   if (checked) {
     checked->fetch_add(1);
-    const auto until = std::chrono::steady_clock::now() + fastrun::test::scaled(20000ms);
-    while (checked->load() < ranks && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
-    CHILD_CHECK(checked->load() == ranks);
+    CHILD_CHECK(await_count(*checked, ranks));
   }
   CHILD_CHECK(ncclCommAbort(comm) == ncclSuccess);
   CHILD_CHECK(cudaEventSynchronize(e) == cudaSuccess);  // the stream moves on after the abort
@@ -279,12 +284,15 @@ TEST_CASE("nccl model: non-blocking init is in progress until the peer comes", "
 }
 
 TEST_CASE("nccl model: a collective whose peer never comes stays pending until abort", "[cuda_model][nccl_model]") {
-  const auto status = two_ranks([](int rank, const ncclUniqueId& id) {
+  const SharedCounter checked;
+  const auto status = two_ranks([&checked](int rank, const ncclUniqueId& id) {
     ncclComm_t comm = init(rank, id);
     float* d = nullptr;
     CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&d), 64) == cudaSuccess);
     if (rank == 1) {
-      std::this_thread::sleep_for(1500ms);  // never calls the collective, stays alive
+      // Never calls the collective, and stays alive until rank 0 has checked (a fixed 1.5 s
+      // could end first on a loaded machine: a dead peer is an error, not a pending op).
+      CHILD_CHECK(await_count(checked.get(), 1));
       ncclCommAbort(comm);
       return 0;
     }
@@ -293,7 +301,7 @@ TEST_CASE("nccl model: a collective whose peer never comes stays pending until a
     CHILD_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
     CHILD_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);
     CHILD_CHECK(ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, comm, s) == ncclSuccess);
-    expect_pending_until_abort(comm, s, e);
+    expect_pending_until_abort(comm, s, e, &checked.get(), 1);
     return 0;
   });
   check_all_ok(status);
