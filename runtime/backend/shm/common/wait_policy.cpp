@@ -11,6 +11,26 @@ namespace {
 // a sleeper). So the waiter stops yielding for a while and sleeps instead.
 constexpr auto kSlowYield = std::chrono::microseconds(30);
 constexpr auto kNoYieldAfterSlowYield = std::chrono::milliseconds(100);
+// At most one move off a CPU shared with the peer in this long: a move costs about 10 µs, and
+// on a machine busy with other work ranks meet on a CPU again soon after.
+constexpr auto kLeaveEvery = std::chrono::milliseconds(50);
+
+// Moves the calling thread to another CPU of its affinity mask and restores the mask: the kernel
+// migrates a running thread whose mask no longer holds its CPU before sched_setaffinity returns,
+// and leaves it where it is when the mask widens again. False when the mask holds no other CPU
+// (a bound rank) or the mask cannot be read (over 1,024 CPUs).
+bool leave_current_cpu() {
+  cpu_set_t mask;
+  if (::sched_getaffinity(0, sizeof mask, &mask) != 0) return false;
+  const int cpu = ::sched_getcpu();
+  if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mask) || CPU_COUNT(&mask) < 2) return false;
+  cpu_set_t elsewhere = mask;
+  CPU_CLR(cpu, &elsewhere);
+  if (::sched_setaffinity(0, sizeof elsewhere, &elsewhere) != 0) return false;
+  // Fails only if the mask was narrowed meanwhile (a cpuset change), which then rules anyway.
+  (void)::sched_setaffinity(0, sizeof mask, &mask);
+  return true;
+}
 
 }  // namespace
 
@@ -48,6 +68,14 @@ bool SpinThenYield::yield_once(std::chrono::steady_clock::time_point& now) {
   if (oversubscribed_ || now - before <= kSlowYield) return true;
   no_yield_until_.store((now + kNoYieldAfterSlowYield).time_since_epoch().count(), std::memory_order_relaxed);
   return false;
+}
+
+bool SpinThenYield::leave_shared_cpu() {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (now < no_leave_until_.load(std::memory_order_relaxed)) return false;
+  no_leave_until_.store(now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(kLeaveEvery).count(),
+                        std::memory_order_relaxed);
+  return leave_current_cpu();
 }
 
 }  // namespace fastrun::shm

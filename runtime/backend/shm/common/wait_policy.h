@@ -3,7 +3,8 @@
 // (channel.h) and the point-to-point engine (p2p_engine.h). docs/backend-shm.md, "Waiting":
 // 1. spin with `pause` while the peer runs on another CPU (it is probably about to publish);
 // 2. while the peer is queued on our own CPU, where spinning would only keep it off, sched_yield
-//    for a bounded time, unless a yield recently ran some other task for a whole slice;
+//    for a bounded time, unless a yield recently ran some other task for a whole slice; a waiter
+//    that keeps finding the peer on its CPU moves to another (note_colocated);
 // 3. then the caller sleeps on a futex word in slices (sleep_slice), checking health between.
 // Publishers wake only when a sleeper registered (the sleepers word beside the futex word).
 #include <atomic>
@@ -77,6 +78,7 @@ class SpinThenYield {
     using Clock = std::chrono::steady_clock;
     if (ready()) return true;  // the peer is there already: no clock read
     bool colocated = oversubscribed_ || shares_cpu();
+    if (!oversubscribed_ && note_colocated(colocated)) colocated = shares_cpu();  // this thread moved
     // The clock is read first after 16 spins, not on entry: most waits for a running peer end
     // before that, and a clock read (20 ns on a VM) is a fifth of a small message's one-way time.
     // The spin's budget starts there, a few hundred nanoseconds late.
@@ -114,11 +116,30 @@ class SpinThenYield {
   // sched_yield; `now` moves on. False when the yield ran another task for a slice (then the
   // waiter sleeps instead of yielding for a while).
   bool yield_once(std::chrono::steady_clock::time_point& now);
+  // Counts waits in a row that began with the peer on our CPU (with a core per rank); after
+  // kLeaveAfter of them, at most once per kLeaveEvery, moves this thread to another CPU it may
+  // run on (leave_shared_cpu). True when it moved. Two ranks that wake each other stay on one
+  // CPU while another idles: the kernel places a woken task on its waker's CPU when the cache
+  // looks busy, and its load balancer does not move a task that ran within the last 0.5 ms
+  // (docs/backend-shm.md, "Two ranks that wake each other on one CPU").
+  bool note_colocated(bool colocated) {
+    if (!colocated) {
+      if (colocated_waits_.load(std::memory_order_relaxed) != 0) colocated_waits_.store(0, std::memory_order_relaxed);
+      return false;
+    }
+    if (colocated_waits_.fetch_add(1, std::memory_order_relaxed) + 1 < kLeaveAfter) return false;
+    colocated_waits_.store(0, std::memory_order_relaxed);
+    return leave_shared_cpu();
+  }
+  bool leave_shared_cpu();
+  static constexpr unsigned kLeaveAfter = 8;
 
   std::chrono::nanoseconds spin_{};
   std::chrono::nanoseconds yield_{};
   bool oversubscribed_ = false;
   std::atomic<std::chrono::steady_clock::rep> no_yield_until_{0};  // a steady_clock time
+  std::atomic<unsigned> colocated_waits_{0};                       // note_colocated
+  std::atomic<std::chrono::steady_clock::rep> no_leave_until_{0};  // a steady_clock time
 };
 
 }  // namespace fastrun::shm
