@@ -87,7 +87,10 @@ class SpinThenYield {
       Clock::time_point spin_end{};
       for (unsigned i = 1;; ++i) {
         if (ready()) return true;
-        cpu_relax();
+        // The first 16 polls without `pause`, whose latency delays the poll that sees the peer's
+        // write (an 8-byte ping-pong one way 0.34 -> 0.32-0.33 µs on this project's VM, 4 rounds);
+        // longer waits pause.
+        if (i > 16) cpu_relax();
         if ((i & 15u) != 0) continue;
         if ((colocated = shares_cpu())) break;
         const auto now = Clock::now();
