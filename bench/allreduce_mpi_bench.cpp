@@ -153,10 +153,12 @@ double single(Backend& g, const BufferView& v) {
 void fastrun_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, int out) {
   auto g = forked_group("shm", rank, a.nproc, address, run_id);
   if (a.bind == "core") pin_to_cpu(rank);
+  // One buffer for every size, as the OSU benchmarks allocate theirs (allreduce_pattern.h).
+  std::vector<float> whole(a.max / sizeof(float));
   for (std::size_t bytes = a.min; bytes <= a.max; bytes *= 2) {
     const std::size_t count = bytes / sizeof(float);
-    std::vector<float> buf(count, 1.0f + static_cast<float>(rank));
-    const BufferView v{buf.data(), count, DType::float32};
+    std::fill(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(count), 1.0f + static_cast<float>(rank));
+    const BufferView v{whole.data(), count, DType::float32};
     g->all_reduce(v)->wait();  // warm-up
     for (const char* kind : {kBackToBack, kSingle}) {
       if (!a.wants(kind)) continue;

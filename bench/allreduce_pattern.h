@@ -4,6 +4,10 @@
 //   back to back: `iterations_for` calls in a row, the slowest rank's mean per call (a DDP step);
 //   single: barrier, then ONE timed call, `single_calls_for` times; the median over the calls
 //   of the slowest rank's time (the OSU benchmarks' pattern: a metric all-reduce after other work).
+// Both sides reduce in one buffer of the largest size, allocated once per rank (as OSU does),
+// its first bytes refilled for each size: with a buffer allocated per size, fastrun's rows from
+// 512 KiB ran at half speed in most runs on this project's VM (docs/benchmarks.md, "Single
+// calls", the buffers).
 // Header only, without fastrun's libraries: the MPI program includes it too.
 #include <algorithm>
 #include <cstddef>

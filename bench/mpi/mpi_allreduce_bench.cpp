@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ void all_reduce(float* data, std::size_t count) {
 }
 
 // Back to back: the slowest rank's mean per op, best of `rounds`.
-double back_to_back(std::vector<float>& buf, int rounds) {
+double back_to_back(std::span<float> buf, int rounds) {
   const int iters = iterations_for(buf.size() * sizeof(float));
   double best = 1e30;
   for (int r = 0; r < rounds; ++r) {
@@ -47,7 +48,7 @@ double back_to_back(std::vector<float>& buf, int rounds) {
 }
 
 // The OSU pattern: barrier, one timed call; the median over calls of the slowest rank's time.
-double single(std::vector<float>& buf) {
+double single(std::span<float> buf) {
   std::vector<double> t(static_cast<std::size_t>(single_calls_for(buf.size() * sizeof(float))));
   for (double& ti : t) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -83,8 +84,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"back-to-back", "single", "both"}))
       ->capture_default_str();
   if (int code = 0; !fastrun::bench::mpi::parse_args(app, argc, argv, rank, code)) return code;
+  // One buffer for every size, as the OSU benchmarks allocate theirs (allreduce_pattern.h).
+  std::vector<float> whole(static_cast<std::size_t>(max_bytes) / sizeof(float));
   for (auto bytes = static_cast<std::size_t>(min_bytes); bytes <= static_cast<std::size_t>(max_bytes); bytes *= 2) {
-    std::vector<float> buf(bytes / sizeof(float), 1.0f + static_cast<float>(rank));
+    const std::span<float> buf(whole.data(), bytes / sizeof(float));
+    std::fill(buf.begin(), buf.end(), 1.0f + static_cast<float>(rank));
     all_reduce(buf.data(), buf.size());  // warm-up
     if (pattern != "single") {
       const double t = back_to_back(buf, rounds);
