@@ -1,7 +1,8 @@
 #pragma once
 // How an shm rank waits for a peer: the one spin / yield / futex policy of the collective channel
 // (channel.h) and the point-to-point engine (p2p_engine.h). docs/backend-shm.md, "Waiting":
-// 1. spin with `pause` while the peer runs on another CPU (it is probably about to publish);
+// 1. spin (with `pause` after the first polls) while the peer runs on another CPU (it is
+//    probably about to publish);
 // 2. while the peer is queued on our own CPU, where spinning would only keep it off, sched_yield
 //    for a bounded time, unless a yield recently ran some other task for a whole slice; a waiter
 //    that keeps finding the peer on its CPU moves to another (note_colocated);
