@@ -3,14 +3,13 @@
 // --bind-to core`) sees one CPU; taking that for shared cores made its point-to-point waits
 // yield where they should spin (an 8-byte ping-pong 2.7-3.5x slower). Real processes; each rank
 // binds itself before it joins the group.
-#include <sched.h>
-
 #include <catch2/catch.hpp>
 
 #include <vector>
 
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "shm_test_support.h"
+#include "test_support/cpu_affinity.h"
 #include "test_support/skip.h"
 
 using namespace fastrun;
@@ -18,22 +17,7 @@ using namespace fastrun::shm_test;
 
 namespace {
 
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  REQUIRE(::sched_getaffinity(0, sizeof(set), &set) == 0);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
-
-void bind_to(int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  expect(::sched_setaffinity(0, sizeof(one), &one) == 0, "cannot bind to CPU {}", cpu);
-}
+void bind_to(int cpu) { expect(test::set_allowed_cpus({cpu}), "cannot bind to CPU {}", cpu); }
 
 // Each rank binds itself to cpu_of[rank] (none: -1), joins a world group and checks the group's
 // CPU count.
@@ -52,7 +36,8 @@ void check_group_cpus(const std::vector<int>& cpu_of, int expected) {
 }  // namespace
 
 TEST_CASE("shm: ranks bound to a core each count the cores between them", "[shm]") {
-  const std::vector<int> cpus = allowed_cpus();
+  const std::vector<int> cpus = test::allowed_cpus();
+  REQUIRE(!cpus.empty());  // the affinity could be read
   if (cpus.size() < 2) test::skip_case("needs 2 usable CPUs to bind 2 ranks apart");
   SECTION("two ranks on two cores") { check_group_cpus({cpus[0], cpus[1]}, 2); }
   SECTION("three ranks, two of them bound to the same core") { check_group_cpus({cpus[0], cpus[0], cpus[1]}, 2); }

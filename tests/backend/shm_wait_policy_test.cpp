@@ -13,32 +13,14 @@
 #include <vector>
 
 #include "fastrun/runtime/backend/shm/common/wait_policy.h"
+#include "test_support/cpu_affinity.h"
 #include "test_support/skip.h"
 
 using namespace fastrun;
 
 namespace {
 
-cpu_set_t current_mask() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  REQUIRE(::sched_getaffinity(0, sizeof(set), &set) == 0);
-  return set;
-}
-
-std::vector<int> cpus_of(const cpu_set_t& set) {
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
-
-void set_mask(const std::vector<int>& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cpus) CPU_SET(c, &set);
-  REQUIRE(::sched_setaffinity(0, sizeof(set), &set) == 0);
-}
+void set_mask(const std::vector<int>& cpus) { REQUIRE(test::set_allowed_cpus(cpus)); }
 
 // Runs on `first` with `mask` allowed: narrowing to `first` migrates the thread there, and
 // widening again leaves it where it is.
@@ -64,8 +46,8 @@ std::vector<int> colocated_waits(shm::SpinThenYield& waiter, int waits) {
 }  // namespace
 
 TEST_CASE("shm wait policy: a waiter that keeps sharing its CPU with the peer moves to another", "[shm]") {
-  const cpu_set_t original = current_mask();
-  const std::vector<int> cpus = cpus_of(original);
+  const std::vector<int> cpus = test::allowed_cpus();
+  REQUIRE(!cpus.empty());  // the affinity could be read
   if (cpus.size() < 2) test::skip_case("needs 2 usable CPUs to move between");
   const std::vector<int> two = {cpus[0], cpus[1]};
 
@@ -78,7 +60,7 @@ TEST_CASE("shm wait policy: a waiter that keeps sharing its CPU with the peer mo
     // One look per wait, and one more right after the move (the 8th wait looks again).
     REQUIRE(seen.size() >= 9);
     CHECK(seen[8] == cpus[1]);
-    CHECK(cpus_of(current_mask()) == two);
+    CHECK(test::allowed_cpus() == two);
     // Within 50 ms of a move it does not move again: the second 8 waits add no second look.
     if (took < std::chrono::milliseconds(40)) CHECK(seen.size() == 17);
   }
@@ -96,13 +78,13 @@ TEST_CASE("shm wait policy: a waiter that keeps sharing its CPU with the peer mo
     start_on(cpus[0], {cpus[0]});
     shm::SpinThenYield waiter(2, 2);
     for (int cpu : colocated_waits(waiter, 24)) CHECK(cpu == cpus[0]);
-    CHECK(cpus_of(current_mask()) == std::vector<int>{cpus[0]});
+    CHECK(test::allowed_cpus() == std::vector<int>{cpus[0]});
   }
   SECTION("with more ranks than CPUs it never looks and never moves") {
     start_on(cpus[0], two);
     shm::SpinThenYield waiter(/*ranks=*/3, /*cpus=*/2);
     CHECK(colocated_waits(waiter, 24).empty());
-    CHECK(cpus_of(current_mask()) == two);
+    CHECK(test::allowed_cpus() == two);
   }
-  REQUIRE(::sched_setaffinity(0, sizeof(original), &original) == 0);
+  set_mask(cpus);
 }
