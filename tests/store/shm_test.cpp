@@ -128,14 +128,20 @@ TEST_CASE("shm store: creation reserves a first slice only, and the heaps are re
     REQUIRE(::stat(path.c_str(), &st) == 0);
     CHECK(static_cast<std::uint64_t>(st.st_size) == o.shm_bytes);  // whole address space, as before
     const std::uint64_t at_creation = allocated_bytes(path);
-    CHECK(at_creation < (2u << 20));  // header + tables + a slice of each heap, not 64 MiB
+    // The header, table 0 (16 Ki slots, 128 KiB) and 16 KiB of heap 0: not the second half's
+    // table and heap, not 64 MiB.
+    CHECK(at_creation < (192u << 10));
 
-    // A client (its own mapping and fd) writes 4 MiB: the active heap grows by at least that.
+    // A few small keys fit what creation reserved.
     auto client = connect_store("shm://" + name);
+    for (int i = 0; i < 16; ++i) client->set("small/" + std::to_string(i), Bytes(100, 1));
+    CHECK(allocated_bytes(path) == at_creation);
+
+    // A client (its own mapping and fd) writes 4 MiB: the active heap grows to hold it.
     const Bytes big(4u << 20, 0x5a);
     client->set("big", big);
     const std::uint64_t after_4m = allocated_bytes(path);
-    CHECK(after_4m >= at_creation + (4u << 20));
+    CHECK(after_4m >= at_creation + (4u << 20) - (16u << 10));
     CHECK(after_4m < at_creation + (6u << 20));  // grown in steps, not the whole segment
     CHECK(hosted->connect()->get("big", 1s) == big);
 
@@ -145,9 +151,12 @@ TEST_CASE("shm store: creation reserves a first slice only, and the heaps are re
     auto s = hosted->connect();
     s->set("huge", huge);
     CHECK(client->get("huge", 1s) == huge);
-    CHECK(allocated_bytes(path) >= at_creation + (20u << 20));
+    CHECK(allocated_bytes(path) >= at_creation + (20u << 20) - (16u << 10));
+    const std::uint64_t before_compaction = allocated_bytes(path);
     CHECK(s->delete_key("huge"));
     s->set("huge", huge);
+    // The compaction reserved the other half: its table and the 20 MiB it copied and added.
+    CHECK(allocated_bytes(path) >= before_compaction + (20u << 20) + (128u << 10));
     CHECK(client->get("huge", 1s) == huge);
     CHECK(client->get("big", 1s) == big);
     CHECK(allocated_bytes(path) <= o.shm_bytes);

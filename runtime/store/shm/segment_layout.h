@@ -10,13 +10,15 @@
 //  - set: advance heap[active].bump (one store), fill a fresh record in the claimed bytes,
 //    then publish it with ONE release store of its offset into the key's slot. A crash before
 //    the publish leaves only garbage bytes past the old bump; after it, the whole value.
-//  - reservation: the creator posix_fallocates only the header, both tables and the first
-//    kFirstReserve bytes of each heap (reserving the whole segment cost ~0.5 ms per MiB at
-//    creation and again at removal). Before a set or a compaction writes heap bytes past
-//    half[i].reserved it fallocates the next range, and stores the new watermark only AFTER
-//    fallocate succeeded (a crash in between leaves the old, still true, watermark; redoing the
-//    fallocate is harmless). A failed fallocate (/dev/shm full) throws before bump/slots change,
-//    so a too-small /dev/shm is a clear StoreError, never a SIGBUS on a later write.
+//  - reservation: the creator posix_fallocates only the header, table 0 and the first
+//    kFirstReserve bytes of heap 0 (reserving the whole segment cost ~0.5 ms per MiB at
+//    creation and again at removal; the second half's table and heap, ~0.4 MiB more, cost a
+//    small job a tenth of its start). Before a set or a compaction writes heap bytes past
+//    half[i].reserved it fallocates the next range, and before a compaction clears table i it
+//    fallocates it (half[i].table_reserved); each watermark is stored only AFTER fallocate
+//    succeeded (a crash in between leaves the old, still true, watermark; redoing the fallocate
+//    is harmless). A failed fallocate (/dev/shm full) throws before bump/slots change, so a
+//    too-small /dev/shm is a clear StoreError, never a SIGBUS on a later write.
 //  - delete: one store of kTombstone into the slot.
 //  - compaction (heap or table full): copy the live records into the OTHER half (table +
 //    heap), then flip `active` with one store. A crash before the flip leaves the old half.
@@ -33,12 +35,14 @@ namespace fastrun::shm_store {
 
 inline constexpr std::uint64_t kMagic = 0x31'53'54'53'52'46'41'46ull;     // "FAFRSTS1"
 inline constexpr std::uint64_t kIdentMagic = 0x44'49'52'54'53'52'46'46ull;  // creator block valid
-inline constexpr std::uint32_t kVersion = 2;  // 2: lazy reservation (Half::reserved)
+inline constexpr std::uint32_t kVersion = 3;  // 2: lazy heaps (Half::reserved); 3: lazy table 1
 inline constexpr int kWaitBuckets = 64;
 inline constexpr std::uint64_t kEmpty = 0;
 inline constexpr std::uint64_t kTombstone = 1;
-// Heap bytes reserved at creation, and the smallest step a later reservation grows by.
-inline constexpr std::uint64_t kFirstReserve = 256 * 1024;
+// Heap 0's bytes reserved at creation (a 2-rank join uses about 2 KiB of heap); later
+// reservations at least double what a heap has, up to kReserveStep at a time, so a job of many
+// ranks makes a few fallocate calls, not one per set.
+inline constexpr std::uint64_t kFirstReserve = 16 * 1024;
 inline constexpr std::uint64_t kReserveStep = 1024 * 1024;
 // Every segment this code creates is named kSegmentPrefix + NAME (store/cleanup/cleanup.cpp relies on it).
 inline constexpr const char* kSegmentPrefix = "fastrun-";
@@ -53,8 +57,9 @@ struct Creator {
 };
 
 struct Half {
-  std::uint64_t bump;      // bytes used in this half's heap
-  std::uint64_t reserved;  // bytes of this heap known posix_fallocate'd (from heap_offset); >= bump
+  std::uint64_t bump;            // bytes used in this half's heap
+  std::uint64_t reserved;        // bytes of this heap known posix_fallocate'd (from heap_offset); >= bump
+  std::uint64_t table_reserved;  // 1 once this half's slot table is known posix_fallocate'd
 };
 
 struct SegmentHeader {

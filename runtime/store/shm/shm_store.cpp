@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -36,7 +37,11 @@ std::uint64_t hash_key(const std::string& key) {
 
 int bucket_of(std::uint64_t hash) { return static_cast<int>((hash >> 32) % kWaitBuckets); }
 
-std::string mb(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", bytes / 1048576.0); }
+std::string mb(std::uint64_t bytes) {
+  return bytes < (1u << 20) ? fmt::format("{:.1f} KiB", bytes / 1024.0) : fmt::format("{:.1f} MiB", bytes / 1048576.0);
+}
+
+constexpr std::uint64_t kPage = 4096;  // reservations end on a page: tmpfs allocates whole pages
 
 // posix_fallocate, retried on EINTR (tmpfs stops a long allocation for a signal). 0 or an errno.
 int fallocate_range(int fd, std::uint64_t offset, std::uint64_t len) {
@@ -194,14 +199,15 @@ class Locked {
   std::uint64_t* table(std::uint64_t which) { return reinterpret_cast<std::uint64_t*>(base_ + h_.table_offset[which]); }
 
   // Makes heap `which` backed by /dev/shm pages up to `upto` bytes (<= heap_bytes), growing the
-  // watermark in kReserveStep units. On failure throws, leaving the segment as it was; the
-  // watermark is stored only after posix_fallocate succeeded (segment_layout.h). `key` and
-  // `value_len` name the set that needed the bytes.
+  // watermark by at least what it has (kFirstReserve .. kReserveStep), in whole pages. On failure
+  // throws, leaving the segment as it was; the watermark is stored only after posix_fallocate
+  // succeeded (segment_layout.h). `key` and `value_len` name the set that needed the bytes.
   void reserve(std::uint64_t which, std::uint64_t upto, const std::string& key, std::uint64_t value_len) {
     Half& half = h_.half[which];
     if (upto <= half.reserved) return;
-    std::uint64_t target = std::max(upto, half.reserved + kReserveStep);
-    target = std::min((target + kReserveStep - 1) / kReserveStep * kReserveStep, h_.heap_bytes);
+    const std::uint64_t step = std::clamp(half.reserved, kFirstReserve, kReserveStep);
+    std::uint64_t target = std::max(upto, half.reserved + step);
+    target = std::min((target + kPage - 1) / kPage * kPage, h_.heap_bytes);
     if (const int rc = fallocate_range(m_.fd.get(), h_.heap_offset[which] + half.reserved, target - half.reserved))
       throw StoreError(fmt::format("{}: set('{}') of {} bytes: cannot reserve {} more of {} (a segment of {} bytes, "
                                    "{} reserved so far): {} (is /dev/shm smaller? lower FASTRUN_SHM_STORE_BYTES or "
@@ -209,6 +215,18 @@ class Locked {
                                    m_.address, key, value_len, mb(target - half.reserved), m_.segment,
                                    h_.total_bytes, mb(half.reserved), std::strerror(rc)));
     half.reserved = target;
+  }
+
+  // Makes table `which` backed before a compaction clears it (creation reserves table 0 only).
+  void reserve_table(std::uint64_t which, const std::string& key, std::uint64_t value_len) {
+    Half& half = h_.half[which];
+    if (half.table_reserved) return;
+    if (const int rc = fallocate_range(m_.fd.get(), h_.table_offset[which], h_.nslots * 8))
+      throw StoreError(fmt::format("{}: set('{}') of {} bytes: cannot reserve the second slot table of {} ({}) to "
+                                   "compact into: {} (is /dev/shm smaller? lower FASTRUN_SHM_STORE_BYTES or enlarge "
+                                   "/dev/shm)",
+                                   m_.address, key, value_len, m_.segment, mb(h_.nslots * 8), std::strerror(rc)));
+    half.table_reserved = 1;
   }
 
   // Copies the live records into the other half, then flips `active` with one store. Reserves
@@ -224,6 +242,7 @@ class Locked {
       live_bytes += record_bytes(r->key_len, r->value_len);
     }
     reserve(to, live_bytes, key, value_len);
+    reserve_table(to, key, value_len);
     std::memset(dst, 0, sizeof(std::uint64_t) * h_.nslots);
     std::uint64_t bump = 0, live = 0;
     const std::uint64_t mask = h_.nslots - 1;
@@ -297,7 +316,8 @@ void initialize_segment(void* base, std::uint64_t total_bytes, std::uint64_t min
   h->heap_bytes = l.heap_bytes;
   h->heap_offset[0] = l.heaps_at;
   h->heap_offset[1] = l.heaps_at + l.heap_bytes;
-  h->half[0].reserved = h->half[1].reserved = std::min(kFirstReserve, l.heap_bytes);  // reserve_initial's
+  h->half[0].reserved = std::min(kFirstReserve, l.heap_bytes);  // reserve_initial's
+  h->half[0].table_reserved = 1;
 
   pthread_mutexattr_t attr;
   ::pthread_mutexattr_init(&attr);
@@ -313,12 +333,13 @@ void reserve_initial(int fd, std::uint64_t total_bytes, std::uint64_t min_keys, 
                      const std::string& segment) {
   const Layout l = plan(total_bytes, min_keys, address);
   const std::uint64_t first = std::min(kFirstReserve, l.heap_bytes);
-  int rc = fallocate_range(fd, 0, l.heaps_at + first);  // header, tables, start of heap 0
-  if (rc == 0) rc = fallocate_range(fd, l.heaps_at + l.heap_bytes, first);
+  const std::uint64_t table0_end = l.header_bytes + l.nslots * 8;
+  int rc = fallocate_range(fd, 0, table0_end);  // header, table 0
+  if (rc == 0) rc = fallocate_range(fd, l.heaps_at, first);  // start of heap 0
   if (rc != 0)
     throw StoreError(fmt::format("{}: cannot reserve the first {} bytes of the {}-byte segment {}: {} (is /dev/shm "
                                  "smaller? lower FASTRUN_SHM_STORE_BYTES or enlarge /dev/shm)",
-                                 address, l.heaps_at + 2 * first, total_bytes, segment, std::strerror(rc)));
+                                 address, table0_end + first, total_bytes, segment, std::strerror(rc)));
 }
 
 void ShmStore::set(const std::string& key, const Bytes& value) {

@@ -58,7 +58,7 @@ class ShmStore final : public Store {
 };
 
 // Reserves (posix_fallocate on `fd`) what a fresh segment of `total_bytes` touches at once: the
-// header, both slot tables and the first kFirstReserve bytes of each heap. Creator only, before
+// header, slot table 0 and the first kFirstReserve bytes of heap 0. Creator only, before
 // mapping; throws StoreError naming the size, `segment` and FASTRUN_SHM_STORE_BYTES.
 // `min_keys`: how many keys the creator expects (StoreOptions::shm_min_keys); the slot tables
 // grow to hold them (up to kMaxSlots, and a quarter of the segment). Same value for both calls.
