@@ -123,6 +123,27 @@ TEST_CASE("fastrun --bind none changes nothing: ranks run where the launcher may
   CHECK(read_placement(dir.path() / "q-0").cpus == mine);
 }
 
+// hwloc's library is opened only for a binding: a job with the default --bind none does not load
+// it (nor the libudev it brings) into the launcher, whose mappings its rank reads.
+TEST_CASE("fastrun loads hwloc only when a binding needs the topology", "[launcher][binding]") {
+  const Strings maps_of_launcher = {"sh", "-c", "cat /proc/$PPID/maps"};
+  auto plain = cmd({"--nproc", "1"}, {});
+  plain.pop_back();  // the sparring partner: the rank is the shell instead
+  plain.insert(plain.end(), maps_of_launcher.begin(), maps_of_launcher.end());
+  const auto r = run(plain);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "libc.so"));  // what is read is the launcher's maps
+  CHECK_FALSE(contains(r.out, "libhwloc"));
+  CHECK_FALSE(contains(r.out, "libudev"));
+
+  auto bound = cmd({"--nproc", "1", "--bind", "core"}, {});
+  bound.pop_back();
+  bound.insert(bound.end(), maps_of_launcher.begin(), maps_of_launcher.end());
+  const auto b = run(bound);
+  REQUIRE(b.exit_code == 0);
+  CHECK(contains(b.out, "libhwloc"));
+}
+
 TEST_CASE("FASTRUN_BIND=numa binds like --bind numa", "[launcher][binding]") {
   TempDir dir;
   const auto r = run(cmd({"--nproc", "2"}, {"--placement", dir.str() + "/p-%r"}),
