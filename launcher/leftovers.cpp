@@ -1,12 +1,13 @@
 #include "fastrun/launcher/leftovers.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <cstdlib>
 #include <string>
 
 #include "fastrun/runtime/os/poll_until.h"
@@ -23,9 +24,6 @@ std::vector<pid_t> adopted(const Leftovers& scope) {
   return pids;
 }
 
-void reap_all_adopted(const Leftovers& scope) {
-  for (pid_t pid : adopted(scope)) ::waitpid(pid, nullptr, WNOHANG);
-}
 
 // Signals everything in scope; true when anything received it.
 bool signal_scope(const Leftovers& scope, int sig) {
@@ -41,8 +39,11 @@ bool signal_scope(const Leftovers& scope, int sig) {
 // group whose members are all zombies of a dead parent empties as their new parent reaps them.
 bool anything_left(const Leftovers& scope) {
   if (scope.adopted) {
-    reap_all_adopted(scope);
-    if (!adopted(scope).empty()) return true;
+    // One look at the children (the end of every job comes here): a child that waitpid does not
+    // reap is still running.
+    bool running = false;
+    for (pid_t pid : adopted(scope)) running = ::waitpid(pid, nullptr, WNOHANG) == 0 || running;
+    if (running) return true;
   }
   for (pid_t group : scope.groups) {
     if (::killpg(group, 0) == 0) return true;
@@ -67,8 +68,24 @@ std::vector<pid_t> child_pids() {
   if (!tasks) return pids;
   while (const dirent* e = ::readdir(tasks)) {
     if (e->d_name[0] == '.') continue;
-    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/children");
-    for (pid_t pid; in >> pid;) pids.push_back(pid);
+    // A few pids separated by spaces; read(2) into a buffer that grows while it fills.
+    const int fd = ::open((std::string("/proc/self/task/") + e->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string text(4096, '\0');
+    std::size_t got = 0;
+    for (ssize_t n; (n = ::read(fd, text.data() + got, text.size() - got)) > 0;) {
+      got += static_cast<std::size_t>(n);
+      if (got == text.size()) text.resize(2 * text.size());
+    }
+    ::close(fd);
+    text.resize(got);
+    for (const char* p = text.c_str(); *p;) {
+      char* end = nullptr;
+      const long pid = std::strtol(p, &end, 10);
+      if (end == p) break;
+      pids.push_back(static_cast<pid_t>(pid));
+      p = end;
+    }
   }
   ::closedir(tasks);
   return pids;
