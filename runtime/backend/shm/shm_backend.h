@@ -111,8 +111,9 @@ class ShmBackend final : public Backend {
   WorkHandle all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                          const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options) override;
 
-  // Builds the mailboxes (collective: every rank of a group of 2+ calls it once, after set-up).
-  void start_p2p(const GroupSpec& spec, const std::string& segment_name);
+  // Starts the mailboxes (collective: every rank of a group of 2+ calls it once, at the end of
+  // the set-up that mapped them).
+  void start_p2p(const GroupSpec& spec, MailboxSetup mailboxes);
 
  private:
   // Runs `body` (a callable that captures its arguments by value) through the group runtime;

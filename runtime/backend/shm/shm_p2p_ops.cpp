@@ -24,7 +24,7 @@ BufferView block(const BufferView& b, std::size_t first, std::size_t count) {
 
 }  // namespace
 
-void ShmBackend::start_p2p(const GroupSpec& spec, const std::string& segment_name) {
+void ShmBackend::start_p2p(const GroupSpec& spec, MailboxSetup mailboxes) {
   P2PEngine::Hooks hooks;
   hooks.check_peer = [this](int peer) {
     chan_->check_peer(peer, fmt::format("shm point-to-point on group '{}' rank {}", name_, rank_));
@@ -33,7 +33,7 @@ void ShmBackend::start_p2p(const GroupSpec& spec, const std::string& segment_nam
   // while the runtime is being torn down, ~ShmBackend); the hook tells the peers.
   hooks.on_failure = [this] { chan_->abort(); };  // peers in a collective with us fail now too
   if (op_check_) hooks.stall_check = [check = op_check_] { return check->check(); };
-  p2p_ = make_p2p_engine(spec, segment_name, chan_->cpus(), runtime_->shared_health(), std::move(hooks));
+  p2p_ = std::move(mailboxes).finish(spec, chan_->cpus(), runtime_->shared_health(), std::move(hooks));
   // No progress thread: a rank blocked in a collective moves pending messages (p2p_progress.h).
   if (p2p_) register_for_progress(p2p_);
   chan_->set_idle_hook(&progress_all_p2p);

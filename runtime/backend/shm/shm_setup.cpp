@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -43,6 +44,9 @@ std::string segment_name(const GroupSpec& spec) {
                      shm_store::job_segment_prefix(sanitize(spec.run_id.empty() ? "norun" : spec.run_id, 80)),
                      sanitize(spec.name, 60), ::getpid(), rd());
 }
+
+// The mailboxes' segment (p2p_engine.h), named after the group's: the other ranks derive it.
+std::string mailbox_segment_name(const std::string& segment) { return segment + "-p2p"; }
 
 // Identifies this machine (and its /dev/shm): ranks on other nodes cannot open the segment.
 std::string node_id() {
@@ -103,8 +107,10 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
   Layout layout = shm_layout(spec.size, count(mine));
   const std::string node = node_id();
 
-  // 2. Rank 0 creates and initialises the segment and publishes its name; the others open it.
+  // 2. Rank 0 creates and initialises the segment and the mailboxes' (named after it), then
+  //    publishes the segment's name; the others open both.
   Segment seg;
+  std::optional<MailboxSetup> mailboxes;
   if (spec.rank == 0) {
     // Only the header, control blocks and fingerprints now: each rank reserves its own regions
     // at its first write (Channel::before_write).
@@ -116,6 +122,7 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
     h.total_bytes = layout.total_bytes();
     h.ring = static_cast<std::uint32_t>(layout.ring);
     std::atomic_ref<std::uint64_t>(h.magic).store(kSegmentMagic, std::memory_order_release);
+    mailboxes.emplace(MailboxSetup::create(spec, mailbox_segment_name(seg.name())));
     spec.store->set(kSegmentKey, to_bytes(seg.name() + "\n" + node));
   } else {
     const std::string value = to_string(spec.store->get(kSegmentKey, spec.timeout));
@@ -142,23 +149,27 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
       throw BackendError(fmt::format("shm backend: segment '{}' of group '{}' is inconsistent ({} bytes mapped, "
                                      "header says {} bytes of {} x {}-byte regions)",
                                      name, spec.name, seg.size(), h.total_bytes, h.ring, h.region_bytes));
+    mailboxes.emplace(MailboxSetup::open(spec, mailbox_segment_name(name)));
   }
 
-  // 3. Everyone records its pid, then waits until all have mapped the segment and removes the
-  //    name: from here on nothing is left in /dev/shm whatever happens to the ranks.
+  // 3. Everyone records its pid (in both segments), then waits until all have mapped them and
+  //    removes the names: from here on nothing is left in /dev/shm whatever happens to the ranks.
   //    Each also leaves its CPU affinity, so that after the barrier every rank knows how many
   //    cores the group has between them: ranks bound to one core each (`fastrun --bind core`,
   //    `mpirun --bind-to core`) see one CPU of their own, and must not take that for shared cores.
   RankControl& me = control(seg, layout, spec.rank);
   me.pid = static_cast<std::int32_t>(::getpid());
   std::copy(mine.begin(), mine.end(), me.affinity);
+  mailboxes->record_self(spec.rank);
   try {
     store_barrier(*spec.store, kMappedBarrier, spec.rank, spec.size, spec.timeout);
   } catch (...) {
     seg.unlink();
+    mailboxes->unlink();
     throw;
   }
   seg.unlink();
+  mailboxes->unlink();
   CpuMask all{};
   for (int r = 0; r < spec.size; ++r) {
     const RankControl& peer = control(seg, layout, r);
@@ -167,8 +178,7 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
   const int cpus = count(all);
 
   // 4. The channel watches every peer's liveness from now on; the mailboxes (point-to-point)
-  //    get their own segment, named after this one.
-  const std::string mailbox_name = seg.name() + "-p2p";
+  //    probe single-copy reads and start.
   ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name, cpus};
   // The group's one failure watch (group_health.h): the channel's waits poll it.
   auto health = std::make_shared<GroupHealth>(spec, "shm", /*watch_peers=*/false);
@@ -179,7 +189,7 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), layout.ring,
             layout.region_bytes / 1024, cpus);
   auto group = std::make_unique<ShmBackend>(spec, std::move(chan), std::move(health));
-  group->start_p2p(spec, mailbox_name);
+  group->start_p2p(spec, std::move(*mailboxes));
   return group;
 }
 

@@ -1,4 +1,4 @@
-// Set-up of an shm group's mailboxes (p2p_engine.h): one straight-line function, numbered steps.
+// Set-up of an shm group's mailboxes (p2p_engine.h, MailboxSetup), in the group's set-up steps.
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -14,8 +14,6 @@
 
 namespace fastrun::shm {
 namespace {
-
-constexpr const char* kMailboxKey = "shm/mailboxes";
 
 // The word peers read with process_vm_readv to learn whether they may (one per process).
 std::uint64_t probe_word() {
@@ -53,68 +51,63 @@ template <typename T> T& at(const Segment& seg, std::size_t offset) {
 
 void set_single_copy_allowed(bool allowed) { g_single_copy_allowed.store(allowed, std::memory_order_relaxed); }
 
-std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, int cpus,
-                                           std::shared_ptr<GroupHealth> health, P2PEngine::Hooks hooks) {
+MailboxSetup MailboxSetup::create(const GroupSpec& spec, const std::string& name) {
   const MailboxLayout layout = MailboxLayout::for_ranks(static_cast<std::size_t>(spec.size));
-  const auto me = static_cast<std::size_t>(spec.rank);
+  // Only the header and the pairs' control words now: each rank reserves its rings to its
+  // peers before its first send to each (P2PEngine::start).
+  Segment seg = Segment::create(name, layout.total_bytes(), layout.data_offset());
+  auto& h = at<MailboxHeader>(seg, 0);
+  h.version = kMailboxVersion;
+  h.nranks = static_cast<std::uint32_t>(spec.size);
+  h.ring_bytes = layout.ring_bytes;
+  h.total_bytes = layout.total_bytes();
+  h.stamp_key = stamp_key();
+  std::atomic_ref<std::uint64_t>(h.magic).store(kMailboxMagic, std::memory_order_release);
+  return MailboxSetup(std::move(seg), layout);
+}
 
-  // 1. Rank 0 creates the segment and publishes its name; the others open it and check it.
-  Segment seg;
-  if (spec.rank == 0) {
-    // Only the header and the pairs' control words now: each rank reserves its rings to its
-    // peers before its first send to each (P2PEngine::start).
-    seg = Segment::create(name, layout.total_bytes(), layout.data_offset());
-    auto& h = at<MailboxHeader>(seg, 0);
-    h.version = kMailboxVersion;
-    h.nranks = static_cast<std::uint32_t>(spec.size);
-    h.ring_bytes = layout.ring_bytes;
-    h.total_bytes = layout.total_bytes();
-    h.stamp_key = stamp_key();
-    std::atomic_ref<std::uint64_t>(h.magic).store(kMailboxMagic, std::memory_order_release);
-    spec.store->set(kMailboxKey, to_bytes(name));
-  } else {
-    const std::string their = to_string(spec.store->get(kMailboxKey, spec.timeout));
-    seg = Segment::open(their, sizeof(MailboxHeader));
-    auto& h = at<MailboxHeader>(seg, 0);
-    if (std::atomic_ref<std::uint64_t>(h.magic).load(std::memory_order_acquire) != kMailboxMagic ||
-        h.version != kMailboxVersion || h.nranks != static_cast<std::uint32_t>(spec.size) ||
-        h.ring_bytes != layout.ring_bytes || h.total_bytes != layout.total_bytes() || seg.size() != h.total_bytes)
-      throw BackendError(fmt::format("shm backend: mailbox segment '{}' of group '{}' has an unexpected header "
-                                     "(version {}, {} ranks, {}-byte rings): mixed fastrun builds?",
-                                     their, spec.name, h.version, h.nranks, h.ring_bytes));
-  }
+MailboxSetup MailboxSetup::open(const GroupSpec& spec, const std::string& name) {
+  const MailboxLayout layout = MailboxLayout::for_ranks(static_cast<std::size_t>(spec.size));
+  Segment seg = Segment::open(name, sizeof(MailboxHeader));
+  auto& h = at<MailboxHeader>(seg, 0);
+  if (std::atomic_ref<std::uint64_t>(h.magic).load(std::memory_order_acquire) != kMailboxMagic ||
+      h.version != kMailboxVersion || h.nranks != static_cast<std::uint32_t>(spec.size) ||
+      h.ring_bytes != layout.ring_bytes || h.total_bytes != layout.total_bytes() || seg.size() != h.total_bytes)
+    throw BackendError(fmt::format("shm backend: mailbox segment '{}' of group '{}' has an unexpected header "
+                                   "(version {}, {} ranks, {}-byte rings): mixed fastrun builds?",
+                                   name, spec.name, h.version, h.nranks, h.ring_bytes));
+  return MailboxSetup(std::move(seg), layout);
+}
 
-  // 2. Everyone records its pid and probe word and lets peers read its memory (where Yama's
-  //    ptrace_scope = 1 would forbid it; EINVAL without Yama is fine), then the name goes.
+void MailboxSetup::record_self(int rank) {
+  // Peers may read this process's memory where Yama's ptrace_scope = 1 would forbid it (EINVAL
+  // without Yama is fine).
   ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-  auto& mine = at<MailboxRank>(seg, layout.rank_offset(me));
+  auto& mine = at<MailboxRank>(seg_, layout_.rank_offset(static_cast<std::size_t>(rank)));
   mine.pid = static_cast<std::int32_t>(::getpid());
   mine.probe_addr = reinterpret_cast<std::uintptr_t>(probe_address());
   mine.probe_value = probe_word();
-  try {
-    store_barrier(*spec.store, "shm/mailboxes-mapped", spec.rank, spec.size, spec.timeout);
-  } catch (...) {
-    seg.unlink();
-    throw;
-  }
-  seg.unlink();
+}
 
-  // 3. Probe single-copy reads from every peer (ptrace rules, seccomp, containers) and record
-  //    the answer where the peer (the sender) will read it after the last barrier.
+std::shared_ptr<P2PEngine> MailboxSetup::finish(const GroupSpec& spec, int cpus, std::shared_ptr<GroupHealth> health,
+                                                P2PEngine::Hooks hooks) && {
+  // Probe single-copy reads from every peer (ptrace rules, seccomp, containers) and record the
+  // answer where the peer (the sender) will read it after the barrier.
+  const auto me = static_cast<std::size_t>(spec.rank);
   int readable = 0;
   for (int p = 0; p < spec.size; ++p) {
     if (p == spec.rank) continue;
-    const auto& theirs = at<MailboxRank>(seg, layout.rank_offset(static_cast<std::size_t>(p)));
+    const auto& theirs = at<MailboxRank>(seg_, layout_.rank_offset(static_cast<std::size_t>(p)));
     const bool ok = can_read(theirs.pid, theirs.probe_addr, theirs.probe_value);
     readable += ok;
-    auto& pair = at<PairControl>(seg, layout.pair_offset(static_cast<std::size_t>(p), me));
+    auto& pair = at<PairControl>(seg_, layout_.pair_offset(static_cast<std::size_t>(p), me));
     std::atomic_ref<std::uint32_t>(pair.receiver.cma_ok).store(ok ? 1 : 0, std::memory_order_release);
   }
   store_barrier(*spec.store, "shm/mailboxes-probed", spec.rank, spec.size, spec.timeout);
   log::debug("shm group '{}': rank {} mailboxes of {} KiB, single-copy reads from {} of {} peers", spec.name,
-             spec.rank, layout.ring_bytes / 1024, readable, spec.size - 1);
-  return std::make_shared<P2PEngine>(std::move(seg), layout, spec.rank, spec.global_ranks, spec.name, spec.op_timeout,
-                                     cpus, std::move(health), std::move(hooks));
+             spec.rank, layout_.ring_bytes / 1024, readable, spec.size - 1);
+  return std::make_shared<P2PEngine>(std::move(seg_), layout_, spec.rank, spec.global_ranks, spec.name,
+                                     spec.op_timeout, cpus, std::move(health), std::move(hooks));
 }
 
 }  // namespace fastrun::shm

@@ -83,7 +83,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
     std::function<std::optional<std::string>()> stall_check;
   };
 
-  // `segment` is mapped and set up (make_p2p_engine); ring (s, d) is at layout.ring_offset.
+  // `segment` is mapped and set up (MailboxSetup); ring (s, d) is at layout.ring_offset.
   // `global_ranks` name the members in messages. `health`: the group's failure record.
   P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks, std::string group,
             Duration default_timeout, int cpus, std::shared_ptr<GroupHealth> health, Hooks hooks);
@@ -225,10 +225,29 @@ struct CopyCounts {
 };
 CopyCounts copy_counts();
 
-// Builds the engine of a group of more than one rank: the mailbox segment named `name` (rank 0
-// creates it and publishes the name under "shm/mailboxes"), the CMA probe, two store barriers.
-// `cpus`: the CPUs this rank may run on (the wait policy spins only with a core per rank).
-std::shared_ptr<P2PEngine> make_p2p_engine(const GroupSpec& spec, const std::string& name, int cpus,
-                                           std::shared_ptr<GroupHealth> health, P2PEngine::Hooks hooks);
+// The set-up of a group's mailboxes (more than one rank), in the steps of the group's own set-up
+// (shm_setup.cpp), which makes them under its rendezvous: rank 0 creates the mailbox segment
+// beside the channel's before it publishes the channel's name (from which the others derive
+// this one's), every rank records itself in both before the group's one "mapped" barrier, and
+// both names go after it. Then finish() probes single-copy reads (one more store barrier).
+class MailboxSetup {
+ public:
+  // Rank 0: creates and initialises segment `name`; the others: open it and check its header.
+  static MailboxSetup create(const GroupSpec& spec, const std::string& name);
+  static MailboxSetup open(const GroupSpec& spec, const std::string& name);
+  // This rank's pid and probe word, for its peers (before the barrier); lets them read its memory.
+  void record_self(int rank);
+  void unlink() noexcept { seg_.unlink(); }
+  // After the barrier: probes single-copy reads from every peer, records the answers where the
+  // senders read them, one store barrier; then the engine. `cpus`: the CPUs this rank may run on
+  // (the wait policy spins only with a core per rank).
+  std::shared_ptr<P2PEngine> finish(const GroupSpec& spec, int cpus, std::shared_ptr<GroupHealth> health,
+                                    P2PEngine::Hooks hooks) &&;
+
+ private:
+  MailboxSetup(Segment seg, MailboxLayout layout) : seg_(std::move(seg)), layout_(layout) {}
+  Segment seg_;
+  MailboxLayout layout_;
+};
 
 }  // namespace fastrun::shm
