@@ -88,6 +88,7 @@ class JobAttempt {
     // 2. Spawn the ranks; one that cannot start stops the ones already running. The stall
     //    report's board comes first: a rank looks for it when it makes a group.
     std::optional<StallWatch> stall_watch(std::in_place, o_.job, o_.self ? o_.self->terminal_err : 2);
+    stall_watch_ = &*stall_watch;
     spawn_all();
 
     // 3. Supervise: until every child is reaped, and, while no child failed, until rank 0 is
@@ -107,6 +108,7 @@ class JobAttempt {
     // The failing rank's last collective, read from the board before the board goes with the
     // watch; then the watch's last lines (the summary is the last thing printed).
     if (first_failure_) failed_last_collective_ = stall_watch->last_collective(*first_failure_);
+    stall_watch_ = nullptr;
     stall_watch.reset();
 
     // 5. The failing rank's record, when its logs are filed; then the summary.
@@ -178,7 +180,10 @@ class JobAttempt {
 
   void wait_once() {
     EventSet::Event ready[EventSet::kMaxEvents];
-    const int n = events_.wait(ready, stop_.wait_ms());
+    // Until an event, the kill deadline of a stop or the stall report's next scan (-1: none).
+    const int stop_ms = stop_.wait_ms();
+    const int scan_ms = stall_watch_ ? stall_watch_->poll_ms() : -1;
+    const int n = events_.wait(ready, stop_ms < 0 ? scan_ms : scan_ms < 0 ? stop_ms : std::min(stop_ms, scan_ms));
     for (int i = 0; i < n; ++i) {
       const int r = ready[i].rank;
       switch (ready[i].kind) {
@@ -452,6 +457,7 @@ class JobAttempt {
   OutputRelay relay_;
   const FailureKey failure_key_;
   StopEscalation stop_;
+  StallWatch* stall_watch_ = nullptr;  // run()'s, while the ranks run: wait_once() drives its scans
   EventSet events_;
   RankOutput output_{relay_, events_};
   os::UniqueFd sigfd_, devnull_;

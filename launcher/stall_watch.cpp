@@ -25,7 +25,8 @@ StallWatch::StallWatch(const JobConfig& job, int fd) {
   }
   if (threshold_s > 0)
     scanner_.emplace(board_.data(), board_.size(), threshold_s, fd,
-                     job.node.nnodes > 1 ? std::optional<int>(job.node.node_rank) : std::nullopt);
+                     job.node.nnodes > 1 ? std::optional<int>(job.node.node_rank) : std::nullopt,
+                     stall::StallScanner::Drive::by_owner);
 }
 
 std::optional<stall::LastCollective> StallWatch::last_collective(int local_rank) const {

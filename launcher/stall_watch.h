@@ -2,13 +2,14 @@
 // The launcher's stall report (docs/errors.md, "Stall report"): while an attempt runs, this
 // node's stall board (runtime/process_group/stall_board.h) is read by a StallScanner
 // (runtime/process_group/stall_scanner.h), which prints who a waiting group lacks. It stops
-// nothing: the op timeout stays what fails a job.
+// nothing: the op timeout stays what fails a job. The supervisor's event loop drives the
+// scanner (poll_ms), so the launcher starts no thread for it.
 //
 // Across nodes each node's launcher reports from its own board, i.e. for its own ranks: the node
 // of a late rank names it; a node whose ranks only wait says how many of the group are elsewhere.
 // Construct before the first rank starts (the ranks find the board when they make a group) and
-// destroy after the last is reaped: the destructor stops the scanner (within one interval) and
-// removes the board. With threshold 0 there is no scanner, and no board either unless the job
+// destroy after the last is reaped: the destructor makes the scanner's last scan and removes
+// the board. With threshold 0 there is no scanner, and no board either unless the job
 // files its logs: the board also gives the failure record its last collective (last_collective).
 // Never throws: a board that cannot be made is a warning, and the job runs without the report.
 #include <optional>
@@ -31,6 +32,10 @@ class StallWatch {
   // call it once that rank has ended, before the destructor removes the board. nullopt: it
   // began none, or there is no board.
   std::optional<stall::LastCollective> last_collective(int local_rank) const;
+
+  // Scans the board when a poll interval has passed; returns the milliseconds until the next
+  // scan, -1 without a scanner (no threshold). The event loop's wait must end by then.
+  int poll_ms() { return scanner_ ? scanner_->poll() : -1; }
 
  private:
   shm::Segment board_;

@@ -16,17 +16,31 @@ std::chrono::milliseconds StallScanner::poll_interval(int threshold_s) {
 }
 
 StallScanner::StallScanner(const std::byte* board, std::size_t bytes, int threshold_s, int fd,
-                           std::optional<int> node_rank)
+                           std::optional<int> node_rank, Drive drive)
     : board_(board),
       bytes_(bytes),
       threshold_s_(threshold_s),
       fd_(fd),
+      interval_(poll_interval(threshold_s)),
+      // The first read one interval in: nothing can have waited the threshold (>= 2 intervals) sooner.
+      next_scan_(std::chrono::steady_clock::now() + interval_),
       log_(node_rank ? fmt::format(" on node {}", *node_rank) : std::string()) {
-  // The first read one interval in: nothing can have waited the threshold (>= 2 intervals) sooner.
-  thread_.start(poll_interval(threshold_s_), [this] {
+  if (drive == Drive::by_owner) return;
+  thread_.start(interval_, [this] {
     scan(threshold_s_);
     return true;
   }, os::PeriodicThread::First::after_interval);
+}
+
+int StallScanner::poll() {
+  auto now = std::chrono::steady_clock::now();
+  if (now >= next_scan_) {
+    scan(threshold_s_);
+    now = std::chrono::steady_clock::now();
+    next_scan_ = now + interval_;
+  }
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(next_scan_ - now);
+  return static_cast<int>(std::max<std::chrono::milliseconds::rep>(1, left.count()));
 }
 
 StallScanner::~StallScanner() {
