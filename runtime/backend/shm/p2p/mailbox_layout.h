@@ -50,13 +50,18 @@ struct alignas(kCacheLine) MailboxRank {
   std::uint64_t probe_value;  // what they must find there
 };
 
+inline constexpr std::uint32_t kCmaYes = 1;
+inline constexpr std::uint32_t kCmaNo = 2;
+
 // Sender's and receiver's words on separate lines (each is written by one side only).
 struct alignas(kCacheLine) PairSender {
   std::uint64_t head;  // bytes written into the ring by the sender
 };
 struct alignas(kCacheLine) PairReceiver {
   std::uint64_t tail;    // bytes consumed by the receiver
-  std::uint32_t cma_ok;  // 1: the receiver can read the sender's memory (process_vm_readv)
+  // Whether the receiver can read the sender's memory (process_vm_readv): 0 not known yet (the
+  // receiver publishes its probe after the group's set-up, without a barrier), kCmaYes, kCmaNo.
+  std::uint32_t cma_ok;
 };
 // The cooperative copy of one large message from s to d (p2p_engine.h): its chunks are claimed
 // from the front by the receiver and from the back by the sender, by CAS on `claim`, so each is

@@ -91,8 +91,10 @@ void MailboxSetup::record_self(int rank) {
 
 std::shared_ptr<P2PEngine> MailboxSetup::finish(const GroupSpec& spec, int cpus, std::shared_ptr<GroupHealth> health,
                                                 P2PEngine::Hooks hooks) && {
-  // Probe single-copy reads from every peer (ptrace rules, seccomp, containers) and record the
-  // answer where the peer (the sender) will read it after the barrier.
+  // Probe single-copy reads from every peer (ptrace rules, seccomp, containers) and publish the
+  // answer where the peer (the sender) reads it. No barrier: a sender that finds no answer yet
+  // sends through the ring, which always works, and looks again at its next send
+  // (P2PEngine::it_reads_me).
   const auto me = static_cast<std::size_t>(spec.rank);
   int readable = 0;
   for (int p = 0; p < spec.size; ++p) {
@@ -101,9 +103,8 @@ std::shared_ptr<P2PEngine> MailboxSetup::finish(const GroupSpec& spec, int cpus,
     const bool ok = can_read(theirs.pid, theirs.probe_addr, theirs.probe_value);
     readable += ok;
     auto& pair = at<PairControl>(seg_, layout_.pair_offset(static_cast<std::size_t>(p), me));
-    std::atomic_ref<std::uint32_t>(pair.receiver.cma_ok).store(ok ? 1 : 0, std::memory_order_release);
+    std::atomic_ref<std::uint32_t>(pair.receiver.cma_ok).store(ok ? kCmaYes : kCmaNo, std::memory_order_release);
   }
-  store_barrier(*spec.store, "shm/mailboxes-probed", spec.rank, spec.size, spec.timeout);
   log::debug("shm group '{}': rank {} mailboxes of {} KiB, single-copy reads from {} of {} peers", spec.name,
              spec.rank, layout_.ring_bytes / 1024, readable, spec.size - 1);
   return std::make_shared<P2PEngine>(std::move(seg_), layout_, spec.rank, spec.global_ranks, spec.name,

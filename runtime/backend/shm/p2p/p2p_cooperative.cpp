@@ -48,10 +48,10 @@ using p2p::kNack;
 // Whether `op` (a rendezvous recv whose size matched) is copied cooperatively: a large message,
 // from a sender that may reach this rank's memory, none other in progress from that peer, and
 // few enough chunks for the claim word's fields.
-bool P2PEngine::coop_suits(const Op& op) const {
-  const Peer& peer = peers_[static_cast<std::size_t>(op.peer)];
+bool P2PEngine::coop_suits(const Op& op) {
+  Peer& peer = peers_[static_cast<std::size_t>(op.peer)];
   const std::size_t chunks = (op.bytes + coop_chunk(op.bytes) - 1) / coop_chunk(op.bytes);
-  return op.bytes >= kCoopMinBytes && peer.it_reads_me && !peer.coop.op && chunks <= kField;
+  return op.bytes >= kCoopMinBytes && it_reads_me(peer) && !peer.coop.op && chunks <= kField;
 }
 
 // Opens the pair's claim word for a new generation, tells the sender (clear-to-send) and

@@ -57,13 +57,24 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
                                                                                static_cast<std::size_t>(rank_)));
     auto* pair_out = reinterpret_cast<PairControl*>(base_ + layout_.pair_offset(static_cast<std::size_t>(rank_),
                                                                                 static_cast<std::size_t>(p)));
-    peer.i_read_it = atomic(pair_in->receiver.cma_ok).load(std::memory_order_acquire) == 1;
-    peer.it_reads_me = atomic(pair_out->receiver.cma_ok).load(std::memory_order_acquire) == 1;
+    // Our own probe of the peer, published by MailboxSetup::finish before this; the peer's of us
+    // comes when it comes (it_reads_me).
+    peer.i_read_it = atomic(pair_in->receiver.cma_ok).load(std::memory_order_acquire) == kCmaYes;
+    peer.its_probe = &pair_out->receiver.cma_ok;
     peer.i_write_it = peer.i_read_it;  // the same ptrace check
   }
 }
 
 P2PEngine::~P2PEngine() = default;
+
+bool P2PEngine::it_reads_me(Peer& peer) {
+  if (!peer.its_probe) return peer.it_reads_me;
+  const std::uint32_t v = atomic(*peer.its_probe).load(std::memory_order_acquire);
+  if (v == 0) return false;  // not published yet: the ring, this time
+  peer.it_reads_me = v == kCmaYes;
+  peer.its_probe = nullptr;  // known from now on
+  return peer.it_reads_me;
+}
 
 std::string P2PEngine::who(int rank) const { return rank_name(rank, global_ranks_); }
 
@@ -126,7 +137,7 @@ WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what, std::ui
 bool P2PEngine::send_now(const P2POp& send) {
   Peer& peer = peers_[static_cast<std::size_t>(send.peer)];
   const std::size_t bytes = send.buffer.bytes();
-  if (!peer.out.empty() || !peer.ring_reserved || (bytes >= rendezvous_bytes_ && peer.it_reads_me)) return false;
+  if (!peer.out.empty() || !peer.ring_reserved || (bytes >= rendezvous_bytes_ && it_reads_me(peer))) return false;
   Header h{};
   h.tag = send.tag;
   h.kind = kEager;
@@ -217,7 +228,7 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
     o.h.tag = p.tag;
     o.h.bytes = op->bytes;
     o.h.id = next_id_++;
-    if (op->bytes >= rendezvous_bytes_ && peer.it_reads_me) {
+    if (op->bytes >= rendezvous_bytes_ && it_reads_me(peer)) {
       o.h.kind = kRendezvous;
       o.h.addr = reinterpret_cast<std::uintptr_t>(op->data);
     } else {

@@ -159,7 +159,10 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // Rendezvous (p2p_rendezvous.cpp) and its cooperative copy (p2p_cooperative.cpp).
   void read_rendezvous(const Header& h, const std::shared_ptr<Op>& op);
   std::exception_ptr cma_error(const Op& op, int err) const;
-  bool coop_suits(const Op& op) const;
+  bool coop_suits(const Op& op);
+  // Whether `peer` can reach this rank's memory (CMA), as the peer's probe says; false while the
+  // peer has not published it yet (mailbox_layout.h: PairReceiver::cma_ok).
+  bool it_reads_me(Peer& peer);
   void start_coop(const Header& h, const std::shared_ptr<Op>& op);
   void copy_front(int peer);
   void poll_coop(int peer);

@@ -139,7 +139,8 @@ struct P2PEngine::Peer {
   bool ring_live = false;
   bool ring_reserved = false;   // our ring to it is allocated in /dev/shm (P2PEngine::start)
   bool i_read_it = false;  // CMA: this rank can read the peer's memory
-  bool it_reads_me = false;
+  bool it_reads_me = false;  // and the peer this rank's, once known (P2PEngine::it_reads_me)
+  std::uint32_t* its_probe = nullptr;  // where the peer publishes that; null once read
   bool i_write_it = false;  // CMA writes (cooperative copies): as i_read_it, until one fails
   CoopIn coop;              // receiving
   std::uint64_t coop_gen = 0;
