@@ -128,9 +128,9 @@ TEST_CASE("shm store: creation reserves a first slice only, and the heaps are re
     REQUIRE(::stat(path.c_str(), &st) == 0);
     CHECK(static_cast<std::uint64_t>(st.st_size) == o.shm_bytes);  // whole address space, as before
     const std::uint64_t at_creation = allocated_bytes(path);
-    // The header, table 0 (16 Ki slots, 128 KiB) and 16 KiB of heap 0: not the second half's
-    // table and heap, not 64 MiB.
-    CHECK(at_creation < (192u << 10));
+    // The header, the 1 Ki slots table 0 starts with (8 KiB) and 16 KiB of heap 0: not the rest
+    // of the table's room (16 Ki slots), nor the second half's table and heap, nor 64 MiB.
+    CHECK(at_creation < (48u << 10));
 
     // A few small keys fit what creation reserved.
     auto client = connect_store("shm://" + name);
@@ -156,7 +156,7 @@ TEST_CASE("shm store: creation reserves a first slice only, and the heaps are re
     CHECK(s->delete_key("huge"));
     s->set("huge", huge);
     // The compaction reserved the other half: its table and the 20 MiB it copied and added.
-    CHECK(allocated_bytes(path) >= before_compaction + (20u << 20) + (128u << 10));
+    CHECK(allocated_bytes(path) >= before_compaction + (20u << 20) + (8u << 10));
     CHECK(client->get("huge", 1s) == huge);
     CHECK(client->get("big", 1s) == big);
     CHECK(allocated_bytes(path) <= o.shm_bytes);
@@ -165,6 +165,33 @@ TEST_CASE("shm store: creation reserves a first slice only, and the heaps are re
   CHECK(::stat(path.c_str(), &st) != 0);
   CHECK(open_fds() == fds_before);  // the mappings' fds were closed with them
   CHECK(test::leftovers().empty());
+}
+
+// A table starts with 1 Ki slots (768 usable) and doubles at the compaction that would leave it
+// more than half full: thousands of keys fit, all readable from another handle, and what is
+// reserved for the tables grows with them (8 bytes a slot).
+TEST_CASE("shm store: the slot table grows with the keys", "[store][shm]") {
+  const std::string name = test::unique_test_name("grow");
+  const std::string path = "/dev/shm/fastrun-" + name;
+  StoreOptions o;
+  o.shm_bytes = 64u << 20;
+  auto hosted = host_store("shm://" + name, o);
+  auto writer = hosted->connect();
+  auto reader = connect_store("shm://" + name);
+  const std::uint64_t at_creation = allocated_bytes(path);
+  constexpr int kKeys = 5000;  // past 768, 1,536 and 3,072: three doublings
+  for (int i = 0; i < kKeys; ++i) writer->set("k/" + std::to_string(i), to_bytes(std::to_string(i * 7)));
+  CHECK(reader->num_keys() == kKeys);
+  for (int i = 0; i < kKeys; i += 97) CHECK(to_string(reader->get("k/" + std::to_string(i), 1s)) == std::to_string(i * 7));
+  CHECK(to_string(reader->get("k/4999", 1s)) == std::to_string(4999 * 7));
+  // 8 Ki slots (64 KiB) in the table in use now, and the smaller ones before it in the other.
+  CHECK(allocated_bytes(path) >= at_creation + (64u << 10));
+  // Deleting and setting again keeps working across the grown tables.
+  for (int i = 0; i < kKeys; i += 2) CHECK(writer->delete_key("k/" + std::to_string(i)));
+  for (int i = 0; i < kKeys; i += 2) writer->set("k/" + std::to_string(i), to_bytes("again"));
+  CHECK(reader->num_keys() == kKeys);
+  CHECK(to_string(reader->get("k/0", 1s)) == "again");
+  CHECK(to_string(reader->get("k/1", 1s)) == std::to_string(7));
 }
 
 // A /dev/shm smaller than the segment: creation still works (only a slice is reserved), a set

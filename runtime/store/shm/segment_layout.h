@@ -4,19 +4,22 @@
 //
 //   [SegmentHeader][table 0: nslots x u64][table 1: nslots x u64][heap 0][heap 1]
 //
+// A table's space holds nslots slots; a half uses the first half[i].slots of its table (a power
+// of two), which a compaction doubles when the live keys would fill more than half of it.
+//
 // Crash safety (a process SIGKILLed at any instruction inside an operation): all state is
 // guarded by one robust process-shared pthread mutex, and every mutation is built so that the
 // segment is consistent between any two instructions:
 //  - set: advance heap[active].bump (one store), fill a fresh record in the claimed bytes,
 //    then publish it with ONE release store of its offset into the key's slot. A crash before
 //    the publish leaves only garbage bytes past the old bump; after it, the whole value.
-//  - reservation: the creator posix_fallocates only the header, table 0 and the first
-//    kFirstReserve bytes of heap 0 (reserving the whole segment cost ~0.5 ms per MiB at
-//    creation and again at removal; the second half's table and heap, ~0.4 MiB more, cost a
-//    small job a tenth of its start). Before a set or a compaction writes heap bytes past
-//    half[i].reserved it fallocates the next range, and before a compaction clears table i it
-//    fallocates it (half[i].table_reserved); each watermark is stored only AFTER fallocate
-//    succeeded (a crash in between leaves the old, still true, watermark; redoing the fallocate
+//  - reservation: the creator posix_fallocates only the header, the slots table 0 starts with
+//    and the first kFirstReserve bytes of heap 0 (reserving the whole segment cost ~0.5 ms per
+//    MiB at creation and again at removal; the second half's table and heap, ~0.4 MiB more, cost
+//    a small job a tenth of its start). Before a set or a compaction writes heap bytes past
+//    half[i].reserved it fallocates the next range, and before a compaction clears table i's
+//    slots it fallocates them (half[i].table_reserved bytes); each watermark is stored only AFTER
+//    fallocate succeeded (a crash in between leaves the old, still true, watermark; redoing the fallocate
 //    is harmless). A failed fallocate (/dev/shm full) throws before bump/slots change, so a
 //    too-small /dev/shm is a clear StoreError, never a SIGBUS on a later write.
 //  - delete: one store of kTombstone into the slot.
@@ -35,7 +38,7 @@ namespace fastrun::shm_store {
 
 inline constexpr std::uint64_t kMagic = 0x31'53'54'53'52'46'41'46ull;     // "FAFRSTS1"
 inline constexpr std::uint64_t kIdentMagic = 0x44'49'52'54'53'52'46'46ull;  // creator block valid
-inline constexpr std::uint32_t kVersion = 3;  // 2: lazy heaps (Half::reserved); 3: lazy table 1
+inline constexpr std::uint32_t kVersion = 4;  // 2: lazy heaps (Half::reserved); 3: lazy table 1; 4: growing tables
 inline constexpr int kWaitBuckets = 64;
 inline constexpr std::uint64_t kEmpty = 0;
 inline constexpr std::uint64_t kTombstone = 1;
@@ -44,6 +47,8 @@ inline constexpr std::uint64_t kTombstone = 1;
 // ranks makes a few fallocate calls, not one per set.
 inline constexpr std::uint64_t kFirstReserve = 16 * 1024;
 inline constexpr std::uint64_t kReserveStep = 1024 * 1024;
+// The slots a table starts with, unless the creator expects more keys (then as many as those need).
+inline constexpr std::uint64_t kFirstSlots = 1024;
 // Every segment this code creates is named kSegmentPrefix + NAME (store/cleanup/cleanup.cpp relies on it).
 inline constexpr const char* kSegmentPrefix = "fastrun-";
 
@@ -59,13 +64,14 @@ struct Creator {
 struct Half {
   std::uint64_t bump;            // bytes used in this half's heap
   std::uint64_t reserved;        // bytes of this heap known posix_fallocate'd (from heap_offset); >= bump
-  std::uint64_t table_reserved;  // 1 once this half's slot table is known posix_fallocate'd
+  std::uint64_t slots;           // slots this half's table uses (power of two <= nslots); 0 before its first use
+  std::uint64_t table_reserved;  // bytes of this half's table known posix_fallocate'd (from table_offset)
 };
 
 struct SegmentHeader {
   std::atomic<std::uint64_t> magic;  // kMagic, stored last at creation (release)
   std::uint32_t version;
-  std::uint32_t nslots;              // power of two
+  std::uint32_t nslots;              // power of two: the slots each table has room for
   std::uint64_t total_bytes;
   std::uint64_t heap_bytes;          // size of each of the two heaps
   std::uint64_t table_offset[2];

@@ -53,7 +53,8 @@ int fallocate_range(int fd, std::uint64_t offset, std::uint64_t len) {
 
 // Where the parts of a segment of `total_bytes` go.
 struct Layout {
-  std::uint64_t nslots;
+  std::uint64_t nslots;        // each table's room
+  std::uint64_t first_slots;   // what table 0 starts with
   std::uint64_t header_bytes;  // tables start here
   std::uint64_t heaps_at;      // heap 0 starts here, heap 1 at heaps_at + heap_bytes
   std::uint64_t heap_bytes;
@@ -67,6 +68,9 @@ Layout plan(std::uint64_t total_bytes, std::uint64_t min_keys, const std::string
   // More where the creator expects more keys (3/4 of a table is usable), as long as both tables
   // take at most a quarter of the segment.
   while (l.nslots < kMaxSlots && l.nslots * 3 / 4 < min_keys && l.nslots * 2 * 2 * 8 * 4 <= total_bytes) l.nslots *= 2;
+  // Table 0 starts with what the expected keys need, at least kFirstSlots; compactions double it.
+  l.first_slots = std::min(l.nslots, kFirstSlots);
+  while (l.first_slots < l.nslots && l.first_slots * 3 / 4 < min_keys) l.first_slots *= 2;
   l.header_bytes = (sizeof(SegmentHeader) + 63) & ~std::uint64_t{63};
   l.heaps_at = l.header_bytes + 2 * l.nslots * 8;
   if (total_bytes < l.heaps_at + 2 * 4096)
@@ -108,14 +112,16 @@ class Locked {
   Locked& operator=(const Locked&) = delete;
 
   SegmentHeader& h() { return h_; }
+  // The slots the active half's table uses.
+  std::uint64_t slots() const { return h_.half[h_.active].slots; }
 
   // The slot holding `key`, or nullptr; `insert_at` gets where it would go (first tombstone or
   // empty slot on its probe path; nullptr when the table has neither).
   std::uint64_t* find(const std::string& key, std::uint64_t hash, std::uint64_t** insert_at = nullptr) {
     std::uint64_t* table = this->table(h_.active);
-    const std::uint64_t mask = h_.nslots - 1;
+    const std::uint64_t n = slots(), mask = n - 1;
     std::uint64_t* tomb = nullptr;
-    for (std::uint64_t i = 0, pos = hash & mask; i < h_.nslots; ++i, pos = (pos + 1) & mask) {
+    for (std::uint64_t i = 0, pos = hash & mask; i < n; ++i, pos = (pos + 1) & mask) {
       const std::uint64_t v = table[pos];
       if (v == kEmpty) {
         if (insert_at) *insert_at = tomb ? tomb : &table[pos];
@@ -140,7 +146,7 @@ class Locked {
     const std::uint64_t need = record_bytes(key.size(), value_len);
     std::uint64_t* insert_at = nullptr;
     std::uint64_t* slot = find(key, hash, &insert_at);
-    const bool table_crowded = !slot && (h_.live + h_.tombstones + 1) * 4 > std::uint64_t{h_.nslots} * 3 &&
+    const bool table_crowded = !slot && (h_.live + h_.tombstones + 1) * 4 > slots() * 3 &&
                                !(insert_at && *insert_at == kTombstone);
     if (h_.half[h_.active].bump + need > h_.heap_bytes || table_crowded || (!slot && !insert_at)) {
       compact(key, value_len);
@@ -152,10 +158,10 @@ class Locked {
                                      "{} in use by {} keys); raise FASTRUN_SHM_STORE_BYTES",
                                      m_.address, key, value_len, m_.segment, h_.total_bytes, mb(h_.heap_bytes),
                                      mb(live_bytes), h_.live));
-      if (!slot && (!insert_at || (h_.live + 1) * 4 > std::uint64_t{h_.nslots} * 3))
+      if (!slot && (!insert_at || (h_.live + 1) * 4 > slots() * 3))
         throw StoreError(fmt::format("{}: set('{}'): segment {} has no free key slot ({} keys of {} slots); "
                                      "raise FASTRUN_SHM_STORE_BYTES (slots grow with it, up to {})",
-                                     m_.address, key, m_.segment, h_.live, h_.nslots, kMaxSlots));
+                                     m_.address, key, m_.segment, h_.live, slots(), kMaxSlots));
     }
     // 0. make sure the bytes are backed (may throw; nothing changed yet), 1. claim them (one
     // store), 2. fill them, 3. publish with one release store.
@@ -217,36 +223,45 @@ class Locked {
     half.reserved = target;
   }
 
-  // Makes table `which` backed before a compaction clears it (creation reserves table 0 only).
-  void reserve_table(std::uint64_t which, const std::string& key, std::uint64_t value_len) {
+  // Makes the first `slots` of table `which` backed before a compaction clears them (creation
+  // reserves what table 0 starts with).
+  void reserve_table(std::uint64_t which, std::uint64_t slots, const std::string& key, std::uint64_t value_len) {
     Half& half = h_.half[which];
-    if (half.table_reserved) return;
-    if (const int rc = fallocate_range(m_.fd.get(), h_.table_offset[which], h_.nslots * 8))
-      throw StoreError(fmt::format("{}: set('{}') of {} bytes: cannot reserve the second slot table of {} ({}) to "
+    const std::uint64_t bytes = slots * 8;
+    if (bytes <= half.table_reserved) return;
+    if (const int rc = fallocate_range(m_.fd.get(), h_.table_offset[which] + half.table_reserved,
+                                       bytes - half.table_reserved))
+      throw StoreError(fmt::format("{}: set('{}') of {} bytes: cannot reserve a slot table of {} slots ({}) in {} to "
                                    "compact into: {} (is /dev/shm smaller? lower FASTRUN_SHM_STORE_BYTES or enlarge "
                                    "/dev/shm)",
-                                   m_.address, key, value_len, m_.segment, mb(h_.nslots * 8), std::strerror(rc)));
-    half.table_reserved = 1;
+                                   m_.address, key, value_len, slots, mb(bytes), m_.segment, std::strerror(rc)));
+    half.table_reserved = bytes;
   }
 
-  // Copies the live records into the other half, then flips `active` with one store. Reserves
-  // the other heap first, so a failed reservation throws before anything visible changed.
+  // Copies the live records into the other half, then flips `active` with one store. The other
+  // half's table has twice the slots when the live keys and the one being set would fill more
+  // than half of this one's (up to nslots). Reserves the other heap and table first, so a failed
+  // reservation throws before anything visible changed.
   void compact(const std::string& key, std::uint64_t value_len) {
     const std::uint64_t from = h_.active, to = 1 - from;
+    const std::uint64_t from_slots = h_.half[from].slots;
     std::uint64_t* src = table(from);
     std::uint64_t* dst = table(to);
-    std::uint64_t live_bytes = 0;
-    for (std::uint64_t i = 0; i < h_.nslots; ++i) {
+    std::uint64_t live_bytes = 0, live_keys = 0;
+    for (std::uint64_t i = 0; i < from_slots; ++i) {
       if (src[i] == kEmpty || src[i] == kTombstone) continue;
       const Record* r = record(src[i]);
       live_bytes += record_bytes(r->key_len, r->value_len);
+      ++live_keys;
     }
+    std::uint64_t to_slots = from_slots;
+    while (to_slots < h_.nslots && (live_keys + 1) * 2 > to_slots) to_slots *= 2;
     reserve(to, live_bytes, key, value_len);
-    reserve_table(to, key, value_len);
-    std::memset(dst, 0, sizeof(std::uint64_t) * h_.nslots);
+    reserve_table(to, to_slots, key, value_len);
+    std::memset(dst, 0, sizeof(std::uint64_t) * to_slots);
     std::uint64_t bump = 0, live = 0;
-    const std::uint64_t mask = h_.nslots - 1;
-    for (std::uint64_t i = 0; i < h_.nslots; ++i) {
+    const std::uint64_t mask = to_slots - 1;
+    for (std::uint64_t i = 0; i < from_slots; ++i) {
       const std::uint64_t v = src[i];
       if (v == kEmpty || v == kTombstone) continue;
       const Record* r = record(v);
@@ -260,6 +275,7 @@ class Locked {
       ++live;
     }
     h_.half[to].bump = bump;
+    h_.half[to].slots = to_slots;
     std::atomic_thread_fence(std::memory_order_release);
     std::atomic_ref<std::uint64_t>(h_.active).store(to, std::memory_order_release);
     h_.live = live;
@@ -282,7 +298,7 @@ class Locked {
   void repair() {
     std::uint64_t live = 0, tombs = 0;
     std::uint64_t* t = table(h_.active);
-    for (std::uint64_t i = 0; i < h_.nslots; ++i) {
+    for (std::uint64_t i = 0; i < slots(); ++i) {
       if (t[i] == kTombstone) ++tombs;
       else if (t[i] != kEmpty) ++live;
     }
@@ -317,7 +333,8 @@ void initialize_segment(void* base, std::uint64_t total_bytes, std::uint64_t min
   h->heap_offset[0] = l.heaps_at;
   h->heap_offset[1] = l.heaps_at + l.heap_bytes;
   h->half[0].reserved = std::min(kFirstReserve, l.heap_bytes);  // reserve_initial's
-  h->half[0].table_reserved = 1;
+  h->half[0].slots = l.first_slots;
+  h->half[0].table_reserved = l.first_slots * 8;
 
   pthread_mutexattr_t attr;
   ::pthread_mutexattr_init(&attr);
@@ -333,8 +350,8 @@ void reserve_initial(int fd, std::uint64_t total_bytes, std::uint64_t min_keys, 
                      const std::string& segment) {
   const Layout l = plan(total_bytes, min_keys, address);
   const std::uint64_t first = std::min(kFirstReserve, l.heap_bytes);
-  const std::uint64_t table0_end = l.header_bytes + l.nslots * 8;
-  int rc = fallocate_range(fd, 0, table0_end);  // header, table 0
+  const std::uint64_t table0_end = l.header_bytes + l.first_slots * 8;
+  int rc = fallocate_range(fd, 0, table0_end);  // header, what table 0 starts with
   if (rc == 0) rc = fallocate_range(fd, l.heaps_at, first);  // start of heap 0
   if (rc != 0)
     throw StoreError(fmt::format("{}: cannot reserve the first {} bytes of the {}-byte segment {}: {} (is /dev/shm "
