@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "fastrun/runtime/os/full_io.h"
 #include "fastrun/runtime/os/poll_until.h"
+#include "fastrun/runtime/os/unique_fd.h"
 
 namespace fastrun::launcher {
 namespace {
@@ -23,7 +25,6 @@ std::vector<pid_t> adopted(const Leftovers& scope) {
   std::erase(pids, scope.spare);
   return pids;
 }
-
 
 // Signals everything in scope; true when anything received it.
 bool signal_scope(const Leftovers& scope, int sig) {
@@ -68,16 +69,19 @@ std::vector<pid_t> child_pids() {
   if (!tasks) return pids;
   while (const dirent* e = ::readdir(tasks)) {
     if (e->d_name[0] == '.') continue;
-    // A few pids separated by spaces; read(2) into a buffer that grows while it fills.
-    const int fd = ::open((std::string("/proc/self/task/") + e->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+    // A few pids separated by spaces, read whole into a buffer that doubles while it fills.
+    const os::UniqueFd fd(::open((std::string("/proc/self/task/") + e->d_name + "/children").c_str(),
+                                 O_RDONLY | O_CLOEXEC));
+    if (!fd) continue;
     std::string text(4096, '\0');
     std::size_t got = 0;
-    for (ssize_t n; (n = ::read(fd, text.data() + got, text.size() - got)) > 0;) {
+    for (;;) {
+      const ssize_t n = os::read_full(fd.get(), text.data() + got, text.size() - got);
+      if (n < 0) break;
       got += static_cast<std::size_t>(n);
-      if (got == text.size()) text.resize(2 * text.size());
+      if (got < text.size()) break;  // the end of the file
+      text.resize(2 * text.size());
     }
-    ::close(fd);
     text.resize(got);
     for (const char* p = text.c_str(); *p;) {
       char* end = nullptr;

@@ -247,15 +247,14 @@ class Locked {
     const std::uint64_t from_slots = h_.half[from].slots;
     std::uint64_t* src = table(from);
     std::uint64_t* dst = table(to);
-    std::uint64_t live_bytes = 0, live_keys = 0;
+    std::uint64_t live_bytes = 0;
     for (std::uint64_t i = 0; i < from_slots; ++i) {
       if (src[i] == kEmpty || src[i] == kTombstone) continue;
       const Record* r = record(src[i]);
       live_bytes += record_bytes(r->key_len, r->value_len);
-      ++live_keys;
     }
     std::uint64_t to_slots = from_slots;
-    while (to_slots < h_.nslots && (live_keys + 1) * 2 > to_slots) to_slots *= 2;
+    while (to_slots < h_.nslots && (h_.live + 1) * 2 > to_slots) to_slots *= 2;
     reserve(to, live_bytes, key, value_len);
     reserve_table(to, to_slots, key, value_len);
     std::memset(dst, 0, sizeof(std::uint64_t) * to_slots);

@@ -25,7 +25,8 @@
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kMailboxMagic = 0x66617374'6d626f78ULL;  // "fastmbox"
-inline constexpr std::uint32_t kMailboxVersion = 5;  // 4: stamped headers on 64-byte boundaries; 5: cma_ok 0 = not known yet
+// 4: stamped headers on 64-byte boundaries; 5: cma_ok 0 = not known yet.
+inline constexpr std::uint32_t kMailboxVersion = 5;
 inline constexpr std::size_t kMailboxBudget = 32u << 20;
 inline constexpr std::size_t kMinRingBytes = 4096;
 inline constexpr std::size_t kMaxRingBytes = 256 * 1024;

@@ -232,7 +232,7 @@ CopyCounts copy_counts();
 // (shm_setup.cpp), which makes them under its rendezvous: rank 0 creates the mailbox segment
 // beside the channel's before it publishes the channel's name (from which the others derive
 // this one's), every rank records itself in both before the group's one "mapped" barrier, and
-// both names go after it. Then finish() probes single-copy reads (one more store barrier).
+// both names go after it. Then finish() probes single-copy reads and publishes the answers.
 class MailboxSetup {
  public:
   // Rank 0: creates and initialises segment `name`; the others: open it and check its header.
@@ -241,9 +241,9 @@ class MailboxSetup {
   // This rank's pid and probe word, for its peers (before the barrier); lets them read its memory.
   void record_self(int rank);
   void unlink() noexcept { seg_.unlink(); }
-  // After the barrier: probes single-copy reads from every peer, records the answers where the
-  // senders read them, one store barrier; then the engine. `cpus`: the CPUs this rank may run on
-  // (the wait policy spins only with a core per rank).
+  // After the barrier: probes single-copy reads from every peer and records the answers where the
+  // senders read them (no barrier: P2PEngine::it_reads_me); then the engine. `cpus`: the CPUs
+  // this rank may run on (the wait policy spins only with a core per rank).
   std::shared_ptr<P2PEngine> finish(const GroupSpec& spec, int cpus, std::shared_ptr<GroupHealth> health,
                                     P2PEngine::Hooks hooks) &&;
 
