@@ -48,7 +48,8 @@ constexpr const char* kHwlocLibrary = "libhwloc.so.15";
 template <typename F>
 void resolve(void* lib, F& f, const char* name) {
   f = reinterpret_cast<F>(::dlsym(lib, name));
-  if (!f) throw Error(fmt::format("{} has no {}: not the hwloc 2 library this fastrun was built for", kHwlocLibrary, name));
+  if (!f)
+    throw Error(fmt::format("{} has no {}: not the hwloc 2 library this fastrun was built for", kHwlocLibrary, name));
 }
 
 Hwloc open_hwloc() {
@@ -131,7 +132,7 @@ Topology load(const TopologySource& source) {
   h.topology_set_icache_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE);
   h.topology_set_type_filter(raw, HWLOC_OBJ_MISC, HWLOC_TYPE_FILTER_KEEP_NONE);
   h.topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_NO_DISTANCES | HWLOC_TOPOLOGY_FLAG_NO_MEMATTRS |
-                                    HWLOC_TOPOLOGY_FLAG_NO_CPUKINDS);
+                                HWLOC_TOPOLOGY_FLAG_NO_CPUKINDS);
   std::string what = "this machine";
   if (!source.synthetic.empty()) {
     what = fmt::format("the synthetic topology '{}'", source.synthetic);

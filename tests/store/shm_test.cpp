@@ -182,7 +182,8 @@ TEST_CASE("shm store: the slot table grows with the keys", "[store][shm]") {
   constexpr int kKeys = 5000;  // past 768, 1,536 and 3,072: three doublings
   for (int i = 0; i < kKeys; ++i) writer->set("k/" + std::to_string(i), to_bytes(std::to_string(i * 7)));
   CHECK(reader->num_keys() == kKeys);
-  for (int i = 0; i < kKeys; i += 97) CHECK(to_string(reader->get("k/" + std::to_string(i), 1s)) == std::to_string(i * 7));
+  for (int i = 0; i < kKeys; i += 97)
+    CHECK(to_string(reader->get("k/" + std::to_string(i), 1s)) == std::to_string(i * 7));
   CHECK(to_string(reader->get("k/4999", 1s)) == std::to_string(4999 * 7));
   // 8 Ki slots (64 KiB) in the table in use now, and the smaller ones before it in the other.
   CHECK(allocated_bytes(path) >= at_creation + (64u << 10));
