@@ -160,7 +160,9 @@ namespace {
 bool on_host(const BufferView& a, const BufferView& b) {
   return a.device == DeviceKind::cpu && b.device == DeviceKind::cpu;
 }
-void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+// memmove: the NO_SYNC paths may be given the same or overlapping buffers (copy_bytes.h's
+// copy_bytes is for disjoint ranges).
+void move_bytes(void* dst, const void* src, std::size_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
 }
 }  // namespace
@@ -210,7 +212,7 @@ WorkHandle Group::gather(BufferView input, BufferView output, const GatherOption
   if (no_sync_level() >= 2 && on_host(input, output)) {
     check_gather_shapes(where("gather"), input, output, options.root, rank(), size());
     if (rank() == options.root)
-      copy_bytes(static_cast<char*>(output.data) + input.bytes() * static_cast<std::size_t>(rank()), input.data,
+      move_bytes(static_cast<char*>(output.data) + input.bytes() * static_cast<std::size_t>(rank()), input.data,
                  input.bytes());
     return completed_work();
   }
@@ -222,7 +224,7 @@ WorkHandle Group::scatter(BufferView input, BufferView output, const ScatterOpti
   if (no_sync_level() >= 2 && on_host(input, output)) {
     check_scatter_shapes(where("scatter"), input, output, options.root, rank(), size());
     if (rank() == options.root)
-      copy_bytes(output.data, static_cast<char*>(input.data) + output.bytes() * static_cast<std::size_t>(rank()),
+      move_bytes(output.data, static_cast<char*>(input.data) + output.bytes() * static_cast<std::size_t>(rank()),
                  output.bytes());
     return completed_work();
   }
@@ -235,7 +237,7 @@ WorkHandle Group::all_to_all(BufferView input, BufferView output, const AllToAll
     check_all_to_all_shapes(where("all_to_all"), input, output, size());
     const std::size_t block = input.bytes() / static_cast<std::size_t>(size());
     const std::size_t at = block * static_cast<std::size_t>(rank());
-    copy_bytes(static_cast<char*>(output.data) + at, static_cast<char*>(input.data) + at, block);
+    move_bytes(static_cast<char*>(output.data) + at, static_cast<char*>(input.data) + at, block);
     return completed_work();
   }
   return forward(op_desc("all_to_all", input),
@@ -253,7 +255,7 @@ WorkHandle Group::all_to_allv(BufferView input, const std::vector<std::size_t>& 
       out_at += recv_counts[r];
     }
     const std::size_t esize = dtype_size(input.dtype);
-    copy_bytes(static_cast<char*>(output.data) + out_at * esize, static_cast<char*>(input.data) + in_at * esize,
+    move_bytes(static_cast<char*>(output.data) + out_at * esize, static_cast<char*>(input.data) + in_at * esize,
                send_counts[me] * esize);
     return completed_work();
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fastrun/runtime/backend/hier/leader_ring.h"
 #include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/reduce_kernels.h"
@@ -55,7 +56,7 @@ class Chain {
       if (c >= kBroadcastLag) finish(c - kBroadcastLag);
     }
     for (std::size_t c = chunks_ > kBroadcastLag ? chunks_ - kBroadcastLag : 0; c < chunks_; ++c) finish(c);
-    for (auto& w : sends_) w->wait(deadline_.left());
+    if (l_.leader()) p_.ring->flush(deadline_);
   }
 
  private:
@@ -64,18 +65,22 @@ class Chain {
   BufferView part(const BufferView& b, std::size_t c) const { return slice(b, first(c), size(c)); }
   bool forwards_result() const { return k_ < last_ - 1; }  // node K-2 is the return path's end
 
-  // Every receive first (they match in order per peer and tag), so a sender never waits: the
-  // accumulator from the previous node, and the result on the way back (into the buffer: it
-  // comes only after this node sent that chunk on, so after the chunk's gather read it).
+  // Every receive first, so a message is read straight into its place: the accumulator from the
+  // previous node, and the result on the way back (into the buffer: it comes only after this
+  // node sent that chunk on, so after the chunk's gather read it). Both come from the previous
+  // leader on the ring (node 0's result from the last node).
   void post_receives() {
     acc_ = BufferView{scratch(1, buffer_.bytes()).data(), buffer_.count, buffer_.dtype, DeviceKind::cpu};
-    chain_in_.resize(chunks_);
-    back_in_.resize(chunks_);
-    const int return_from = k_ == 0 ? last_ : k_ - 1;
     for (std::size_t c = 0; c < chunks_; ++c) {
-      if (k_ > 0) chain_in_[c] = p_.leaders->recv(part(acc_, c), k_ - 1, RecvOptions{kChainTag});
-      if (k_ < last_) back_in_[c] = p_.leaders->recv(part(buffer_, c), return_from, RecvOptions{kReturnTag});
+      if (k_ > 0) expect(kChainTag, c, part(acc_, c));
+      if (k_ < last_) expect(kReturnTag, c, part(buffer_, c));
     }
+  }
+  void expect(std::uint32_t tag, std::size_t c, const BufferView& into) {
+    p_.ring->expect(tag, static_cast<std::uint32_t>(c), into.data, into.bytes());
+  }
+  void send(std::uint32_t tag, std::size_t c, const BufferView& from) {
+    p_.ring->send(tag, static_cast<std::uint32_t>(c), from.data, from.bytes());
   }
 
   // This node's inputs of chunk c at the leader, back to back in group rank order.
@@ -90,6 +95,7 @@ class Chain {
     const BufferView out{local_, in.count * static_cast<std::size_t>(nlocal_), buffer_.dtype, DeviceKind::cpu};
     if (p_.node) p_.node->gather(in, out, GatherOptions{0})->wait(deadline_.left());
     else copy_bytes(local_, in.data, in.bytes());
+    p_.ring->progress();  // what came or could leave while the node gathered
   }
 
   // Step 2 for chunk c: fold this node's inputs onto the accumulator that came (node 0: start
@@ -100,7 +106,7 @@ class Chain {
     const ReduceOp fold = op_ == ReduceOp::avg ? ReduceOp::sum : op_;  // avg divides once, at the end
     srcs_.clear();
     if (k_ > 0) {
-      chain_in_[c]->wait(deadline_.left());
+      p_.ring->wait_arrived(kChainTag, static_cast<std::uint32_t>(c), deadline_);
       srcs_.push_back(a.data);
     }
     for (int r = 0; r < nlocal_; ++r) srcs_.push_back(local_ + static_cast<std::size_t>(r) * n * esize_);
@@ -108,24 +114,24 @@ class Chain {
     void* into = k_ < last_ ? a.data : result.data;
     kernels::reduce(buffer_.dtype, fold, into, nullptr, srcs_.data(), static_cast<int>(srcs_.size()), n);
     if (k_ < last_) {
-      sends_.push_back(p_.leaders->send(a, k_ + 1, SendOptions{kChainTag}));
+      send(kChainTag, c, a);
       return;
     }
     if (op_ == ReduceOp::avg) kernels::divide(buffer_.dtype, result.data, n, p_.group_size);
-    sends_.push_back(p_.leaders->send(result, 0, SendOptions{kReturnTag}));
+    send(kReturnTag, c, result);
   }
 
   // Step 3 for chunk c: the leader has the result (waiting for it on the way back, and passing
   // it on), then broadcasts it to the node.
   void finish(std::size_t c) {
     if (l_.leader() && k_ < last_) {
-      back_in_[c]->wait(deadline_.left());
-      if (forwards_result()) sends_.push_back(p_.leaders->send(part(buffer_, c), k_ + 1, SendOptions{kReturnTag}));
+      p_.ring->wait_arrived(kReturnTag, static_cast<std::uint32_t>(c), deadline_);
+      if (forwards_result()) send(kReturnTag, c, part(buffer_, c));
     }
     if (p_.node) p_.node->broadcast(part(buffer_, c), BroadcastOptions{0})->wait(deadline_.left());
   }
 
-  static constexpr int kChainTag = 0, kReturnTag = 1;
+  static constexpr std::uint32_t kChainTag = 0, kReturnTag = 1;
   const ChainParts& p_;
   const NodeLayout& l_;
   BufferView buffer_;
@@ -135,7 +141,6 @@ class Chain {
   std::size_t esize_, chunk_, chunks_;
   BufferView acc_{};
   std::uint8_t* local_ = nullptr;  // the leader's gathered chunk
-  std::vector<WorkHandle> chain_in_, back_in_, sends_;
   std::vector<const void*> srcs_;  // the fold's sources, reused chunk to chunk
 };
 

@@ -1,10 +1,10 @@
 #pragma once
-// The two-level all-reduce's body (runs on the hier backend's comm thread, blocking), in chunks
+// The two-level all-reduce's body (blocking, on the thread that runs the hier op), in chunks
 // of kChainChunkBytes, the three steps pipelined so that they overlap:
 //   1. node: every rank's chunk is gathered at its node's leader (shm gather, root 0);
-//   2. leaders, a chain in node order: node 0's leader folds its ranks' values (x0 OP x1 ...)
-//      into an accumulator chunk and sends it on; node k's leader receives it and folds its own
-//      ranks' values onto it, left to right; the last node's leader finishes the chunk (avg:
+//   2. leaders, a chain in node order over their ring (leader_ring.h): node 0's leader folds its
+//      ranks' values (x0 OP x1 ...) into an accumulator chunk and sends it on; node k's leader
+//      receives it and folds its own ranks' values onto it, left to right; the last node's leader finishes the chunk (avg:
 //      divide by the group size) and sends the result chunk back round the ring (last -> node 0
 //      -> node 1 ... -> node K-2), so the chain and the return keep both directions of every
 //      link busy at once;
@@ -22,9 +22,11 @@
 
 namespace fastrun::hier {
 
+class LeaderRing;
+
 struct ChainParts {
   Backend* node = nullptr;     // shm over this node's ranks (null when the node has one rank)
-  Backend* leaders = nullptr;  // gloo over the leaders (null on other ranks)
+  LeaderRing* ring = nullptr;  // the leaders' ring (leader_ring.h; null on other ranks), begun for the op
   const NodeLayout* layout = nullptr;
   int group_size = 0;
 };

@@ -9,12 +9,15 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/backend/gloo/gloo_host.h"
 #include "fastrun/runtime/backend/hier/chain_all_reduce.h"
+#include "fastrun/runtime/backend/hier/leader_ring.h"
 #include "fastrun/runtime/backend/hier/node_layout.h"
 #include "fastrun/runtime/backend/hier/two_level_all_gather.h"
 #include "fastrun/runtime/backend/hier/two_level_broadcast.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/deadline.h"
+#include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
@@ -52,7 +55,7 @@ std::vector<int> nodes_of(const GroupSpec& spec) {
   return node;
 }
 
-// A sub-group of `spec`'s ranks [first, first + count) (or the leaders), under its own store
+// A sub-group of `spec`'s ranks [first, first + count), under its own store
 // prefix and name, so its keys and shm segment never meet the flat group's.
 GroupSpec sub_spec(const GroupSpec& spec, const std::string& part, const std::vector<int>& members, int rank) {
   GroupSpec s = spec;
@@ -66,21 +69,30 @@ GroupSpec sub_spec(const GroupSpec& spec, const std::string& part, const std::ve
   return s;
 }
 
+// How long a node group's waits poll before they sleep: a non-leader waits for its leader's
+// broadcast a round trip between the nodes after the gather. Measured on 2 namespace hosts x 2
+// ranks (8 KiB all-reduce, 2,000 back to back): 80 us per op with shm's default waits, where the
+// non-leader slept and its wake-up delayed the next op's gather by 30-50 us; 26 us yielding.
+constexpr std::chrono::microseconds kNodeWaitsYieldFor{2000};
+
 bool takes_chain(DType dtype) { return dtype != DType::float16 && dtype != DType::bfloat16; }
 
-RuntimeConfig hier_runtime_config(Duration op_timeout) {
+// As shm's (shm_backend.cpp): ops below kAsyncOpBytes run on the caller's thread, larger ones on
+// the comm thread (DDP's buckets overlap the backward pass), and an op waited at once runs on the
+// waiting thread. Every op works on the caller's buffers: each wait in a two-level body (the
+// node's shm channel, the leaders' ring) watches the peers and the job's failure key, and the
+// ring's can be cancelled, so a failure ends the op within a wait slice. Until 2026-12-06 the
+// leaders talked gloo, whose waits cannot be sliced: every op ran on the comm thread on op-owned
+// copies, a thread hand-off each way and two copies per op.
+RuntimeConfig hier_runtime_config() {
   RuntimeConfig c;
   c.backend = "hier";
-  c.async_from_bytes = 0;  // every op on the comm thread: its body blocks on the inner ops
-  // Every op works on op-owned copies of the caller's buffer, so that a wait returns as soon as
-  // the job's failure is known (the runtime's AsyncWork watches the failure key): a leader's
-  // body can stay blocked inside a Gloo point-to-point wait on a dead leader (a Gloo wait cannot
-  // be sliced, p2p_work.h), and on the caller's buffer the wait would then hold on for
-  // release_grace (the op timeout; measured: node 0's leader held 40 s when node 1's leader was
-  // SIGKILLed mid-op). The cost is one copy in and one out per op (docs/backend-hier.md).
-  c.stage_up_to_bytes = RuntimeConfig::kNever;
-  c.release_grace = op_timeout + std::chrono::seconds(1);
-  c.detach_on_failure = true;  // the body may be blocked on a dead peer's inner op
+  c.async_from_bytes = shm::kAsyncOpBytes;
+  c.waiter_runs_queued_op = true;
+  // The inner waits' deadlines (which name who did not arrive) fire first.
+  c.wait_margin = std::chrono::seconds(1);
+  // A cancelled op leaves its wait within a slice (the ring's poll, the channel's sleep).
+  c.release_grace = std::chrono::seconds(2);
   return c;
 }
 
@@ -134,7 +146,8 @@ class HierBackend final : public Backend {
   std::string name_;
   std::shared_ptr<const NodeLayout> layout_;
   // Held by the queued ops too: the comm thread may outlive the backend on a dead peer.
-  std::shared_ptr<Backend> flat_, node_, leaders_;
+  std::shared_ptr<Backend> flat_, node_;
+  std::shared_ptr<LeaderRing> ring_;  // the leaders' transport (null on other ranks)
   // The default mismatch check (stalled_op_check.h) over the two-level ops. It publishes under
   // the flat gloo group's key ("flat/op_check/<rank>"), where the flat group's own check does
   // for the ops handed to it, and every op carries the group's number: a rank stalled in a
@@ -156,9 +169,11 @@ constexpr Duration kInnerMismatchVerdictWait = std::chrono::seconds(2);
 // can find the parts of two different hier ops out of step first (node 1's shm group: a two-level
 // all_reduce's gather against a two-level broadcast's broadcast): its message names the parts, so
 // the op waits for this check's verdict, which names the ops the user called.
-GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
+// A wait that gives up cancels the leaders' ring, so that a body waiting on it leaves.
+GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check, std::shared_ptr<LeaderRing> ring) {
   GroupRuntime::Hooks h;
   h.stalled = stalled_op_hook(check);
+  if (ring) h.cancel = [ring] { ring->cancel(); };
   h.translate = [check](GroupHealth&, const std::string&, std::exception_ptr thrown) {
     try {
       std::rethrow_exception(thrown);
@@ -177,11 +192,27 @@ GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check) {
   return h;
 }
 
+// The leaders' ring, under its own store prefix, on the address this rank's gloo binds; its waits
+// read the job's failure record through the hier group's health and run the hier group's
+// mismatch check when they stall.
+std::shared_ptr<LeaderRing> make_ring(const GroupSpec& spec, const NodeLayout& layout,
+                                      const std::shared_ptr<GroupHealth>& health,
+                                      const std::shared_ptr<StalledOpCheck>& check) {
+  const std::string host = resolve_gloo_host(spec.gloo_host.empty() ? env::get_string(env::kGlooHost) : spec.gloo_host);
+  RingPeers peers{layout.my_node, {}, health->label()};
+  for (int first : layout.first)
+    peers.global_rank.push_back(spec.global_ranks.empty() ? first : spec.global_ranks[static_cast<std::size_t>(first)]);
+  PrefixStore store("ring", spec.store->clone());
+  return std::make_shared<LeaderRing>(
+      store, host, std::move(peers), spec.timeout,
+      LeaderRing::Watch{[health] { return health->recorded_failure(); }, [check] { return check->check(); }});
+}
+
 HierBackend::HierBackend(const GroupSpec& spec, backend::Factory gloo) : name_(spec.name) {
   const auto start = std::chrono::steady_clock::now();
   // 1. the layout, from the job's node identities; 2. the flat gloo group every rank is in;
-  // 3. when two levels pay: this node's shm group and the leaders' gloo group; 4. the runtime
-  // that numbers and runs the two-level ops.
+  // 3. when two levels pay: this node's shm group and the leaders' ring; 4. the runtime that
+  // numbers and runs the two-level ops.
   layout_ = std::make_shared<const NodeLayout>(plan_node_layout(nodes_of(spec), spec.rank));
   const NodeLayout& l = *layout_;
   GroupSpec flat = spec;
@@ -192,11 +223,14 @@ HierBackend::HierBackend(const GroupSpec& spec, backend::Factory gloo) : name_(s
     if (l.count[k] > 1) {
       std::vector<int> members;
       for (int r = 0; r < l.count[k]; ++r) members.push_back(l.first[k] + r);
-      node_ = shm::make_shm_backend(sub_spec(spec, fmt::format("node{}", k), members, l.local_rank()));
+      node_ = shm::make_shm_backend_yielding(sub_spec(spec, fmt::format("node{}", k), members, l.local_rank()),
+                                             kNodeWaitsYieldFor);
     }
-    if (l.leader()) leaders_ = gloo(sub_spec(spec, "leaders", l.first, l.my_node));
+    auto health = std::make_shared<GroupHealth>(spec, "hier", /*watch_peers=*/false);
     op_check_ = std::make_shared<StalledOpCheck>(*flat.store, spec.rank, spec.size, spec.global_ranks, spec.name);
-    runtime_ = std::make_unique<GroupRuntime>(spec, hier_runtime_config(spec.op_timeout), hier_hooks(op_check_));
+    if (l.leader()) ring_ = make_ring(spec, l, health, op_check_);
+    runtime_ = std::make_unique<GroupRuntime>(spec, hier_runtime_config(), hier_hooks(op_check_, ring_),
+                                              std::move(health));
   }
   log::debug("group '{}' (hier): {}, {:.1f} ms", spec.name,
              l.usable ? fmt::format("{} nodes, node {} of {} ranks", l.nodes(), l.my_node,
@@ -250,11 +284,12 @@ void HierBackend::require_host(const char* what, std::initializer_list<BufferVie
 
 WorkHandle HierBackend::run(const Op& call, OpDesc desc, std::size_t bytes, std::vector<OpBuffer> buffers,
                             TwoLevelBody body) {
-  // The body holds the parts by shared_ptr: the comm thread may outlive the backend on a dead peer.
+  // The body holds the parts by shared_ptr: the comm thread may outlive the backend.
   WorkHandle work = runtime_->run(call, bytes, std::move(buffers),
-                                  [layout = layout_, node = node_, leaders = leaders_, size = size(),
+                                  [layout = layout_, node = node_, ring = ring_, size = size(),
                                    body = std::move(body)](const OpContext& o) {
-                                    body(ChainParts{node.get(), leaders.get(), layout.get(), size}, o);
+                                    if (ring) ring->begin(o.seq, o.what());
+                                    body(ChainParts{node.get(), ring.get(), layout.get(), size}, o);
                                   });
   desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
   op_check_->record(desc);

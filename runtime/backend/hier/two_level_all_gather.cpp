@@ -1,9 +1,8 @@
 #include "fastrun/runtime/backend/hier/two_level_all_gather.h"
 
-#include <algorithm>
-#include <cstring>
 #include <vector>
 
+#include "fastrun/runtime/backend/hier/ring_ops.h"
 #include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/process_group/copy_bytes.h"
 
@@ -21,17 +20,11 @@ void two_level_all_gather(const ChainParts& p, BufferView input, BufferView outp
   // 1. This node's inputs into its block.
   if (p.node) p.node->all_gather(input, mine, AllGatherOptions{})->wait(deadline.left());
   else copy_bytes(mine.data, input.data, input.bytes());
-  // 2. Between the leaders.
+  // 2. Between the leaders, round their ring.
   if (l.leader()) {
-    const bool even = std::all_of(l.count.begin(), l.count.end(), [&](int c) { return c == l.count.front(); });
-    if (even) {
-      // In place: this leader's block is its slot of the output (leader rank = node index).
-      p.leaders->all_gather(mine, output, AllGatherOptions{})->wait(deadline.left());
-    } else {
-      std::vector<WorkHandle> sent;  // queued back to back on the leaders' comm thread
-      for (int k = 0; k < l.nodes(); ++k) sent.push_back(p.leaders->broadcast(block(k), BroadcastOptions{k}));
-      for (WorkHandle& w : sent) w->wait(deadline.left());
-    }
+    std::vector<BufferView> blocks;
+    for (int k = 0; k < l.nodes(); ++k) blocks.push_back(block(k));
+    ring_all_gather(*p.ring, blocks, deadline);
   }
   // 3. The other nodes' blocks to this node's ranks: what lies before and after its own block.
   if (p.node) {

@@ -1,5 +1,6 @@
 #include "fastrun/runtime/backend/hier/two_level_broadcast.h"
 
+#include "fastrun/runtime/backend/hier/ring_ops.h"
 #include "fastrun/runtime/deadline.h"
 
 namespace fastrun::hier {
@@ -21,8 +22,8 @@ void two_level_broadcast(const ChainParts& p, BufferView buffer, int root, Durat
   if (on_root_node && p.node)
     p.node->broadcast(buffer, BroadcastOptions{root - l.first[static_cast<std::size_t>(root_node)]})
         ->wait(deadline.left());
-  // 2. Across nodes, leaders only, from the root node's leader.
-  if (l.leader()) p.leaders->broadcast(buffer, BroadcastOptions{root_node})->wait(deadline.left());
+  // 2. Across nodes, leaders only, from the root node's leader round their ring.
+  if (l.leader()) ring_broadcast(*p.ring, buffer, root_node, deadline);
   // 3. Inside every other node, from its leader.
   if (!on_root_node && p.node) p.node->broadcast(buffer, BroadcastOptions{0})->wait(deadline.left());
 }

@@ -1,8 +1,8 @@
 #pragma once
-// The two-level broadcast's body (runs on the hier backend's comm thread, blocking):
+// The two-level broadcast's body (blocking, on the thread that runs the hier op):
 //   1. the root's node: the root broadcasts to its node's ranks (shm, from its local rank), so
 //      that node's leader holds the data too;
-//   2. leaders: the root node's leader broadcasts to the other leaders (gloo);
+//   2. leaders: the root node's leader sends it round the leaders' ring (ring_ops.h);
 //   3. every other node: its leader broadcasts to its ranks (shm, root 0).
 // One copy of the buffer crosses into each other node, where gloo's flat broadcast sends the
 // root's buffer to every rank of the job over TCP.

@@ -90,7 +90,9 @@ Layout shm_layout(int nranks, int cpus) {
   return l;
 }
 
-std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
+std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) { return make_shm_backend_yielding(spec, {}); }
+
+std::unique_ptr<Backend> make_shm_backend_yielding(const GroupSpec& spec, std::chrono::microseconds yield_for) {
   const auto t0 = std::chrono::steady_clock::now();
   // 1. Check the spec. A group of one needs no segment and no store.
   if (spec.size < 1 || spec.rank < 0 || spec.rank >= spec.size)
@@ -179,7 +181,7 @@ std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec) {
 
   // 4. The channel watches every peer's liveness from now on; the mailboxes (point-to-point)
   //    probe single-copy reads and start.
-  ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name, cpus};
+  ChannelInfo info{spec.rank, spec.size, spec.global_ranks, spec.name, cpus, yield_for};
   // The group's one failure watch (group_health.h): the channel's waits poll it.
   auto health = std::make_shared<GroupHealth>(spec, "shm", /*watch_peers=*/false);
   auto chan = std::make_unique<Channel>(std::move(seg), layout, std::move(info), health->watch());

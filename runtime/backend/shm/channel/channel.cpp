@@ -37,7 +37,7 @@ Channel::Channel(Segment segment, Layout layout, ChannelInfo info, std::shared_p
       pidfds_(static_cast<std::size_t>(info_.size)),
       fingerprints_(base_, layout_, info_.rank, info_.global_ranks, info_.group),
       compared_(static_cast<std::size_t>(info_.size)),
-      waiter_(info_.size, info_.cpus) {}
+      waiter_(info_.size, info_.cpus, info_.yield_for) {}
 
 Channel::~Channel() {
   // Peers that still wait on a step this rank will never publish learn it at once.

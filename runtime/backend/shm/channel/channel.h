@@ -49,6 +49,7 @@ struct ChannelInfo {
   std::vector<int> global_ranks;  // for messages
   std::string group;              // group name, for messages
   int cpus = 1;                   // CPUs this rank may run on: fewer than `size` means ranks share cores
+  std::chrono::microseconds yield_for{};  // SpinThenYield's: waits that span a network round trip
 };
 
 class Channel {

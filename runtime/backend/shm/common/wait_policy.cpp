@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 namespace fastrun::shm {
 namespace {
 
@@ -46,7 +48,7 @@ bool shares_cpu(std::int32_t& my_cpu, std::int32_t& peer_cpu) {
          std::atomic_ref<std::int32_t>(my_cpu).load(std::memory_order_relaxed);
 }
 
-SpinThenYield::SpinThenYield(int ranks, int cpus) {
+SpinThenYield::SpinThenYield(int ranks, int cpus, std::chrono::microseconds yield_for) {
   if (ranks <= cpus) {
     spin_ = std::chrono::microseconds(50);
     yield_ = std::chrono::microseconds(200);
@@ -56,6 +58,11 @@ SpinThenYield::SpinThenYield(int ranks, int cpus) {
     // As long as with a core per rank, then sleep: a long wait costs at most one yield window
     // per sleep slice.
     yield_ = std::chrono::microseconds(200);
+    oversubscribed_ = true;
+  }
+  if (yield_for > std::chrono::microseconds::zero()) {
+    // Waits a network round trip long: yield-poll for that long (as oversubscribed), then sleep.
+    yield_ = std::max<std::chrono::nanoseconds>(yield_, yield_for);
     oversubscribed_ = true;
   }
 }

@@ -70,7 +70,12 @@ class SpinThenYield {
   // `ranks` share `cpus` CPUs: with a core per rank spin up to 50 µs and yield to a peer on our
   // CPU up to 200 µs; with more ranks than CPUs, spinning steals the core a peer needs: only
   // yield, for up to 200 µs, and a slow yield does not stop it (it ran a peer rank).
-  SpinThenYield(int ranks, int cpus);
+  // `yield_for` > 0: the waits are for a peer that itself waits on another node (the hier
+  // backend's node groups: a leader's broadcast comes a network round trip after the gather).
+  // Such a wait only yields, whatever CPU the peer is on, for up to `yield_for` before it sleeps:
+  // a sleeper's wake-up (30-50 µs on this project's VM) would be paid on every op, and a yield
+  // hands the CPU to whoever needs it (Open MPI's mpi_yield_when_idle polls the same way).
+  SpinThenYield(int ranks, int cpus, std::chrono::microseconds yield_for = {});
 
   // Spins, then yields, until ready() (true) or the policy says sleep (false). shares_cpu()
   // tells whether the awaited peer is queued on our CPU; it is called every 16 pauses.
