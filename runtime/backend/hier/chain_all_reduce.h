@@ -13,7 +13,7 @@
 //      broadcasts chunk c-2, so a chunk's result has two chunks' time to come back round.
 //      Until 2026-12-05 each step ran over the whole buffer before the next began (16 MiB on 2
 //      namespace hosts x 2 ranks: gather 8-10 ms, chain 20-22 ms, broadcast 11-12 ms, one
-//      after the other).
+//      after the other); until 2026-12-06 chunks were 1 MiB.
 // The fold is kernels::reduce over [accumulator, x_first .. x_last], so element i is
 // x0 OP x1 OP ... OP x(n-1) in group rank order with the accumulator in the storage type: the
 // one-kernel rule's bits for float32, float64, int32, int64 (16-bit floats are not taken here).
@@ -34,8 +34,13 @@ struct ChainParts {
 // Elements [first, first + count) of `b`, a view of the same memory (the two-level ops' blocks).
 BufferView slice(const BufferView& b, std::size_t first, std::size_t count);
 
-// Bytes of one pipelined chunk.
-constexpr std::size_t kChainChunkBytes = 1024 * 1024;
+// Bytes of one pipelined chunk. Measured on 2 namespace hosts x 2 ranks (2-core VM, 60 ops back
+// to back per size, two rounds alternating): 128 KiB chunks took 0.68-1.07 ms at 1 MiB and
+// 4.1-4.5 ms at 4 MiB, against 1.22-1.42 and 5.1-5.3 ms with 1 MiB chunks (a 1 MiB op was one
+// chunk: gather, the chain's two hops and the broadcast one after the other); 64 and 192 KiB
+// were no better, and a lag of 4 or 8 chunks was slower than 2. With gloo between the leaders
+// (80 us a message) small chunks were 1.4-1.5x slower.
+constexpr std::size_t kChainChunkBytes = 128 * 1024;
 // How many chunks the node's broadcasts run behind its gathers: the time a chunk takes round
 // the nodes, so that a leader rarely waits for a result it is about to broadcast.
 constexpr std::size_t kBroadcastLag = 2;
