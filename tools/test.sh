@@ -265,6 +265,8 @@ for stage in $stages; do
       # buffer after wait() gave up: gloo ops run on op-owned copies, process_group/group_runtime.h.)
       tsan_run runtime "~peer failure: a rank killed mid-collective fails the others with its rank"
       tsan_run backend "[gloo]"
+      # The hier backend's leaders' ring: leaders on threads, one cancelling another's wait.
+      tsan_run backend "[ring]"
       unset TSAN_OPTIONS
       ;;
     *) echo "tools/test.sh: unknown stage '$stage' (accepted: main torch2 asan tsan)" >&2; exit 2 ;;

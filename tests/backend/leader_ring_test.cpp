@@ -171,7 +171,7 @@ TEST_CASE("leader ring: a message that does not fit what is expected names the s
   }
 }
 
-TEST_CASE("leader ring: a leader that leaves after its last message is no error; before it, it is named",
+TEST_CASE("leader ring: a leader that leaves after its last message is no error, one that leaves before it is named",
           "[hier][ring]") {
   fastrun::MemoryStore store;
   auto rings = make_rings(store, 2);

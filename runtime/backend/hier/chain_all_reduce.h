@@ -4,10 +4,10 @@
 //   1. node: every rank's chunk is gathered at its node's leader (shm gather, root 0);
 //   2. leaders, a chain in node order over their ring (leader_ring.h): node 0's leader folds its
 //      ranks' values (x0 OP x1 ...) into an accumulator chunk and sends it on; node k's leader
-//      receives it and folds its own ranks' values onto it, left to right; the last node's leader finishes the chunk (avg:
-//      divide by the group size) and sends the result chunk back round the ring (last -> node 0
-//      -> node 1 ... -> node K-2), so the chain and the return keep both directions of every
-//      link busy at once;
+//      receives it and folds its own ranks' values onto it, left to right; the last node's
+//      leader finishes the chunk (avg: divide by the group size) and sends the result chunk back
+//      round the ring (last -> node 0 -> node 1 ... -> node K-2), so the chain and the return
+//      keep both directions of every link busy at once;
 //   3. node: each leader broadcasts the result chunk to its ranks (shm broadcast, root 0),
 //      kBroadcastLag chunks behind the gathers: after gathering and passing on chunk c, a node
 //      broadcasts chunk c-2, so a chunk's result has two chunks' time to come back round.

@@ -25,6 +25,47 @@ LeaderRing::LeaderRing(Store& store, const std::string& host, RingPeers peers, D
   from_prev_ = std::move(sockets.from_prev);
 }
 
+template <typename Done, typename What>
+void LeaderRing::drive(Done&& done, const Deadline& deadline, What&& what) {
+  const auto start = Clock::now();
+  auto idle_since = start, next_check = start + kFailureCheckEvery;
+  for (;;) {
+    if (cancelled_.load(std::memory_order_acquire))
+      throw PeerFailure(fmt::format("{}: {} was cancelled while waiting for {} (the job failed)", peers_.label, what_,
+                                    what()));
+    const bool moved = pump();
+    if (done()) return;
+    if (prev_closed_) fail_closed(prev_name(), "its connection closed");
+    const auto now = Clock::now();
+    if (moved) {
+      idle_since = now;
+      continue;
+    }
+    if (now >= next_check) {
+      next_check = now + kFailureCheckEvery;
+      if (auto failure = watch_.failed ? watch_.failed() : std::nullopt)
+        throw PeerFailure(fmt::format("{}: {}: the job recorded a failure while waiting for {} (\"{}\")", peers_.label,
+                                      what_, what(), *failure));
+    }
+    if (watch_.stalled && stall_.due(now))
+      if (auto verdict = watch_.stalled()) throw ConfigError(*verdict);
+    if (deadline.passed())
+      throw TimeoutError(op_timeout_message(
+          {peers_.label, what_, Duration(now - start), {what()}, "the leaders' ring"}));
+    if (now - idle_since < kYieldFor) {
+      ::sched_yield();
+      continue;
+    }
+    // Sleep until a byte can move: in, unless what waits there is the next op's; out, when queued.
+    pollfd fds[2];
+    nfds_t n = 0;
+    if (!next_op_waits()) fds[n++] = {from_prev_.get(), POLLIN, 0};
+    if (!out_.empty()) fds[n++] = {to_next_.get(), POLLOUT, 0};
+    const auto slice = std::min<Clock::duration>(kFailureCheckEvery, std::max<Clock::duration>(deadline.left(), {}));
+    ::poll(fds, n, std::max(1, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(slice).count())));
+  }
+}
+
 void LeaderRing::begin(std::uint64_t seq, std::string what) {
   seq_ = seq;
   what_ = std::move(what);
@@ -157,52 +198,13 @@ LeaderRing::Expected& LeaderRing::match(const Header& h) {
   return it->second;
 }
 
-void LeaderRing::drive(const std::function<bool()>& done, const Deadline& deadline,
-                       const std::function<std::string()>& what) {
-  const auto start = Clock::now();
-  auto idle_since = start, next_check = start + kFailureCheckEvery;
-  for (;;) {
-    if (cancelled_.load(std::memory_order_acquire))
-      throw PeerFailure(fmt::format("{}: {} was cancelled while waiting for {} (the job failed)", peers_.label, what_,
-                                    what()));
-    const bool moved = pump();
-    if (done()) return;
-    if (prev_closed_) fail_closed(prev_name(), "its connection closed");
-    const auto now = Clock::now();
-    if (moved) {
-      idle_since = now;
-      continue;
-    }
-    if (now >= next_check) {
-      next_check = now + kFailureCheckEvery;
-      if (auto failure = watch_.failed ? watch_.failed() : std::nullopt)
-        throw PeerFailure(fmt::format("{}: {}: the job recorded a failure while waiting for {} (\"{}\")", peers_.label,
-                                      what_, what(), *failure));
-    }
-    if (watch_.stalled && stall_.due(now))
-      if (auto verdict = watch_.stalled()) throw ConfigError(*verdict);
-    if (deadline.passed())
-      throw TimeoutError(op_timeout_message(
-          {peers_.label, what_, Duration(now - start), {what()}, "the leaders' ring"}));
-    if (now - idle_since < kYieldFor) {
-      ::sched_yield();
-      continue;
-    }
-    // Sleep until a byte can move: in, unless what waits there is the next op's; out, when queued.
-    pollfd fds[2];
-    nfds_t n = 0;
-    if (!next_op_waits()) fds[n++] = {from_prev_.get(), POLLIN, 0};
-    if (!out_.empty()) fds[n++] = {to_next_.get(), POLLOUT, 0};
-    const auto slice = std::min<Clock::duration>(kFailureCheckEvery, std::max<Clock::duration>(deadline.left(), {}));
-    ::poll(fds, n, std::max(1, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(slice).count())));
-  }
-}
 
 std::string LeaderRing::prev_name() const { return peers_.name(peers_.prev()); }
 std::string LeaderRing::next_name() const { return peers_.name(peers_.next()); }
 
 void LeaderRing::fail_closed(const std::string& who, const std::string& why) {
-  throw PeerFailure(fmt::format("{}: {} failed: {} is gone from the leaders' ring ({})", peers_.label, what_, who, why));
+  throw PeerFailure(
+      fmt::format("{}: {} failed: {} is gone from the leaders' ring ({})", peers_.label, what_, who, why));
 }
 
 }  // namespace fastrun::hier

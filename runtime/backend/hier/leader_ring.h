@@ -11,7 +11,8 @@
 // and while it waits it polls them, yielding the CPU between polls for kYieldFor before it sleeps
 // in poll(2) (as Open MPI's TCP path does with mpi_yield_when_idle).
 //
-// Messages carry a header (tag, chunk, bytes, op number); a receive is posted before its message
+// Messages carry a header (tag, chunk, bytes, op number; in the machine's byte order: the leaders
+// of a job run one build); a receive is posted before its message
 // is read (expect), so a message is read straight into its place, and a message of the next op
 // (the previous leader may be there already) stays in the socket until that op has begun. A message nobody expects, or
 // of another size or op, is the leaders out of step: an error naming both, never a wrong result.
@@ -106,8 +107,10 @@ class LeaderRing {
   bool next_op_waits() const { return !in_to_ && in_header_read_ == sizeof(Header) && in_header_.seq > seq_; }
   // Where an incoming header's payload goes, checked against what was expected.
   Expected& match(const Header& h);
-  // Waits until `done()`: pumps, yields, sleeps in poll(2); `what` says what it waits for.
-  void drive(const std::function<bool()>& done, const Deadline& deadline, const std::function<std::string()>& what);
+  // Waits until `done()`: pumps, yields, sleeps in poll(2); `what()` says what it waits for
+  // (called only for a message). Templates: a wait costs no std::function.
+  template <typename Done, typename What>
+  void drive(Done&& done, const Deadline& deadline, What&& what);
   std::string prev_name() const;
   std::string next_name() const;
   [[noreturn]] void fail_closed(const std::string& who, const std::string& why);

@@ -73,9 +73,9 @@ os::UniqueFd connect_next(Store& store, const RingPeers& peers, Clock::time_poin
   try {
     value = to_string(store.get(ring_key(next), timeout));
   } catch (const TimeoutError& e) {
-    throw TimeoutError(fmt::format("{}: setting up the leaders' ring: {} did not publish its address within {:.3g} s ({})",
-                                   peers.label, peers.name(next), std::chrono::duration<double>(timeout).count(),
-                                   e.what()));
+    throw TimeoutError(
+        fmt::format("{}: setting up the leaders' ring: {} did not publish its address within {:.3g} s ({})",
+                    peers.label, peers.name(next), std::chrono::duration<double>(timeout).count(), e.what()));
   }
   // host, port and token, one per line
   const auto first = value.find('\n'), second = value.find('\n', first + 1);
