@@ -176,8 +176,9 @@ class ShmBackend final : public Backend {
 // The backend factory (registered as "shm"): builds the segment through spec.store.
 std::unique_ptr<Backend> make_shm_backend(const GroupSpec& spec);
 // The same for a group whose waits span a network round trip (the hier backend's node groups):
-// its collectives' waits poll with sched_yield for up to `yield_for` before they sleep, whatever
-// CPU the peer is on (SpinThenYield, wait_policy.h).
+// its waits (the channel's and the point-to-point engine's, which carries its rooted ops) poll
+// with sched_yield for up to `yield_for` before they sleep, whatever CPU the peer is on
+// (SpinThenYield, wait_policy.h).
 std::unique_ptr<Backend> make_shm_backend_yielding(const GroupSpec& spec, std::chrono::microseconds yield_for);
 
 }  // namespace fastrun::shm

@@ -33,7 +33,8 @@ void ShmBackend::start_p2p(const GroupSpec& spec, MailboxSetup mailboxes) {
   // while the runtime is being torn down, ~ShmBackend); the hook tells the peers.
   hooks.on_failure = [this] { chan_->abort(); };  // peers in a collective with us fail now too
   if (op_check_) hooks.stall_check = [check = op_check_] { return check->check(); };
-  p2p_ = std::move(mailboxes).finish(spec, chan_->cpus(), runtime_->shared_health(), std::move(hooks));
+  p2p_ = std::move(mailboxes).finish(spec, chan_->cpus(), chan_->yield_for(), runtime_->shared_health(),
+                                     std::move(hooks));
   // No progress thread: a rank blocked in a collective moves pending messages (p2p_progress.h).
   if (p2p_) register_for_progress(p2p_);
   chan_->set_idle_hook(&progress_all_p2p);

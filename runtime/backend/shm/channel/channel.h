@@ -66,6 +66,7 @@ class Channel {
   int rank() const { return info_.rank; }
   int size() const { return info_.size; }
   int cpus() const { return info_.cpus; }
+  std::chrono::microseconds yield_for() const { return info_.yield_for; }
   std::size_t region_bytes() const { return layout_.region_bytes; }
   // More ranks than CPUs: ranks share cores, so every step may cost a context switch.
   bool oversubscribed() const { return info_.size > info_.cpus; }

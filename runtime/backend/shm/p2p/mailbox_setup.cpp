@@ -89,8 +89,8 @@ void MailboxSetup::record_self(int rank) {
   mine.probe_value = probe_word();
 }
 
-std::shared_ptr<P2PEngine> MailboxSetup::finish(const GroupSpec& spec, int cpus, std::shared_ptr<GroupHealth> health,
-                                                P2PEngine::Hooks hooks) && {
+std::shared_ptr<P2PEngine> MailboxSetup::finish(const GroupSpec& spec, int cpus, std::chrono::microseconds yield_for,
+                                                std::shared_ptr<GroupHealth> health, P2PEngine::Hooks hooks) && {
   // Probe single-copy reads from every peer (ptrace rules, seccomp, containers) and publish the
   // answer where the peer (the sender) reads it. No barrier: a sender that finds no answer yet
   // sends through the ring, which always works, and looks again at its next send
@@ -108,7 +108,7 @@ std::shared_ptr<P2PEngine> MailboxSetup::finish(const GroupSpec& spec, int cpus,
   log::debug("shm group '{}': rank {} mailboxes of {} KiB, single-copy reads from {} of {} peers", spec.name,
              spec.rank, layout_.ring_bytes / 1024, readable, spec.size - 1);
   return std::make_shared<P2PEngine>(std::move(seg_), layout_, spec.rank, spec.global_ranks, spec.name,
-                                     spec.op_timeout, cpus, std::move(health), std::move(hooks));
+                                     spec.op_timeout, cpus, yield_for, std::move(health), std::move(hooks));
 }
 
 }  // namespace fastrun::shm

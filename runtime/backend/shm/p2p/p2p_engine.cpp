@@ -33,8 +33,8 @@ class P2PEngine::BatchWork final : public Work {
 };
 
 P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks,
-                     std::string group, Duration default_timeout, int cpus, std::shared_ptr<GroupHealth> health,
-                     Hooks hooks)
+                     std::string group, Duration default_timeout, int cpus, std::chrono::microseconds yield_for,
+                     std::shared_ptr<GroupHealth> health, Hooks hooks)
     : segment_(std::move(segment)),
       base_(segment_.data()),
       layout_(layout),
@@ -49,7 +49,7 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
       rendezvous_bytes_(size_ <= cpus ? std::max(kRendezvousBytes, layout.ring_bytes / 4 + 1) : kRendezvousBytes),
       peers_(static_cast<std::size_t>(size_)),
       stamp_key_(reinterpret_cast<const MailboxHeader*>(base_)->stamp_key),
-      waiter_(size_, cpus) {
+      waiter_(size_, cpus, yield_for) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Peer& peer = peers_[static_cast<std::size_t>(p)];

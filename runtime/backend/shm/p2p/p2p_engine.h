@@ -86,7 +86,8 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // `segment` is mapped and set up (MailboxSetup); ring (s, d) is at layout.ring_offset.
   // `global_ranks` name the members in messages. `health`: the group's failure record.
   P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vector<int> global_ranks, std::string group,
-            Duration default_timeout, int cpus, std::shared_ptr<GroupHealth> health, Hooks hooks);
+            Duration default_timeout, int cpus, std::chrono::microseconds yield_for,
+            std::shared_ptr<GroupHealth> health, Hooks hooks);
   ~P2PEngine();
   P2PEngine(const P2PEngine&) = delete;
   P2PEngine& operator=(const P2PEngine&) = delete;
@@ -243,9 +244,10 @@ class MailboxSetup {
   void unlink() noexcept { seg_.unlink(); }
   // After the barrier: probes single-copy reads from every peer and records the answers where the
   // senders read them (no barrier: P2PEngine::it_reads_me); then the engine. `cpus`: the CPUs
-  // this rank may run on (the wait policy spins only with a core per rank).
-  std::shared_ptr<P2PEngine> finish(const GroupSpec& spec, int cpus, std::shared_ptr<GroupHealth> health,
-                                    P2PEngine::Hooks hooks) &&;
+  // this rank may run on (the wait policy spins only with a core per rank); `yield_for`: the
+  // channel's (SpinThenYield, wait_policy.h).
+  std::shared_ptr<P2PEngine> finish(const GroupSpec& spec, int cpus, std::chrono::microseconds yield_for,
+                                    std::shared_ptr<GroupHealth> health, P2PEngine::Hooks hooks) &&;
 
  private:
   MailboxSetup(Segment seg, MailboxLayout layout) : seg_(std::move(seg)), layout_(layout) {}
