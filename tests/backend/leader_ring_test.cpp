@@ -137,36 +137,33 @@ TEST_CASE("leader ring: a message of the next op waits in the socket until that 
 
 TEST_CASE("leader ring: a message that does not fit what is expected names the sender", "[hier][ring]") {
   fastrun::MemoryStore store;
-  const fastrun::Deadline deadline(20s);
-  std::uint64_t value = 7, into[2] = {};
-  SECTION("another size") {
-    auto rings = make_rings(store, 2);
-    rings[0]->begin(3, "all_reduce #3");
-    rings[0]->send(0, 0, &value, sizeof value);
+  auto rings = make_rings(store, 2);
+  // Leader 0 sends 8 bytes as chunk `chunk` of op `sent_in`; leader 1, in op 3, expects chunk 0
+  // of `expected` bytes. The ConfigError leader 1's wait ends with, or "(no error)".
+  const auto received = [&](std::uint64_t sent_in, std::uint32_t chunk, std::size_t expected) {
+    std::uint64_t value = 7, into[2] = {};
+    rings[0]->begin(sent_in, "all_reduce #" + std::to_string(sent_in));
+    rings[0]->send(0, chunk, &value, sizeof value);
     rings[1]->begin(3, "all_reduce #3");
-    rings[1]->expect(0, 0, into, sizeof into);
-    const std::string what = message_of([&] { rings[1]->wait_arrived(0, 0, deadline); });
-    CHECK(what ==
+    rings[1]->expect(0, 0, into, expected);
+    std::string what = "(no error)";
+    try {
+      rings[1]->wait_arrived(0, 0, fastrun::Deadline(20s));
+    } catch (const fastrun::ConfigError& e) {
+      what = e.what();
+    }
+    return what;
+  };
+  SECTION("another size") {
+    CHECK(received(3, 0, 16) ==
           "rank 10 in group 'g' (hier): all_reduce #3: the leaders are out of step: rank 0 (node 0's leader) sent "
           "chunk 0 (tag 0) of 8 bytes where this leader expects 16 (a call of another size or type?)");
   }
   SECTION("a chunk nobody expects") {
-    auto rings = make_rings(store, 2);
-    rings[0]->begin(3, "all_reduce #3");
-    rings[0]->send(0, 5, &value, sizeof value);
-    rings[1]->begin(3, "all_reduce #3");
-    rings[1]->expect(0, 0, into, sizeof value);
-    CHECK_THROWS_AS(rings[1]->wait_arrived(0, 0, deadline), fastrun::ConfigError);
-    CHECK_THAT(message_of([&] { rings[1]->wait_arrived(0, 0, deadline); }),
-               Catch::Contains("chunk 5 (tag 0, 8 bytes), which this leader does not expect"));
+    CHECK_THAT(received(3, 5, 8), Catch::Contains("chunk 5 (tag 0, 8 bytes), which this leader does not expect"));
   }
   SECTION("an earlier op") {
-    auto rings = make_rings(store, 2);
-    rings[0]->begin(2, "all_reduce #2");
-    rings[0]->send(0, 0, &value, sizeof value);
-    rings[1]->begin(3, "all_reduce #3");
-    rings[1]->expect(0, 0, into, sizeof value);
-    CHECK_THAT(message_of([&] { rings[1]->wait_arrived(0, 0, deadline); }),
+    CHECK_THAT(received(2, 0, 8),
                Catch::Contains("sent a message of op #2 (chunk 0, tag 0) while this leader runs op #3"));
   }
 }
