@@ -4,7 +4,8 @@
 // kernel places a woken task on its waker's CPU, and does not balance a task that just ran):
 // a 1 KiB all-reduce then took 2-5 µs instead of 0.3 in 6 of 8 quiet runs. A rank bound to one
 // CPU never moves. The real scheduler decides where the thread runs; the waits are the
-// policy's own, with a peer that never arrives.
+// policy's own, with a peer that never arrives. And a policy given a yield window (the hier
+// backend's node groups) polls through a peer's round trip where the default one would sleep.
 #include <sched.h>
 
 #include <catch2/catch.hpp>
@@ -87,4 +88,24 @@ TEST_CASE("shm wait policy: a waiter that keeps sharing its CPU with the peer mo
     CHECK(test::allowed_cpus() == two);
   }
   set_mask(cpus);
+}
+
+TEST_CASE("shm wait policy: with a yield window a wait polls through a peer's round trip instead of sleeping",
+          "[shm]") {
+  // The hier backend's node groups (yield_for): the peer is on another CPU and publishes 20 ms
+  // later. The default policy spins 50 µs and then tells the caller to sleep; with the window it
+  // keeps polling (yielding) until the peer is there. The window is far longer than the delay, so
+  // a busy machine's scheduling does not decide the outcome.
+  using namespace std::chrono_literals;
+  const auto peer_after = [](std::chrono::milliseconds delay) {
+    const auto ready_at = std::chrono::steady_clock::now() + delay;
+    return [ready_at] { return std::chrono::steady_clock::now() >= ready_at; };
+  };
+  const auto elsewhere = [] { return false; };  // the peer never shares our CPU
+  shm::SpinThenYield fallback(/*ranks=*/2, /*cpus=*/2);
+  CHECK_FALSE(fallback.wait(peer_after(20ms), elsewhere));
+  shm::SpinThenYield yielding(/*ranks=*/2, /*cpus=*/2, /*yield_for=*/std::chrono::seconds(30));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(yielding.wait(peer_after(20ms), elsewhere));
+  CHECK(std::chrono::steady_clock::now() - t0 >= 20ms);
 }
