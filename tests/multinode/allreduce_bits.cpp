@@ -116,7 +116,9 @@ int main(int argc, char** argv) {
     auto ctx = fastrun::join();
     if (looping) return loop(*ctx, argv[2]);
     if (mismatching) return mismatch(*ctx);
-    // 300,000 elements: more than one of the leaders' 1 MiB chunks for every dtype.
+    // 300,000 elements: several of the two-level all-reduce's 128 KiB chunks for every dtype, in
+    // slices on 2 x 2 ranks (rails, chain_all_reduce.h); 100,001: a last chunk that does not
+    // split evenly between a node's ranks; 7: below the rails' size, the leaders alone.
     constexpr std::size_t kCount = 300000;
     bool ok = run_case<float>(*ctx, "float32-sum", fastrun::ReduceOp::sum, kCount);
     ok = run_case<float>(*ctx, "float32-avg", fastrun::ReduceOp::avg, kCount) && ok;
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
     ok = run_case<double>(*ctx, "float64-sum", fastrun::ReduceOp::sum, kCount) && ok;
     ok = run_case<std::int64_t>(*ctx, "int64-sum", fastrun::ReduceOp::sum, kCount) && ok;
     ok = run_case<std::int32_t>(*ctx, "int32-avg", fastrun::ReduceOp::avg, kCount) && ok;
+    ok = run_case<float>(*ctx, "float32-sum-uneven", fastrun::ReduceOp::sum, 100001) && ok;
     ok = run_case<float>(*ctx, "float32-sum-small", fastrun::ReduceOp::sum, 7) && ok;
     std::fflush(stdout);
     return ok ? 0 : 9;

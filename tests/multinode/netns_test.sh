@@ -472,7 +472,7 @@ hier_bits_against_one_node() {
     finish_node "$k" 60 "$t0"
     expect_eq "${code[k]}" 0 "node $k's exit code (stderr: $(cat "$work/err-$k"))"
   done
-  local cases=7
+  local cases=8
   expect_eq "$(grep -c ' ok shm$' "$work/out-one")" $((cases * total)) "one node: results equal to the rank-order kernel's, over shm"
   expect_eq "$(cat "$work"/out-[0-9]* | grep -c ' ok hier$')" $((cases * total)) \
     "across hosts: results equal to the rank-order kernel's, over hier (out: $(cat "$work"/out-[0-9]*))"

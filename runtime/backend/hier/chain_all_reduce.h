@@ -14,6 +14,12 @@
 //      Until 2026-12-05 each step ran over the whole buffer before the next began (16 MiB on 2
 //      namespace hosts x 2 ranks: gather 8-10 ms, chain 20-22 ms, broadcast 11-12 ms, one
 //      after the other); until 2026-12-06 chunks were 1 MiB.
+// Rails (ChainParts::rails: every node holds n >= 2 ranks; ops of kRailsFromBytes or more):
+// every local rank q carries slice q of each chunk round the ring of the local ranks q of all
+// nodes, so that all ranks share the folds and the TCP transfers (a leader alone did all of its
+// node's, and on the 2-core VM the CPUs were the limit); step 1 is then an all-to-all inside
+// the node (rank q gets slice q of every rank's chunk) and step 3 an all-gather of the result
+// slices. Each element still folds in group rank order, so the bits are the same.
 // The fold is kernels::reduce over [accumulator, x_first .. x_last], so element i is
 // x0 OP x1 OP ... OP x(n-1) in group rank order with the accumulator in the storage type: the
 // one-kernel rule's bits for float32, float64, int32, int64 (16-bit floats are not taken here).
@@ -26,9 +32,14 @@ class LeaderRing;
 
 struct ChainParts {
   Backend* node = nullptr;     // shm over this node's ranks (null when the node has one rank)
-  LeaderRing* ring = nullptr;  // the leaders' ring (leader_ring.h; null on other ranks), begun for the op
+  // This rank's ring (leader_ring.h), begun for the op: the leaders', or with rails the one of
+  // this local rank across the nodes; null on a rank without one.
+  LeaderRing* ring = nullptr;
   const NodeLayout* layout = nullptr;
   int group_size = 0;
+  // Every node holds the same number n >= 2 of ranks, and each local rank has its ring: the
+  // all-reduce's chunks go in n slices, each round its own ring (see above).
+  bool rails = false;
 };
 
 // Elements [first, first + count) of `b`, a view of the same memory (the two-level ops' blocks).
@@ -41,6 +52,11 @@ BufferView slice(const BufferView& b, std::size_t first, std::size_t count);
 // were no better, and a lag of 4 or 8 chunks was slower than 2. With gloo between the leaders
 // (80 us a message) small chunks were 1.4-1.5x slower.
 constexpr std::size_t kChainChunkBytes = 128 * 1024;
+// Rails from this many bytes (where the layout allows them): below, the leaders alone are faster
+// (one shm step less per node: 22-37 us against 33-49 at 4-32 KiB on 2 namespace hosts x 2
+// ranks, 1,000 ops back to back, three rounds alternating), from 64 KiB the rails are (40-46
+// against 47-70 us; 512 KiB-2 MiB 1.2-1.6x, 16 MiB 1.2-1.3x, 60 ops).
+constexpr std::size_t kRailsFromBytes = 64 * 1024;
 // How many chunks the node's broadcasts run behind its gathers: the time a chunk takes round
 // the nodes, so that a leader rarely waits for a result it is about to broadcast.
 constexpr std::size_t kBroadcastLag = 2;

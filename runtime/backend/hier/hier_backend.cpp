@@ -1,5 +1,6 @@
 #include "fastrun/runtime/backend/hier/hier_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <initializer_list>
@@ -150,7 +151,8 @@ class HierBackend final : public Backend {
   std::shared_ptr<const NodeLayout> layout_;
   // Held by the queued ops too: the comm thread may outlive the backend on a dead peer.
   std::shared_ptr<Backend> flat_, node_;
-  std::shared_ptr<LeaderRing> ring_;  // the leaders' transport (null on other ranks)
+  std::shared_ptr<LeaderRing> ring_;  // this rank's ring (the leaders'; with rails every rank's)
+  bool rails_ = false;                // chain_all_reduce.h
   // The default mismatch check (stalled_op_check.h) over the two-level ops. It publishes under
   // the flat gloo group's key ("flat/op_check/<rank>"), where the flat group's own check does
   // for the ops handed to it, and every op carries the group's number: a rank stalled in a
@@ -195,20 +197,30 @@ GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check, std::share
   return h;
 }
 
-// The leaders' ring, under its own store prefix, on the address this rank's gloo binds; its waits
-// read the job's failure record through the hier group's health and run the hier group's
-// mismatch check when they stall.
+// This rank's ring: the one of its local rank across the nodes (rail 0: the leaders'), under its
+// own store prefix, on the address this rank's gloo binds; its waits read the job's failure
+// record through the hier group's health and run the hier group's mismatch check when they stall.
 std::shared_ptr<LeaderRing> make_ring(const GroupSpec& spec, const NodeLayout& layout,
                                       const std::shared_ptr<GroupHealth>& health,
                                       const std::shared_ptr<StalledOpCheck>& check) {
   const std::string host = resolve_gloo_host(spec.gloo_host.empty() ? env::get_string(env::kGlooHost) : spec.gloo_host);
-  RingPeers peers{layout.my_node, {}, health->label()};
-  for (int first : layout.first)
-    peers.global_rank.push_back(spec.global_ranks.empty() ? first : spec.global_ranks[static_cast<std::size_t>(first)]);
-  PrefixStore store("ring", spec.store->clone());
+  const int rail = layout.local_rank();
+  RingPeers peers{layout.my_node, {}, health->label(), rail};
+  for (int first : layout.first) {
+    const int member = first + rail;
+    peers.global_rank.push_back(spec.global_ranks.empty() ? member
+                                                          : spec.global_ranks[static_cast<std::size_t>(member)]);
+  }
+  PrefixStore store(fmt::format("ring{}", rail), spec.store->clone());
   return std::make_shared<LeaderRing>(
       store, host, std::move(peers), spec.timeout,
       LeaderRing::Watch{[health] { return health->recorded_failure(); }, [check] { return check->check(); }});
+}
+
+// Rails (chain_all_reduce.h): every node holds the same number of ranks, 2 or more.
+bool takes_rails(const NodeLayout& l) {
+  return std::all_of(l.count.begin(), l.count.end(), [&](int c) { return c == l.count.front(); }) &&
+         l.count.front() >= 2;
 }
 
 HierBackend::HierBackend(const GroupSpec& spec, backend::Factory gloo) : name_(spec.name) {
@@ -231,7 +243,8 @@ HierBackend::HierBackend(const GroupSpec& spec, backend::Factory gloo) : name_(s
     }
     auto health = std::make_shared<GroupHealth>(spec, "hier", /*watch_peers=*/false);
     op_check_ = std::make_shared<StalledOpCheck>(*flat.store, spec.rank, spec.size, spec.global_ranks, spec.name);
-    if (l.leader()) ring_ = make_ring(spec, l, health, op_check_);
+    rails_ = takes_rails(l);
+    if (l.leader() || rails_) ring_ = make_ring(spec, l, health, op_check_);
     runtime_ = std::make_unique<GroupRuntime>(spec, hier_runtime_config(), hier_hooks(op_check_, ring_),
                                               std::move(health));
   }
@@ -289,10 +302,10 @@ WorkHandle HierBackend::run(const Op& call, OpDesc desc, std::size_t bytes, std:
                             TwoLevelBody body) {
   // The body holds the parts by shared_ptr: the comm thread may outlive the backend.
   WorkHandle work = runtime_->run(call, bytes, std::move(buffers),
-                                  [layout = layout_, node = node_, ring = ring_, size = size(),
+                                  [layout = layout_, node = node_, ring = ring_, size = size(), rails = rails_,
                                    body = std::move(body)](const OpContext& o) {
                                     if (ring) ring->begin(o.seq, o.what());
-                                    body(ChainParts{node.get(), ring.get(), layout.get(), size}, o);
+                                    body(ChainParts{node.get(), ring.get(), layout.get(), size, rails}, o);
                                   });
   desc.seq = static_cast<std::int64_t>(runtime_->last_seq());
   op_check_->record(desc);

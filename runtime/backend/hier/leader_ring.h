@@ -1,8 +1,9 @@
 #pragma once
-// The leaders' own transport for the two-level all-reduce: a ring of TCP connections, one to the
-// next leader (node k+1, the last to node 0) and one from the previous, driven by the thread that
-// runs the op. Every message of the chain goes that way round (chain_all_reduce.h), so a ring is
-// all it needs.
+// The transport between the nodes of the two-level ops: a ring of TCP connections among one rank
+// of each node (the leaders; with rails, chain_all_reduce.h, the local ranks q of all nodes have
+// a ring each), one to the next node's (node k+1, the last to node 0) and one from the previous,
+// driven by the thread that runs the op. Every message of the chain, the broadcast and the
+// all-gather goes that way round, so a ring is all they need. "Leader" below is that rank.
 //
 // Why not the leaders' gloo group: Gloo's receives complete on its I/O thread, which wakes the
 // waiting thread, and both sleep between messages. On the 2-core VM with 4 ranks a gloo message

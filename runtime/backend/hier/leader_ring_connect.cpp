@@ -21,7 +21,9 @@
 namespace fastrun::hier {
 
 std::string RingPeers::name(int leader) const {
-  return fmt::format("rank {} (node {}'s leader)", global_rank.at(static_cast<std::size_t>(leader)), leader);
+  const int global = global_rank.at(static_cast<std::size_t>(leader));
+  if (rail == 0) return fmt::format("rank {} (node {}'s leader)", global, leader);
+  return fmt::format("rank {} (node {}'s local rank {})", global, leader, rail);
 }
 
 namespace {

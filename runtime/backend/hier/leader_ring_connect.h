@@ -18,10 +18,11 @@ struct RingPeers {
   int index = 0;                 // this leader's place in the ring (its node's index)
   std::vector<int> global_rank;  // of each leader, in ring order, for messages
   std::string label;             // the group's label, "rank R in group 'G' (hier)", for messages
+  int rail = 0;                  // the members' local rank: 0 for the leaders (chain_all_reduce.h)
   int count() const { return static_cast<int>(global_rank.size()); }
   int next() const { return (index + 1) % count(); }
   int prev() const { return (index + count() - 1) % count(); }
-  // "rank 2 (node 1's leader)"
+  // "rank 2 (node 1's leader)", or on rail 1 "rank 3 (node 1's local rank 1)"
   std::string name(int leader) const;
 };
 
