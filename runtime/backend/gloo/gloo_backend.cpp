@@ -29,7 +29,6 @@
 #include "fastrun/runtime/backend/gloo/rooted_ops.h"
 #include "fastrun/runtime/backend/gloo/store_adapter.h"
 #include "fastrun/runtime/backend/gloo/transport_failure.h"
-#include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
@@ -188,7 +187,7 @@ GlooBackend::GlooBackend(const GroupSpec& spec)
     // 5. per-op timeouts are set on each op.
     ::gloo::transport::tcp::attr attr;
     // ConfigError before gloo sees a bad one.
-    attr.hostname = resolve_gloo_host(spec.gloo_host.empty() ? env::get_string(env::kGlooHost) : spec.gloo_host);
+    attr.hostname = resolve_group_gloo_host(spec.gloo_host);
     std::shared_ptr<::gloo::transport::Device> device;
     const std::set<pid_t> threads_before = current_threads();
     try {

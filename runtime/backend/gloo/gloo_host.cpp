@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 
 namespace fastrun {
@@ -113,6 +114,10 @@ std::string resolve_gloo_host(const std::string& value) {
     seen.push_back(address);
   }
   throw reject(fmt::format("it resolves to {}, none of them an address of this machine", fmt::join(seen, ", ")));
+}
+
+std::string resolve_group_gloo_host(const std::string& configured) {
+  return resolve_gloo_host(configured.empty() ? env::get_string(env::kGlooHost) : configured);
 }
 
 }  // namespace fastrun

@@ -13,4 +13,9 @@ namespace fastrun {
 // why, and this machine's interfaces and addresses otherwise (empty, wildcard, not local, ...).
 std::string resolve_gloo_host(const std::string& value);
 
+// The address a group binds: `configured` (GroupSpec::gloo_host) when given, else
+// FASTRUN_GLOO_HOST (or its default), resolved as above. Gloo's devices and the hier backend's
+// rings bind the same one.
+std::string resolve_group_gloo_host(const std::string& configured);
+
 }  // namespace fastrun

@@ -18,7 +18,6 @@
 #include "fastrun/runtime/backend/hier/two_level_broadcast.h"
 #include "fastrun/runtime/backend/shm/shm_backend.h"
 #include "fastrun/runtime/deadline.h"
-#include "fastrun/runtime/env/registry.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/process_group/group_runtime.h"
@@ -203,7 +202,7 @@ GroupRuntime::Hooks hier_hooks(std::shared_ptr<StalledOpCheck> check, std::share
 std::shared_ptr<LeaderRing> make_ring(const GroupSpec& spec, const NodeLayout& layout,
                                       const std::shared_ptr<GroupHealth>& health,
                                       const std::shared_ptr<StalledOpCheck>& check) {
-  const std::string host = resolve_gloo_host(spec.gloo_host.empty() ? env::get_string(env::kGlooHost) : spec.gloo_host);
+  const std::string host = resolve_group_gloo_host(spec.gloo_host);
   const int rail = layout.local_rank();
   RingPeers peers{layout.my_node, {}, health->label(), rail};
   for (int first : layout.first) {
