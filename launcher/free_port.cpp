@@ -3,14 +3,13 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
-#include <netinet/in.h>
-
 #include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/bound_port.h"
 #include "fastrun/runtime/os/unique_fd.h"
 
 namespace fastrun::launcher {
@@ -31,12 +30,7 @@ int pick_free_port(const std::string& host) {
   if (!fd) throw_errno("picking a free port: socket", errno);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0)
     throw_errno(fmt::format("picking a free port on '{}': bind", host), errno);
-  len = sizeof addr;
-  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw_errno("picking a free port: getsockname", errno);
-  const int port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                      : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return port;
+  return os::bound_port(fd.get(), "picking a free port");
 }
 
 }  // namespace fastrun::launcher

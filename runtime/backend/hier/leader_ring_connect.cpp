@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/bound_port.h"
 #include "fastrun/runtime/os/fd_control.h"
 #include "fastrun/runtime/store/tcp/hosted.h"
 #include "fastrun/runtime/store/tcp/socket.h"
@@ -54,12 +55,7 @@ os::UniqueFd listen_on(const std::string& host, std::uint16_t& port, const std::
                                                                                                 : 0;
   ::freeaddrinfo(list);
   if (error != 0) throw_errno(fmt::format("{}: the leaders' ring cannot listen on {}", label, host), error);
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0)
-    throw_errno(fmt::format("{}: getsockname of the leaders' ring listener", label), errno);
-  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  port = os::bound_port(fd.get(), fmt::format("{}: the leaders' ring listener", label));
   return fd;
 }
 
