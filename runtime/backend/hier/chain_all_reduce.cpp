@@ -19,6 +19,11 @@ BufferView slice(const BufferView& b, std::size_t first, std::size_t count) {
   return s;
 }
 
+Chunks::Chunks(std::size_t count_, DType dtype)
+    : count(count_), chunk(std::max<std::size_t>(1, kChainChunkBytes / dtype_size(dtype))), n((count + chunk - 1) / chunk) {}
+
+std::size_t Chunks::size(std::size_t c) const { return std::min(chunk, count - first(c)); }
+
 namespace {
 
 // Receive, accumulator and staging space: a thread runs one op at a time, so one buffer per
@@ -50,24 +55,23 @@ class Chain {
         rails_(p.rails && buffer.bytes() >= kRailsFromBytes),
         carrier_(rails_ || l_.leader()),
         esize_(dtype_size(buffer.dtype)),
-        chunk_(std::max<std::size_t>(1, kChainChunkBytes / esize_)),
-        chunks_((buffer.count + chunk_ - 1) / chunk_) {}
+        chunks_(buffer.count, buffer.dtype) {}
 
   void run() {
     if (carrier_) post_receives();
-    for (std::size_t c = 0; c < chunks_; ++c) {
+    for (std::size_t c = 0; c < chunks_.n; ++c) {
       spread_in(c);
       if (carrier_) fold_and_pass(c);
       if (c >= kBroadcastLag) finish(c - kBroadcastLag);
     }
-    for (std::size_t c = chunks_ > kBroadcastLag ? chunks_ - kBroadcastLag : 0; c < chunks_; ++c) finish(c);
+    for (std::size_t c = chunks_.n > kBroadcastLag ? chunks_.n - kBroadcastLag : 0; c < chunks_.n; ++c) finish(c);
     if (carrier_) p_.ring->flush(deadline_);
   }
 
  private:
-  std::size_t first(std::size_t c) const { return c * chunk_; }
-  std::size_t size(std::size_t c) const { return std::min(chunk_, buffer_.count - first(c)); }
-  BufferView part(const BufferView& b, std::size_t c) const { return slice(b, first(c), size(c)); }
+  std::size_t first(std::size_t c) const { return chunks_.first(c); }
+  std::size_t size(std::size_t c) const { return chunks_.size(c); }
+  BufferView part(const BufferView& b, std::size_t c) const { return chunks_.part(b, c); }
   // With rails, local rank q carries elements [offset(c, q), + share(c, q)) of chunk c: the chunk
   // split into nlocal_ nearly equal slices; else the leader carries the whole chunk.
   std::size_t share(std::size_t c, int q) const {
@@ -91,7 +95,7 @@ class Chain {
   // previous rank on the ring (node 0's result from the last node).
   void post_receives() {
     acc_ = BufferView{scratch(1, buffer_.bytes()), buffer_.count, buffer_.dtype, DeviceKind::cpu};
-    for (std::size_t c = 0; c < chunks_; ++c) {
+    for (std::size_t c = 0; c < chunks_.n; ++c) {
       if (k_ > 0) expect(kChainTag, c, mine(acc_, c));
       if (k_ < last_) expect(kReturnTag, c, mine(buffer_, c));
     }
@@ -185,7 +189,8 @@ class Chain {
   int k_, last_, nlocal_, me_;
   bool rails_;    // this op goes in slices, one per local rank (chain_all_reduce.h)
   bool carrier_;  // carries a part of each chunk round a ring
-  std::size_t esize_, chunk_, chunks_;
+  std::size_t esize_;
+  Chunks chunks_;
   BufferView acc_{};
   std::uint8_t* local_ = nullptr;  // the node's inputs of what this rank carries
   std::vector<const void*> srcs_;  // the fold's sources, reused chunk to chunk

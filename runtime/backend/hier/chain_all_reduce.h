@@ -45,6 +45,17 @@ struct ChainParts {
 // Elements [first, first + count) of `b`, a view of the same memory (the two-level ops' blocks).
 BufferView slice(const BufferView& b, std::size_t first, std::size_t count);
 
+// A buffer of `count` elements of `dtype` in pipelined chunks of kChainChunkBytes (the last one
+// shorter): the all-reduce's and the ring broadcast's unit.
+struct Chunks {
+  Chunks(std::size_t count, DType dtype);
+  std::size_t first(std::size_t c) const { return c * chunk; }
+  std::size_t size(std::size_t c) const;
+  // Chunk c of `b` (a buffer of `count` elements).
+  BufferView part(const BufferView& b, std::size_t c) const { return slice(b, first(c), size(c)); }
+  std::size_t count, chunk, n;  // elements, elements per chunk, chunks
+};
+
 // Bytes of one pipelined chunk. Measured on 2 namespace hosts x 2 ranks (2-core VM, 60 ops back
 // to back per size, two rounds alternating): 128 KiB chunks took 0.68-1.07 ms at 1 MiB and
 // 4.1-4.5 ms at 4 MiB, against 1.22-1.42 and 5.1-5.3 ms with 1 MiB chunks (a 1 MiB op was one
