@@ -10,7 +10,11 @@
 #   bench/allreduce_on_hosts.sh [BUILD_DIR]    env: HOSTS=2 PER_HOST=2 BACKENDS="hier gloo"
 #                                                   MIN=4K MAX=64M RATE= MPI=yes MPI_ARGS=
 #                                                   OP=allreduce (the others: no Open MPI column)
-#                                                   ITERS= (timed iterations per size; default: by size)
+#                                                   ITERS= (timed calls per size; default: as Open MPI's)
+#                                                   ROUNDS=3 (timed rounds per size, the best shown)
+# fastrun and Open MPI are timed alike: per size, after a warm-up call, ROUNDS rounds of the same
+# count of calls back to back (64 MiB / size, 3..2000; for fastrun fewer where a round would pass
+# 0.25 s), the slowest rank's mean per call, the best round.
 # Open MPI busy-polls: with more ranks than free cores give MPI_ARGS="--mca mpi_yield_when_idle 1".
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
@@ -19,7 +23,7 @@ bench=$build/bench/fastrun-bench fastrun=$build/tools/fastrun mpi_bench=$build/b
 for bin in "$bench" "$fastrun"; do
   [[ -x $bin ]] || { echo "allreduce_on_hosts.sh: no $bin; accepted: a build directory holding it" >&2; exit 2; }
 done
-nhosts=${HOSTS:-2} per_host=${PER_HOST:-2} min=${MIN:-4K} max=${MAX:-64M} op=${OP:-allreduce}
+nhosts=${HOSTS:-2} per_host=${PER_HOST:-2} min=${MIN:-4K} max=${MAX:-64M} op=${OP:-allreduce} rounds=${ROUNDS:-3}
 [[ $op == allreduce || $op == broadcast || $op == allgather ]] || {
   echo "allreduce_on_hosts.sh: OP=$op; accepted: allreduce, broadcast, allgather" >&2; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "allreduce_on_hosts.sh: needs root (network namespaces)" >&2; exit 2; }
@@ -35,6 +39,8 @@ if [[ -n ${RATE:-} ]]; then
   done
 fi
 export FASTRUN_STORE_TOKEN=allreduce-on-hosts
+count=(--mpi-iters)
+[[ -n ${ITERS:-} ]] && count=(--iters "$ITERS")
 echo "# $nhosts hosts x $per_host ranks, rate ${RATE:-unlimited (veth)}; $(uptime)"
 port=29500
 for backend in ${BACKENDS-hier gloo}; do
@@ -42,7 +48,8 @@ for backend in ${BACKENDS-hier gloo}; do
   pids=()
   for ((k = nhosts - 1; k >= 0; k--)); do
     start_on_host "n$k" "$fastrun" --nnodes "$nhosts" --node-rank "$k" --master-addr "$(host_addr n0)" \
-      --master-port "$port" --nproc "$per_host" "$bench" "$op" --backend "$backend" --min "$min" --max "$max" ${ITERS:+--iters "$ITERS"} \
+      --master-port "$port" --nproc "$per_host" "$bench" "$op" --backend "$backend" --min "$min" --max "$max" \
+      "${count[@]}" --rounds "$rounds" \
       >"$HOSTS_DIR/out-$backend-$k" 2>"$HOSTS_DIR/err-$backend-$k" &
     pids+=($!)
   done
@@ -61,7 +68,7 @@ elif command -v mpirun >/dev/null && [[ -x $mpi_bench ]]; then
   echo "# Open MPI MPI_Allreduce, $nhosts hosts x $per_host ranks (b2b <bytes> <s per op>)"
   on_host n0 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$(hosts_rsh_agent)" \
     --mca orte_tmpdir_base "$HOSTS_DIR/ompi-tmp" ${MPI_ARGS:-} --host "${hostlist%,}" -np $((nhosts * per_host)) \
-    "$mpi_bench" "$(numfmt --from=iec "$min")" "$(numfmt --from=iec "$max")" 3 back-to-back
+    "$mpi_bench" "$(numfmt --from=iec "$min")" "$(numfmt --from=iec "$max")" "$rounds" back-to-back
 else
   echo "# Open MPI: mpirun or $mpi_bench missing"
 fi
