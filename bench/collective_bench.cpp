@@ -9,9 +9,10 @@
 // same size measured by the same process beside it. t is the slowest rank's mean time, the best
 // of R rounds. --mpi-iters --rounds 3 times each size as fastrun-mpi-allreduce times Open MPI's
 // (bench/mpi/: 64 MiB / size calls, 3..2000, best of 3 rounds), so that bench/allreduce_on_hosts.sh
-// can put the two side by side; until 2026-12-06 that script gave fastrun 2..50 calls in one round
-// against Open MPI's best of 3 x up to 2000, which on this project's VM (runs a minute apart
-// differ by up to 2x) put fastrun's small sizes 1.3-1.5x behind where the same count was level.
+// can put the two side by side. Until 2026-12-06 that script timed fastrun's 2..50 calls once
+// against Open MPI's best of 3 rounds of up to 2,000; on this project's VM, whose speed moves
+// from minute to minute, fastrun's times under that rule were 1.1-2x (one 4 KiB row 5x) those of
+// the same build timed as Open MPI is (docs/benchmarks.md, "Timed as Open MPI is").
 #include <sys/wait.h>
 #include <unistd.h>
 
