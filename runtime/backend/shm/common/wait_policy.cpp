@@ -58,12 +58,13 @@ SpinThenYield::SpinThenYield(int ranks, int cpus, std::chrono::microseconds yiel
     // As long as with a core per rank, then sleep: a long wait costs at most one yield window
     // per sleep slice.
     yield_ = std::chrono::microseconds(200);
-    oversubscribed_ = true;
+    only_yields_ = true;
   }
   if (yield_for > std::chrono::microseconds::zero()) {
-    // Waits a network round trip long: yield-poll for that long (as oversubscribed), then sleep.
+    // Waits a network round trip long: yield-poll for that long (as with more ranks than CPUs),
+    // then sleep.
     yield_ = std::max<std::chrono::nanoseconds>(yield_, yield_for);
-    oversubscribed_ = true;
+    only_yields_ = true;
   }
 }
 
@@ -71,8 +72,9 @@ bool SpinThenYield::yield_once(std::chrono::steady_clock::time_point& now) {
   ::sched_yield();
   const auto before = now;
   now = std::chrono::steady_clock::now();
-  // Oversubscribed, a late return is a peer rank doing its share, which is what we wait for.
-  if (oversubscribed_ || now - before <= kSlowYield) return true;
+  // Only yielding, a late return is a peer rank (or the peer's work) doing its share, which is
+  // what we wait for.
+  if (only_yields_ || now - before <= kSlowYield) return true;
   no_yield_until_.store((now + kNoYieldAfterSlowYield).time_since_epoch().count(), std::memory_order_relaxed);
   return false;
 }

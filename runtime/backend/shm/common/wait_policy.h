@@ -83,8 +83,8 @@ class SpinThenYield {
   bool wait(Ready&& ready, SharesCpu&& shares_cpu) {
     using Clock = std::chrono::steady_clock;
     if (ready()) return true;  // the peer is there already: no clock read
-    bool colocated = oversubscribed_ || shares_cpu();
-    if (!oversubscribed_ && note_colocated(colocated)) colocated = shares_cpu();  // this thread moved
+    bool colocated = only_yields_ || shares_cpu();
+    if (!only_yields_ && note_colocated(colocated)) colocated = shares_cpu();  // this thread moved
     // The clock is read first after 16 spins, not on entry: most waits for a running peer end
     // before that, and a clock read (20 ns on a VM) is a fifth of a small message's one-way time.
     // The spin's budget starts there, a few hundred nanoseconds late.
@@ -145,7 +145,9 @@ class SpinThenYield {
 
   std::chrono::nanoseconds spin_{};
   std::chrono::nanoseconds yield_{};
-  bool oversubscribed_ = false;
+  // More ranks than CPUs, or a yield window given: never spins, yields whatever CPU the peer is
+  // on, and a slow yield does not end the yielding (it ran a peer rank, or the peer's work).
+  bool only_yields_ = false;
   std::atomic<std::chrono::steady_clock::rep> no_yield_until_{0};  // a steady_clock time
   std::atomic<unsigned> colocated_waits_{0};                       // note_colocated
   std::atomic<std::chrono::steady_clock::rep> no_leave_until_{0};  // a steady_clock time
