@@ -289,6 +289,11 @@ int cli_main(int argc, char** argv) {
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "fastrun: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    // Anything else that fails before a rank starts (a system call, the topology's load): said
+    // as below, not an abort out of main.
+    std::fprintf(stderr, "fastrun: %s\n", e.what());
+    return 1;
   }
   // 2. Signals: blocked here, before any thread exists, and read by the supervisor's signalfd.
   const sigset_t handled = Supervisor::handled_signals();

@@ -2,6 +2,8 @@
 // (and by launch_self) read where they run from /proc/self/status and numa_maps, and that must
 // be what the report printed. GPU ranks use a fake sysfs tree (FASTRUN_SYSFS_ROOT) whose GPUs sit
 // on this machine's node 0 and CPUs; the CUDA_VISIBLE_DEVICES tokens are never opened.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +17,7 @@
 #include "fastrun/launcher/cli.h"
 #include "fastrun/runtime/error.h"
 #include "process_runner.h"
+#include "test_support/skip.h"
 
 using namespace fastrun::test;
 using fastrun::launcher::format_cpu_list;
@@ -142,6 +145,30 @@ TEST_CASE("fastrun loads hwloc only when a binding needs the topology", "[launch
   const auto b = run(bound);
   REQUIRE(b.exit_code == 0);
   CHECK(contains(b.out, "libhwloc"));
+}
+
+// Where hwloc's library cannot be loaded, a binding is a usage error naming it and its package,
+// before any rank starts (until 2026-12-06 the launcher aborted on an uncaught exception). The
+// library is hidden in a mount namespace of the run's own: root only.
+TEST_CASE("fastrun --bind core where hwloc's library cannot be loaded: exit 2 naming it", "[launcher][binding]") {
+  if (::geteuid() != 0) fastrun::test::skip_case("needs root: hides libhwloc in a mount namespace of its own");
+  TempDir dir;
+  const std::string hide =
+      "lib=$(ldconfig -p | awk '/libhwloc\\.so\\.15 /{print $NF; exit}'); "
+      "if [ -n \"$lib\" ]; then mount --bind /dev/null \"$lib\" || exit 77; fi; exec \"$@\"";
+  const std::string unshare = fs::exists("/usr/bin/unshare") ? "/usr/bin/unshare" : "/bin/unshare";
+  if (!fs::exists(unshare)) fastrun::test::skip_case("no unshare(1) (util-linux)");
+  Strings c = {unshare, "-m", "/bin/sh", "-c", hide, "sh"};
+  const Strings f = cmd({"--nproc", "1", "--bind", "core"}, {"--placement", dir.str() + "/p-%r"});
+  c.insert(c.end(), f.begin(), f.end());
+  const auto r = run(c);
+  if (r.exit_code == 77) fastrun::test::skip_case("cannot mount in a mount namespace of its own here");
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "fastrun: --bind and --report-bindings read the CPU topology with hwloc, whose library could "
+                        "not be loaded"));
+  CHECK(contains(r.err, "apt-get install libhwloc15"));
+  CHECK_FALSE(fs::exists(dir.path() / "p-0"));  // no rank started
 }
 
 TEST_CASE("FASTRUN_BIND=numa binds like --bind numa", "[launcher][binding]") {
