@@ -158,6 +158,7 @@ TEST_CASE("fastrun --bind core where hwloc's library cannot be loaded: exit 2 na
       "if [ -n \"$lib\" ]; then mount --bind /dev/null \"$lib\" || exit 77; fi; exec \"$@\"";
   const std::string unshare = fs::exists("/usr/bin/unshare") ? "/usr/bin/unshare" : "/bin/unshare";
   if (!fs::exists(unshare)) fastrun::test::skip_case("no unshare(1) (util-linux)");
+  if (run({unshare, "-m", "/bin/true"}).exit_code != 0) fastrun::test::skip_case("no mount namespace of its own here");
   Strings c = {unshare, "-m", "/bin/sh", "-c", hide, "sh"};
   const Strings f = cmd({"--nproc", "1", "--bind", "core"}, {"--placement", dir.str() + "/p-%r"});
   c.insert(c.end(), f.begin(), f.end());
