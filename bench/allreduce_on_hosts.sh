@@ -10,8 +10,9 @@
 #   bench/allreduce_on_hosts.sh [BUILD_DIR]    env: HOSTS=2 PER_HOST=2 BACKENDS="hier gloo"
 #                                                   MIN=4K MAX=64M RATE= MPI=yes MPI_ARGS=
 #                                                   OP=allreduce (the others: no Open MPI column)
-#                                                   ITERS= (timed calls per size; default: as Open MPI's)
-#                                                   ROUNDS=3 (timed rounds per size, the best shown)
+#                                                   ITERS= (fastrun's timed calls per size; default: as
+#                                                     Open MPI's, whose program takes no count)
+#                                                   ROUNDS=3 (both sides' timed rounds per size, the best shown)
 # fastrun and Open MPI are timed alike: per size, after a warm-up call, ROUNDS rounds of the same
 # count of calls back to back (64 MiB / size, 3..2000; for fastrun fewer where a round would pass
 # 0.25 s), the slowest rank's mean per call, the best round.
