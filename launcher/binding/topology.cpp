@@ -46,22 +46,23 @@ struct Hwloc {
 constexpr const char* kHwlocLibrary = "libhwloc.so.15";
 
 // A library that is missing or of another hwloc is this machine's set-up, which the user can
-// mend or avoid (--bind none): a usage error before anything starts, like a bad flag.
+// mend or avoid: a usage error before anything starts, like a bad flag, ending in this.
+constexpr const char* kHwlocRemedy = "(Debian: apt-get install libhwloc15), or run with --bind none";
+
 template <typename F>
 void resolve(void* lib, F& f, const char* name) {
   f = reinterpret_cast<F>(::dlsym(lib, name));
   if (!f)
-    throw ConfigError(fmt::format("{} has no {}: not the hwloc 2 library this fastrun was built for (Debian: "
-                                  "apt-get install libhwloc15), or run with --bind none",
-                                  kHwlocLibrary, name));
+    throw ConfigError(fmt::format("{} has no {}: not the hwloc 2 library this fastrun was built for {}", kHwlocLibrary,
+                                  name, kHwlocRemedy));
 }
 
 Hwloc open_hwloc() {
   void* lib = ::dlopen(kHwlocLibrary, RTLD_NOW | RTLD_LOCAL);
   if (!lib)
     throw ConfigError(fmt::format("--bind and --report-bindings read the CPU topology with hwloc, whose library could "
-                                  "not be loaded: {} (Debian: apt-get install libhwloc15), or run with --bind none",
-                                  ::dlerror()));
+                                  "not be loaded: {} {}",
+                                  ::dlerror(), kHwlocRemedy));
   Hwloc h{};
   resolve(lib, h.get_api_version, "hwloc_get_api_version");
   resolve(lib, h.topology_init, "hwloc_topology_init");
@@ -83,9 +84,8 @@ Hwloc open_hwloc() {
   resolve(lib, h.bitmap_next, "hwloc_bitmap_next");
   const unsigned version = h.get_api_version();
   if ((version >> 16) != (HWLOC_API_VERSION >> 16))
-    throw ConfigError(fmt::format("{} has hwloc API {:#x}; this fastrun was built for {:#x} (Debian: apt-get "
-                                  "install libhwloc15), or run with --bind none",
-                                  kHwlocLibrary, version, static_cast<unsigned>(HWLOC_API_VERSION)));
+    throw ConfigError(fmt::format("{} has hwloc API {:#x}; this fastrun was built for {:#x} {}", kHwlocLibrary, version,
+                                  static_cast<unsigned>(HWLOC_API_VERSION), kHwlocRemedy));
   return h;  // the library stays loaded for the process
 }
 
