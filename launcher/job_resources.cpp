@@ -90,6 +90,8 @@ Store* JobResources::renew_store() {
 JobResources::~JobResources() { release(); }
 
 void JobResources::release() noexcept {
+  if (released_) return;
+  released_ = true;
   try {
     client_.reset();
     hosted_.reset();

@@ -27,7 +27,8 @@ class JobResources {
   Store* store() { return shared_ ? shared_ : client_.get(); }
   // Removes the job's segments if this process dies without release() (janitor.h).
   Janitor* janitor() { return janitor_.get(); }
-  // Removes the store and every /dev/shm/fastrun-<run-id>@* now (idempotent; never throws).
+  // Removes the store and every /dev/shm/fastrun-<run-id>@* now (never throws). Once: a second
+  // call (the destructor after the launcher's own) does nothing.
   void release() noexcept;
   // Between two attempts of a job on one node (every rank of the last one reaped): removes the
   // store and the segments the ranks made, and hosts a new, empty store at the same address, so
@@ -45,6 +46,7 @@ class JobResources {
   std::unique_ptr<HostedStore> hosted_;
   std::unique_ptr<Store> client_;
   Store* shared_ = nullptr;
+  bool released_ = false;
 };
 
 // Keys a job's store makes room for per rank. The runtime sets about 4 per rank per process
