@@ -44,8 +44,9 @@ class Flags {
     value("--devices", "LIST|all", "one rank per GPU; LIST = indices into the visible GPUs, e.g. 0,2,3",
           [this](const std::string& v) { out_.job.devices = v; });
     value("--nproc", "N", "N ranks without GPUs", [this](const std::string& v) {
-      out_.job.nproc = text::parse_flag_int("--nproc", v);
-      if (out_.job.nproc < 1) throw ConfigError(fmt::format("--nproc {}: give a number of ranks of 1 or more", v));
+      const std::string accepted = fmt::format("give a number of ranks from 1 to {}", kMaxRanks);
+      out_.job.nproc = text::parse_flag_int("--nproc", v, accepted);
+      if (out_.job.nproc < 1 || out_.job.nproc > kMaxRanks) throw ConfigError(fmt::format("--nproc {}: {}", v, accepted));
     });
     value("--log-dir", "DIR", "file rank r's output in DIR/<run-id>/rank-<r>/{stdout,stderr}.log",
           [this](const std::string& v) {
@@ -80,7 +81,11 @@ class Flags {
     value("--stall-report", "SECS",
           "name the ranks a collective has waited for SECS seconds (default\n"
           "30, or FASTRUN_STALL_REPORT); 0: off. Stops nothing",
-          [this](const std::string& v) { out_.job.stall_report = text::parse_flag_int("--stall-report", v); });
+          [this](const std::string& v) {
+            out_.job.stall_report = text::parse_flag_int(
+                "--stall-report", v,
+                fmt::format("give whole seconds from 1 to {}, or 0 for no stall report", kMaxStallReport));
+          });
     // The node flags' ranges depend on each other and on the engine's variables: plan_nodes checks them.
     value("--nnodes", "N|MIN:MAX",
           "the job spans N nodes, one fastrun per node (docs/multinode.md);\n"
@@ -96,13 +101,18 @@ class Flags {
             out_.job.node.last_call = s;
           });
     value("--node-rank", "K", "this node's index, 0..N-1; node 0 hosts the job's store",
-          [this](const std::string& v) { out_.job.node.node_rank = text::parse_flag_int("--node-rank", v); });
+          [this](const std::string& v) {
+            out_.job.node.node_rank =
+                text::parse_flag_int("--node-rank", v, "give a node rank from 0 to the number of nodes - 1");
+          });
     value("--master-addr", "HOST", "node 0's address, reachable from every node",
           [this](const std::string& v) { out_.job.node.master_addr = v; });
     value("--master-port", "PORT",
           "the port node 0 hosts the job's store on\n"
           "(under srun or mpirun all four come from the engine; docs/multinode.md)",
-          [this](const std::string& v) { out_.job.node.master_port = text::parse_flag_int("--master-port", v); });
+          [this](const std::string& v) {
+            out_.job.node.master_port = text::parse_flag_int("--master-port", v, "give a port from 1 to 65535");
+          });
     flag("--store-only",
          "host the job's store and coordinate its nodes, start no ranks\n"
          "and no PROGRAM: every compute node, node 0 included, may then be\n"
@@ -117,8 +127,9 @@ class Flags {
           "up to N times (default 0: the first failure ends the job;\n"
           "docs/launching.md, \"Restarts\")",
           [this](const std::string& v) {
-            const int n = text::parse_flag_int("--max-restarts", v);
-            if (n < 0) throw ConfigError(fmt::format("--max-restarts {}: give a number of restarts of 0 or more", v));
+            constexpr const char* accepted = "give a number of restarts of 0 or more";
+            const int n = text::parse_flag_int("--max-restarts", v, accepted);
+            if (n < 0) throw ConfigError(fmt::format("--max-restarts {}: {}", v, accepted));
             out_.job.max_restarts = n;
           });
     flag("--keep-background",

@@ -29,8 +29,6 @@ std::uint64_t random_u64() {
   return v;
 }
 
-constexpr int kMaxRanks = 4096;
-
 }  // namespace
 
 OutputMode parse_output_mode(const std::string& value) {

@@ -16,6 +16,8 @@ enum class OutputMode { all, only_error, ignore };
 
 // The stall report's threshold is whole seconds in [0, kMaxStallReport]; 0 turns it off.
 inline constexpr int kMaxStallReport = 86400;
+// The most ranks one launcher starts (--nproc, --devices).
+inline constexpr int kMaxRanks = 4096;
 
 // The user's options, as typed (CLI flags or SelfLaunchOptions).
 struct JobOptions {

@@ -115,7 +115,8 @@ void store_apart_from_env(NodeOptions& flags) {
 void parse_nnodes(const std::string& text, NodeOptions& flags) {
   const auto colon = text.find(':');
   if (colon == std::string::npos) {
-    flags.nnodes = text::parse_flag_int("--nnodes", text);
+    flags.nnodes =
+        text::parse_flag_int("--nnodes", text, fmt::format("give a number of nodes from 1 to {}", kMaxNodes));
     flags.min_nnodes.reset();
     return;
   }
@@ -153,6 +154,14 @@ NodePlan plan_nodes(const NodeOptions& flags) {
   }
 
   NodePlan plan;
+  // --last-call does nothing unless nodes may be missing at the start: given anyway, it is a
+  // mistake about the job (MIN:MAX meant), not a flag to ignore. FASTRUN_LAST_CALL may stay set.
+  const auto check_last_call = [&](const NodePlan& p) {
+    if (flags.last_call && !p.elastic())
+      throw ConfigError(fmt::format("--last-call {:g}: only a job of --nnodes MIN:MAX (MIN < MAX) waits for late "
+                                    "nodes; this job has {} node{}",
+                                    *flags.last_call, p.nnodes, p.nnodes == 1 ? "" : "s"));
+  };
   if (nnodes && (*nnodes < 1 || *nnodes > kMaxNodes))
     throw ConfigError(fmt::format("{} {}: give a number of nodes from 1 to {}", nnodes_from, *nnodes, kMaxNodes));
   const bool multi = (nnodes && *nnodes > 1) || addr || port;
@@ -161,6 +170,7 @@ NodePlan plan_nodes(const NodeOptions& flags) {
     if (node_rank && *node_rank != 0)
       throw ConfigError(fmt::format("{} {} needs --nnodes (FASTRUN_NNODES) of at least {}; this job has 1 node",
                                     rank_from, *node_rank, *node_rank + 1));
+    check_last_call(plan);
     return plan;
   }
   if (!nnodes)
@@ -168,6 +178,7 @@ NodePlan plan_nodes(const NodeOptions& flags) {
                                   addr ? addr_from : port_from));
   plan.nnodes = *nnodes;
   plan.min_nnodes = flags.min_nnodes.value_or(plan.nnodes);
+  check_last_call(plan);
   // srun and mpirun start a fixed set of launchers and end the step when one is lost.
   if (engine && plan.elastic())
     throw ConfigError(fmt::format("--nnodes {}:{}: under {} the engine fixes the nodes ({}={}); elastic membership "

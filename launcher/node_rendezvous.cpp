@@ -41,6 +41,15 @@ std::string derived_from(const NodePlan& plan) {
 // that it was started for such a job (--external-store), and the other way round.
 constexpr const char* kStoreOnlyKey = "fastrun/launcher/store-only";
 
+// Said by the launcher that hosts the store, once it does.
+void warn_if_store_token_unset(const NodePlan& plan) {
+  if (auto t = env::find_string(env::kStoreToken); t && !t->empty()) return;
+  log::warn("FASTRUN_STORE_TOKEN is not set: the job's store on {}:{} accepts anyone who knows that address "
+            "(the token is derived from it); export one secret to every node, e.g. "
+            "FASTRUN_STORE_TOKEN=$(openssl rand -hex 32) in the job script (docs/multinode.md)",
+            plan.master_addr, plan.master_port);
+}
+
 }  // namespace
 
 int pending_stop_signal() {
@@ -54,13 +63,8 @@ int pending_stop_signal() {
 Interrupted::Interrupted(int sig)
     : Error(fmt::format("got {} while waiting for the other nodes; stopped", signal_name(sig))), signal_(sig) {}
 
-std::string job_store_token(const NodePlan& plan, bool warn) {
+std::string job_store_token(const NodePlan& plan) {
   if (auto t = env::find_string(env::kStoreToken); t && !t->empty()) return *t;
-  if (warn)
-    log::warn("FASTRUN_STORE_TOKEN is not set: the job's store on {}:{} accepts anyone who knows that address "
-              "(the token is derived from it); export one secret to every node, e.g. "
-              "FASTRUN_STORE_TOKEN=$(openssl rand -hex 32) in the job script (docs/multinode.md)",
-              plan.master_addr, plan.master_port);
   return join_detail::address_token(plan.master_addr, plan.master_port);
 }
 
@@ -68,17 +72,27 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
   const std::string host =
       plan.master_addr.find(':') != std::string::npos ? "[" + plan.master_addr + "]" : plan.master_addr;
   address_ = fmt::format("tcp://{}:{}", host, plan.master_port);
-  token_ = job_store_token(plan, /*warn=*/plan.coordinates());
+  token_ = job_store_token(plan);
   StoreOptions so;
   so.timeout = timeout;
   so.token = token_;
   if (plan.coordinates()) {
+    const auto cannot_host = [&](const Error& e, std::string_view remedy) {
+      return fmt::format("{}: cannot host the job's store on --master-addr {} --master-port {}{}: {}{}",
+                         plan.store_only ? "--store-only" : "node 0", plan.master_addr, plan.master_port,
+                         derived_from(plan), e.what(), remedy);
+    };
     try {
       hosted_ = host_store(address_, so);
+    } catch (const ConfigError& e) {
+      // A name that does not resolve, an address not this host's, a port in use: the flags' fault.
+      throw ConfigError(cannot_host(e, "; give this host's own address as --master-addr and a port free on it as "
+                                       "--master-port (the same on every node)"));
     } catch (const Error& e) {
-      throw StoreError(fmt::format("{}: cannot host the job's store on --master-addr {} --master-port {}{}: {}",
-                                   plan.store_only ? "--store-only" : "node 0", plan.master_addr, plan.master_port, derived_from(plan), e.what()));
+      throw StoreError(cannot_host(e, ""));
     }
+    // Only now: a launcher that cannot host says why without a warning about the token first.
+    warn_if_store_token_unset(plan);
     address_ = hosted_->address();  // the port actually bound (--nnodes 1 may ask for 0)
     client_ = hosted_->connect();
   } else {

@@ -90,8 +90,12 @@ JobStore open_job_store(const join_detail::Layout& layout, const StoreOptions& s
       check_store_by_hand(layout);
       js.store = connect_store(layout.store_address, so);
     }
+  } catch (const ConfigError& e) {
+    // An address fastrun derived (srun, mpirun) must say where it came from and how to override it;
+    // an address this host cannot listen on is the input's fault, so it stays a ConfigError.
+    if (layout.store_origin.empty()) throw;
+    throw ConfigError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
   } catch (const StoreError& e) {
-    // An address fastrun derived (srun, mpirun) must say where it came from and how to override it.
     if (layout.store_origin.empty()) throw;
     throw StoreError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
   }

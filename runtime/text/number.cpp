@@ -38,8 +38,11 @@ std::optional<double> to_decimal(std::string_view text) {
   return d;
 }
 
-int parse_flag_int(std::string_view flag, std::string_view text) {
+int parse_flag_int(std::string_view flag, std::string_view text, std::string_view accepted) {
   if (auto n = to_integer(text, INT_MIN, INT_MAX)) return static_cast<int>(*n);
+  const std::string_view digits = text.substr(!text.empty() && text[0] == '-' ? 1 : 0);
+  const bool whole = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+  if (whole) throw ConfigError(fmt::format("{} {}: {}", flag, text, accepted));
   throw ConfigError(fmt::format("{} '{}': expected a whole number", flag, text));
 }
 

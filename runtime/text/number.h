@@ -20,9 +20,10 @@ std::int64_t parse_integer(std::string_view name, std::string_view text, std::in
                            std::int64_t max = INT64_MAX);
 
 // A command-line flag's value as an int, or a ConfigError in the flag's words, which fastrun's
-// users and tests know: "--nproc 'two': expected a whole number" (out of int's range too). The
-// flag's own range check, in its own words, follows at the caller.
-int parse_flag_int(std::string_view flag, std::string_view text);
+// users and tests know: "--nproc 'two': expected a whole number". A whole number beyond int's
+// range is answered with what the flag accepts, `accepted` ("--nproc 99999999999: give a number of
+// ranks from 1 to 4096"); the flag's own range check, in the same words, follows at the caller.
+int parse_flag_int(std::string_view flag, std::string_view text, std::string_view accepted);
 // A flag's value as seconds (5, 0.5, 1e3), or "--kill-timeout 'soon': expected seconds, e.g. 5 or 0.5".
 double parse_flag_seconds(std::string_view flag, std::string_view text);
 

@@ -90,7 +90,12 @@ TEST_CASE("cli rejects bad input with a message naming it", "[launcher][cli]") {
       {{"--nproc", "2", "--nnodes", "x", "p"}, "--nnodes 'x': expected a whole number"},
       {{"--nproc", " 3", "p"}, "--nproc ' 3': expected a whole number"},
       {{"--nproc", "+3", "p"}, "--nproc '+3': expected a whole number"},
-      {{"--nproc", "99999999999", "p"}, "'99999999999': expected a whole number"},
+      {{"--nproc", "99999999999", "p"}, "--nproc 99999999999: give a number of ranks from 1 to 4096"},
+      {{"--nproc", "-99999999999", "p"}, "--nproc -99999999999: give a number of ranks from 1 to 4096"},
+      {{"--nproc", "4097", "p"}, "--nproc 4097: give a number of ranks from 1 to 4096"},
+      {{"--nproc", "2", "--max-restarts", "99999999999", "p"}, "--max-restarts 99999999999: give a number of restarts"},
+      {{"--nproc", "2", "--stall-report", "99999999999", "p"}, "--stall-report 99999999999: give whole seconds from 1 "
+                                                                "to 86400, or 0 for no stall report"},
       {{"--nproc", "2", "--kill-timeout", "nan", "p"}, "--kill-timeout 'nan': expected seconds"},
       {{"--nproc", "2", "--last-call", "-1", "p"}, "--last-call"},
       {{"--nproc", "2", "--last-call", "86401", "p"}, "--last-call 86401: give seconds from 0 to 86400"},

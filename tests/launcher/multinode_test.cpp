@@ -8,10 +8,12 @@
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "multinode_nodes.h"
 #include "process_runner.h"
 #include "test_support/free_port.h"
+#include "test_support/silent_listener.h"
 
 using namespace fastrun::test;
 using namespace std::chrono_literals;
@@ -271,6 +273,15 @@ TEST_CASE("multi-node flags: missing or contradictory combinations are usage err
       {{"--nnodes", "2:3", "--node-rank", "3", "--master-addr", "127.0.0.1", "--master-port", "5000"},
        "--node-rank 3: give a node rank from 0 to 2 (--nnodes 3)"},
       {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "0.0.0.0", "--master-port", "5000"}, "not a wildcard"},
+      // A whole number beyond int's range is answered with the flag's range, not "not a number".
+      {{"--nnodes", "99999999999"}, "--nnodes 99999999999: give a number of nodes from 1 to 65536"},
+      {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "99999999999"},
+       "--master-port 99999999999: give a port from 1 to 65535"},
+      // --last-call only matters to a job that may start without all its nodes.
+      {{"--last-call", "5"}, "--last-call 5: only a job of --nnodes MIN:MAX (MIN < MAX) waits for late nodes; this "
+                             "job has 1 node"},
+      {{"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", "5000", "--last-call", "5"},
+       "--last-call 5: only a job of --nnodes MIN:MAX (MIN < MAX) waits for late nodes; this job has 2 nodes"},
   };
   for (const auto& c : cases) {
     Strings args = c.args;
@@ -286,6 +297,34 @@ TEST_CASE("multi-node flags: missing or contradictory combinations are usage err
                       {"FASTRUN_MASTER_PORT", "5000"}});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.err, "FASTRUN_NODE_RANK 5: give a node rank from 0 to 1 (FASTRUN_NNODES 2)"));
+}
+
+TEST_CASE("node 0 that cannot host the job's store is a usage error naming the flag, before any rank starts",
+          "[launcher][multinode][usage]") {
+  TempDir dir;
+  const SilentListener taken;  // another process holds this port
+  struct Case {
+    std::string addr;
+    int port;
+    const char* says;
+  };
+  for (const Case& c : {Case{"127.0.0.1", taken.port(), "is in use on this host"},
+                        Case{"no-such-host.invalid", 5000, "the host does not resolve"}}) {
+    Env env = quiet_env("5");
+    env["FASTRUN_STORE_TOKEN"] = std::nullopt;
+    const auto r = run(cmd({"--nproc", "1", "--nnodes", "2", "--node-rank", "0", "--master-addr", c.addr,
+                            "--master-port", std::to_string(c.port)},
+                           {"--pidfile", dir.str() + "/pid-%r"}),
+                       env);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, fmt::format("node 0: cannot host the job's store on --master-addr {} --master-port {}: ",
+                                      c.addr, c.port)));
+    CHECK(contains(r.err, c.says));
+    CHECK(contains(r.err, "give this host's own address as --master-addr and a port free on it as --master-port"));
+    CHECK_FALSE(contains(r.err, "FASTRUN_STORE_TOKEN is not set"));  // the error alone, no warning before it
+  }
+  CHECK(std::filesystem::is_empty(dir.path()));
 }
 
 TEST_CASE("a bad FASTRUN_GLOO_HOST is a usage error before any rank starts", "[launcher][gloo_host][usage]") {

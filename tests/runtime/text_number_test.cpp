@@ -48,12 +48,17 @@ TEST_CASE("to_decimal takes a finite number written whole", "[text]") {
 }
 
 TEST_CASE("parse_flag_int and parse_flag_seconds answer in the flag's words", "[text]") {
-  CHECK(parse_flag_int("--nproc", "4") == 4);
-  CHECK(parse_flag_int("--node-rank", "-1") == -1);  // the range is the caller's to check
-  CHECK(parse_flag_int("--n", "2147483647") == INT32_MAX);
-  CHECK_THROWS_WITH(parse_flag_int("--nproc", "two"), "--nproc 'two': expected a whole number");
-  CHECK_THROWS_WITH(parse_flag_int("--nproc", "2147483648"), "--nproc '2147483648': expected a whole number");
-  CHECK_THROWS_WITH(parse_flag_int("--nproc", "+3"), "--nproc '+3': expected a whole number");
+  const char* ranks = "give a number of ranks from 1 to 4096";
+  CHECK(parse_flag_int("--nproc", "4", ranks) == 4);
+  CHECK(parse_flag_int("--node-rank", "-1", "give a node rank") == -1);  // the range is the caller's to check
+  CHECK(parse_flag_int("--n", "2147483647", "") == INT32_MAX);
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "two", ranks), "--nproc 'two': expected a whole number");
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "+3", ranks), "--nproc '+3': expected a whole number");
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "-", ranks), "--nproc '-': expected a whole number");
+  // A whole number is answered with what the flag accepts, however large.
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "2147483648", ranks), "--nproc 2147483648: " + std::string(ranks));
+  CHECK_THROWS_WITH(parse_flag_int("--nproc", "-99999999999999999999999", ranks),
+                    "--nproc -99999999999999999999999: " + std::string(ranks));
   CHECK(parse_flag_seconds("--kill-timeout", "0.5") == 0.5);
   CHECK_THROWS_WITH(parse_flag_seconds("--kill-timeout", "nan"), "--kill-timeout 'nan': expected seconds, e.g. 5 or 0.5");
   CHECK_THROWS_AS(parse_flag_seconds("--kill-timeout", ""), fastrun::ConfigError);

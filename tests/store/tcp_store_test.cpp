@@ -186,9 +186,15 @@ TEST_CASE("tcp store: bad addresses and unreachable hosts give clear errors", "[
   }
   CHECK(std::chrono::steady_clock::now() - t0 >= 300ms);
   CHECK_THROWS_AS(connect_store("tcp://no-such-host.invalid:1234", opts("t", 300ms)), ConfigError);
-  // Listening on a port that is taken fails at host time, naming it.
+  // Listening on a port that is taken, or on a host that does not resolve, is the caller's input:
+  // a ConfigError at host time, naming the port or the host.
   auto h = host();
-  CHECK_THROWS_WITH(host_store(h->address()), Catch::Contains("bind"));
+  const auto taken = h->address().substr(h->address().rfind(':') + 1);
+  CHECK_THROWS_AS(host_store(h->address()), ConfigError);
+  CHECK_THROWS_WITH(host_store(h->address()), Catch::Contains("port " + taken + " is in use on this host"));
+  CHECK_THROWS_AS(host_store("tcp://no-such-host.invalid:0"), ConfigError);
+  CHECK_THROWS_WITH(host_store("tcp://no-such-host.invalid:0"), Catch::Contains("'no-such-host.invalid'") &&
+                                                                   Catch::Contains("does not resolve"));
 }
 
 TEST_CASE("tcp store: a client may start before the server", "[store][tcp]") {

@@ -430,14 +430,24 @@ void Server::Impl::listen() {
   tcp::resolver resolver(io);
   const auto results = resolver.resolve(options.host, std::to_string(options.port),
                                         tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  // A host or port the caller cannot have is its input's fault, a ConfigError stating the fact in
+  // the address's own terms; the caller words the remedy in its own (a flag, a URL, a variable).
   if (ec || results.empty())
-    throw StoreError(fmt::format("tcp store: cannot listen on '{}': the host does not resolve ({}); give an IP "
-                                 "address or a resolvable name, e.g. tcp://127.0.0.1:0",
-                                 options.host, ec ? ec.message() : "no addresses"));
+    throw ConfigError(fmt::format("tcp store: cannot listen on '{}': the host does not resolve ({})", options.host,
+                                  ec ? ec.message() : "no addresses"));
   const tcp::endpoint ep = results.begin()->endpoint();
   const auto fail = [&](const char* step) {
-    throw StoreError(fmt::format("tcp store: cannot listen on {}: {} failed: {} (use port 0 to pick a free port)",
-                                 endpoint_text(ep), step, ec.message()));
+    if (ec.value() == EADDRNOTAVAIL)
+      throw ConfigError(fmt::format("tcp store: cannot listen on {}: {} is not an address of this host ({})",
+                                    endpoint_text(ep), ep.address().to_string(), ec.message()));
+    if (ec.value() == EADDRINUSE)
+      throw ConfigError(fmt::format("tcp store: cannot listen on {}: port {} is in use on this host ({})",
+                                    endpoint_text(ep), ep.port(), ec.message()));
+    if (ec.value() == EACCES)
+      throw ConfigError(fmt::format("tcp store: cannot listen on {}: port {} needs privileges this process lacks ({})",
+                                    endpoint_text(ep), ep.port(), ec.message()));
+    throw StoreError(fmt::format("tcp store: cannot listen on {}: {} failed: {}", endpoint_text(ep), step,
+                                 ec.message()));
   };
   // Close-on-exec from birth: the host's children (ranks) must not inherit the listener and keep
   // the job's port bound after the job (asio's open() and accept() do not set it).
