@@ -25,7 +25,9 @@ std::string accepted_form(const Variable& v) {
   switch (v.type) {
     case Type::string: return "any string";
     case Type::integer: return text::integer_range(v.min, v.max);
-    case Type::seconds: return fmt::format("a number of seconds > 0 and <= {} (e.g. 30 or 0.5)", kMaxSeconds);
+    case Type::seconds:
+      return v.min == 0 ? fmt::format("a number of seconds from 0 to {} (e.g. 30 or 0.5)", kMaxSeconds)
+                        : fmt::format("a number of seconds > 0 and <= {} (e.g. 30 or 0.5)", kMaxSeconds);
     case Type::choice: return fmt::format("one of {}", v.choices);
   }
   return "?";
@@ -62,7 +64,7 @@ std::int64_t parse_int(const Variable& v, std::string_view value) {
 
 double parse_seconds(const Variable& v, std::string_view value) {
   const auto s = text::to_decimal(value);
-  if (!s || *s <= 0 || *s > kMaxSeconds) reject(v, value);
+  if (!s || *s < 0 || (*s == 0 && v.min != 0) || *s > kMaxSeconds) reject(v, value);
   return *s;
 }
 

@@ -26,8 +26,9 @@ struct Variable {
   std::int64_t max = INT64_MAX;
 };
 
-// Type::seconds values: more than 0, at most a day (as --kill-timeout). A timeout longer than
-// that is a typo or an attempt at "never", which hides a hang for days.
+// Type::seconds values: more than 0 (or from 0, for a variable declared with min 0: a wait that
+// may be none), at most a day (as --kill-timeout). A timeout longer than that is a typo or an
+// attempt at "never", which hides a hang for days.
 inline constexpr double kMaxSeconds = 86400;
 
 // --- the declarations: env::kRank, env::kTimeout, ... one per line of variables.def ---

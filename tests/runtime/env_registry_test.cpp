@@ -55,6 +55,11 @@ TEST_CASE("choices and seconds are validated", "[env]") {
   CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "-1"), ConfigError);
   CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "inf"), ConfigError);
   CHECK_THROWS_AS(env::parse_seconds(env::kTimeout, "10s"), ConfigError);
+  // A timeout is never 0; the last call may be (it was refused, though --last-call 0 was not).
+  CHECK_THROWS_WITH(env::parse_seconds(env::kTimeout, "0"), Catch::Contains("> 0"));
+  CHECK(env::parse_seconds(env::kLastCall, "0") == 0);
+  CHECK_THROWS_WITH(env::parse_seconds(env::kLastCall, "-1"),
+                    "FASTRUN_LAST_CALL='-1' is not valid: expected a number of seconds from 0 to 86400 (e.g. 30 or 0.5)");
 }
 
 TEST_CASE("seconds are capped at a day, and a timeout converts without overflow", "[env]") {
