@@ -94,6 +94,16 @@ TEST_CASE("shm store: sizes below the minimum are refused", "[store][shm]") {
   CHECK(test::leftovers().empty());
 }
 
+TEST_CASE("shm store: a size no address space can map is a clear error, and no segment is left", "[store][shm]") {
+  // 1 PiB: the file is sparse, so only mapping it fails (more than the 128 TiB of user space).
+  test::ScopedEnv env("FASTRUN_SHM_STORE_BYTES", "1125899906842624");
+  const std::string name = test::unique_test_name("huge");
+  CHECK_THROWS_AS(host_store("shm://" + name), StoreError);
+  CHECK_THROWS_WITH(host_store("shm://" + name), Catch::Contains("cannot map the 1125899906842624-byte segment") &&
+                                                   Catch::Contains("lower FASTRUN_SHM_STORE_BYTES"));
+  CHECK(test::leftovers().empty());
+}
+
 TEST_CASE("shm store: connecting to a segment nobody hosts times out naming it", "[store][shm]") {
   StoreOptions o;
   o.timeout = 200ms;

@@ -74,7 +74,14 @@ class HostedShm final : public HostedStore {
       mapping_->address = address_;
       mapping_->segment = "/dev/shm/" + name_;
       mapping_->fd = dup_fd(shm, address_, name_);
-      mapping_->region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
+      try {
+        mapping_->region = std::make_unique<bip::mapped_region>(shm, bip::read_write);
+      } catch (const bip::interprocess_exception& e) {
+        // Boost's own exception would reach the user as a bare "Cannot allocate memory".
+        throw StoreError(fmt::format("{}: cannot map the {}-byte segment /dev/shm/{}: {} (lower "
+                                     "FASTRUN_SHM_STORE_BYTES; the default is 64 MiB)",
+                                     address_, o.shm_bytes, name_, e.what()));
+      }
       auto* base = mapping_->region->get_address();
       // The creator block first (cleanup reads it), then the layout, then the magic.
       auto* h = static_cast<SegmentHeader*>(base);
