@@ -373,7 +373,7 @@ int run_store(int argc, char** argv) {
            for (const auto& c : split_commas(v)) {
              const auto n = text::to_integer(c, 1, 65536);
              if (!n)
-               throw ConfigError(fmt::format("fastrun-bench store --clients: '{}' is not a count; accepted: 1 to 65536, "
+               throw ConfigError(fmt::format("--clients: '{}' is not a count; accepted: 1 to 65536, "
                                              "comma-separated",
                                              c));
              clients.push_back(static_cast<int>(*n));
