@@ -83,6 +83,11 @@ void P2PEngine::poll() noexcept {
 }
 
 void P2PEngine::progress(bool spill) {
+  // What this rank has to send goes out first: a peer waiting for a rendezvous header must not
+  // wait for the single copies progress_in may do now (9 us for 128 KiB here), or the two
+  // ranks of an all-to-all take turns at copying instead of copying at once.
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) progress_out(p);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     progress_in(p, spill);
