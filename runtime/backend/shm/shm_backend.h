@@ -156,8 +156,10 @@ class ShmBackend final : public Backend {
   static LocalCopy local_copy(const BufferView& dst, const BufferView& src);
   // Runs a collective made of point-to-point messages (plus this rank's own local copy); `op`
   // describes it as the Group does (op_record.h), for the stalled-op check. `what` names it in
-  // the engine's messages: a static string ("gather"), which the engine may keep.
-  WorkHandle run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local);
+  // the engine's messages: a static string ("gather"), which the engine may keep. `after`: recvs
+  // from the peers `ops` send to, posted once the local copy is done (P2PEngine::run).
+  WorkHandle run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local,
+                     P2POps after = {});
 
   int rank_;
   int size_;

@@ -52,13 +52,17 @@ WorkHandle ShmBackend::post_p2p(const char* op, const Op& call, std::span<const 
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local) {
-  return run(call, op, 0, [this, what, ops = std::move(ops), local] {
+WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local,
+                               P2POps after) {
+  return run(call, op, 0, [this, what, ops = std::move(ops), after = std::move(after), local] {
     const auto copy_local = [&local] {
       if (local.bytes > 0 && local.dst != local.src) std::memmove(local.dst, local.src, local.bytes);
     };
-    if (p2p_ && !ops.empty()) p2p_->run({ops.data(), ops.size()}, what, runtime_->health().op_timeout(), copy_local);
-    else copy_local();
+    if (p2p_ && !(ops.empty() && after.empty()))
+      p2p_->run({ops.data(), ops.size()}, {after.data(), after.size()}, what, runtime_->health().op_timeout(),
+                copy_local);
+    else
+      copy_local();
   });
 }
 
@@ -169,16 +173,16 @@ WorkHandle ShmBackend::all_to_all(const Op& call, BufferView input, BufferView o
   check_host("all_to_all", output);
   check_all_to_all_shapes(op_where("all_to_all", name_), input, output, size_);
   const std::size_t n = input.count / static_cast<std::size_t>(size_);
-  P2POps ops;
+  P2POps sends, recvs;  // the recvs after this rank's own block (run_p2p)
   if (n > 0)
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
-      ops.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
-      ops.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
+      recvs.push_back(recv_op(block(output, static_cast<std::size_t>(p) * n, n), p));
+      sends.push_back(send_op(block(input, static_cast<std::size_t>(p) * n, n), p));
     }
   const std::size_t own = static_cast<std::size_t>(rank_) * n;
-  return run_p2p("all_to_all", call, op_desc("all_to_all", input), std::move(ops),
-                 local_copy(block(output, own, n), block(input, own, n)));
+  return run_p2p("all_to_all", call, op_desc("all_to_all", input), std::move(sends),
+                 local_copy(block(output, own, n), block(input, own, n)), std::move(recvs));
 }
 
 WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
@@ -189,7 +193,7 @@ WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::
   const auto me = static_cast<std::size_t>(rank_);
   // Every pair exchanges a message, empty ones too, so that counts that disagree between two
   // ranks fail with a size error instead of waiting for a message that never comes.
-  P2POps ops;
+  P2POps sends, recvs;  // the recvs after this rank's own block (run_p2p)
   std::size_t in_at = 0, out_at = 0, own_in = 0, own_out = 0;
   for (int p = 0; p < size_; ++p) {
     const auto q = static_cast<std::size_t>(p);
@@ -197,15 +201,15 @@ WorkHandle ShmBackend::all_to_allv(const Op& call, BufferView input, const std::
       own_in = in_at;
       own_out = out_at;
     } else {
-      ops.push_back(recv_op(block(output, out_at, recv_counts[q]), p));
-      ops.push_back(send_op(block(input, in_at, send_counts[q]), p));
+      recvs.push_back(recv_op(block(output, out_at, recv_counts[q]), p));
+      sends.push_back(send_op(block(input, in_at, send_counts[q]), p));
     }
     in_at += send_counts[q];
     out_at += recv_counts[q];
   }
   const std::size_t own = send_counts[me];
-  return run_p2p("all_to_allv", call, op_desc("all_to_allv", input).with_count_per_rank(), std::move(ops),
-                 local_copy(block(output, own_out, own), block(input, own_in, own)));
+  return run_p2p("all_to_allv", call, op_desc("all_to_allv", input).with_count_per_rank(), std::move(sends),
+                 local_copy(block(output, own_out, own), block(input, own_in, own)), std::move(recvs));
 }
 
 }  // namespace fastrun::shm

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/backend/shm/p2p/p2p_engine_state.h"
+#include "fastrun/runtime/deadline.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/copy_bytes.h"
@@ -177,11 +178,18 @@ bool P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
   return true;
 }
 
-void P2PEngine::run(std::span<const P2POp> ops, const char* what, Duration timeout,
+void P2PEngine::run(std::span<const P2POp> ops, std::span<const P2POp> after, const char* what, Duration timeout,
                     const std::function<void()>& meanwhile) {
   auto batch = start(ops, what);
   meanwhile();
-  if (batch) wait(batch, timeout);
+  auto rest = after.empty() ? nullptr : start(after, what);
+  if (batch && rest) {
+    const Deadline deadline(timeout);  // one op timeout for both (read only where both wait)
+    wait(batch, timeout);
+    wait(rest, deadline.left());
+  } else if (batch || rest) {
+    wait(batch ? batch : rest, timeout);
+  }
 }
 
 // Queues each send with its protocol (eager through the ring, or rendezvous where the receiver

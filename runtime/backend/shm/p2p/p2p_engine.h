@@ -96,9 +96,13 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // Work for all of them. `what` names them in errors ("send", "gather"; a static string),
   // `seq` the op's number (group_runtime.h): its timeout message says "send #3".
   WorkHandle post(std::span<const P2POp> ops, const char* what, std::uint64_t seq);
-  // Posts, runs `meanwhile` (a collective's own block: it overlaps the peers' copies of ours),
-  // then waits (for collectives built on point-to-point; runs on the group's op thread).
-  void run(std::span<const P2POp> ops, const char* what, Duration timeout, const std::function<void()>& meanwhile);
+  // Posts `ops`, runs `meanwhile` (a collective's own block: it overlaps the peers' copies of
+  // ours), posts `after`, then waits (for collectives built on point-to-point; runs on the
+  // group's op thread). `after`: recvs from peers that `ops` send to (an all-to-all), which are
+  // in step with this rank: their messages are often here once `meanwhile` is done, and a recv
+  // whose message is here is done with no batch or op to track.
+  void run(std::span<const P2POp> ops, std::span<const P2POp> after, const char* what, Duration timeout,
+           const std::function<void()>& meanwhile);
   // Moves every pending message (under the engine's mutex), for a thread blocked elsewhere in the
   // group (Channel::set_idle_hook). Never throws: a failure reaches the Works it concerns.
   void poll() noexcept;
