@@ -3,8 +3,9 @@
 // every byte checked, at sizes that leave a short last chunk, with several large messages on
 // one pair at once (one cooperative, the others read by the receiver alone), both directions
 // at once, a ring of 3 ranks, a recv posted late, a sender whose writes fail (it hands its
-// chunks back), and a sender that never progresses while the receiver works (the receiver then
-// copies every chunk itself).
+// chunks back), a sender that never progresses while the receiver works (the receiver then
+// copies every chunk itself), and where the line lies: from 128 KiB, but below 1 MiB not between
+// two ranks reading each other's messages at once (an all-to-all in step).
 // Every case checks that the cooperative copy ran (shm::copy_counts()): where cross-process
 // reads are refused every message goes through the rings and the checks of the bytes would pass
 // without it. Where it cannot run, each case skips at once and says why.
@@ -263,5 +264,54 @@ TEST_CASE("shm p2p: a large recv completes while its sender does not progress", 
       within(std::chrono::seconds(90)));
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
+  REQUIRE(test::all_ok(results));
+}
+
+TEST_CASE("shm p2p: from 128 KiB a message is copied by both sides, but not below 1 MiB between ranks reading "
+          "each other's at once",
+          "[shm][p2p][mp]") {
+  skip_unless_cooperative_copies_run();
+  auto results = test::run_ranks(
+      2,
+      [](int) {
+        auto ctx = join({"shm"});
+        auto& g = ctx->world();
+        const int me = g.rank(), peer = 1 - me;
+        // A ping-pong of 256 KiB: the sender only waits for its ack, so it helps.
+        const std::size_t n = (256u << 10) / 4 + 1;
+        const auto before = shm::copy_counts();
+        for (std::size_t m = 0; m < 5; ++m) {
+          auto out = message(me, m, n);
+          std::vector<std::int32_t> in(n, 0);
+          if (me == 0) {
+            g.send(view_of(out.data(), n), peer, {1})->wait();
+            g.recv(view_of(in.data(), n), peer, {1})->wait();
+          } else {
+            g.recv(view_of(in.data(), n), peer, {1})->wait();
+            g.send(view_of(out.data(), n), peer, {1})->wait();
+          }
+          expect_message(in, peer, m, "ping-pong of 256 KiB");
+        }
+        if (const auto c = shm::copy_counts().cooperative - before.cooperative; c != 5)
+          throw std::runtime_error(fmt::format("{} of 5 ping-pong receives of 256 KiB were cooperative", c));
+        // All-to-alls of 256 KiB blocks: each rank reads its peer's block while the peer reads its
+        // own, so most are read alone (one whose own block was read already may still ask for help).
+        const auto mid = shm::copy_counts();
+        const std::size_t block = (256u << 10) / 4;
+        for (std::size_t m = 0; m < 50; ++m) {
+          std::vector<std::int32_t> in(2 * block), out(2 * block, 0);
+          for (std::size_t i = 0; i < block; ++i) in[static_cast<std::size_t>(peer) * block + i] = word(me, m, i);
+          g.all_to_all(view_of(in.data(), in.size()), view_of(out.data(), out.size()))->wait();
+          expect_message({out.begin() + static_cast<std::ptrdiff_t>(peer) * static_cast<std::ptrdiff_t>(block),
+                          out.begin() + static_cast<std::ptrdiff_t>(peer + 1) * static_cast<std::ptrdiff_t>(block)},
+                         peer, m, "all-to-all block of 256 KiB");
+        }
+        const auto after = shm::copy_counts();
+        if (after.single_copy == mid.single_copy)
+          throw std::runtime_error(fmt::format("none of 50 all-to-alls of 256 KiB blocks was read alone ({} cooperative)",
+                                               after.cooperative - mid.cooperative));
+        g.barrier()->wait();
+      },
+      within(std::chrono::seconds(120)));
   REQUIRE(test::all_ok(results));
 }

@@ -16,10 +16,18 @@ namespace {
 // chunk): a side alone copies in about log2(32) system calls, and two sides end within a small
 // chunk of each other.
 constexpr std::size_t kCoopMinChunk = 32 * 1024, kCoopMaxChunk = 1u << 20;
-// Smaller messages are read by the receiver alone: at 64-256 KiB the clear-to-send round trip
-// and the chunking cost more than the second copier saves (a ping-pong took 1.13-1.28 times
-// as long in alternating runs at load 15-20).
-constexpr std::size_t kCoopMinBytes = 1u << 20;
+// Smaller messages are read by the receiver alone. From 128 KiB the second copier pays on a quiet
+// machine, since pinning the pages is most of a process_vm_readv (9 us for 128 KiB on the
+// development VM, where a memcpy takes 1): 2 ranks, alternating runs, a 256 KiB ping-pong 20-23
+// -> 14-15 us, a gather of 128 KiB blocks 11-12 -> 9.4-9.9, a 512 KiB broadcast 42-43 -> 25-27.
+// (At load 15-20, when the sender has no CPU to help with, 1 MiB was the better line: a
+// ping-pong of 64-256 KiB took 1.13-1.28 times as long.)
+constexpr std::size_t kCoopMinBytes = 128u << 10;
+// Below this, a sender that is reading a message of ours (an all-to-all in step) is left out
+// (coop_suits); from it both directions cooperate, as before 128 KiB was the line. (Left out at
+// every size, a 2-rank all-to-all of 4 MiB took 168-176 us against 179-190, 16 MiB level: too
+// little to give up the case of a rank that receives and helps on one pair at once.)
+constexpr std::size_t kCoopInStepBytes = 1u << 20;
 std::size_t coop_chunk(std::size_t bytes) {
   return std::clamp<std::size_t>((bytes / 32 + 4095) / 4096 * 4096, kCoopMinChunk, kCoopMaxChunk);
 }
@@ -46,12 +54,16 @@ using p2p::kCts;
 using p2p::kNack;
 
 // Whether `op` (a rendezvous recv whose size matched) is copied cooperatively: a large message,
-// from a sender that may reach this rank's memory, none other in progress from that peer, and
-// few enough chunks for the claim word's fields.
+// from a sender that may reach this rank's memory, none other in progress from that peer, few
+// enough chunks for the claim word's fields, and below kCoopInStepBytes a sender with nothing of
+// ours to read: one that is reading our own rendezvous message (an all-to-all in step) has no
+// time to help, and the clear-to-send and the chunks only cost (a 2-rank all-to-all of 1 MiB,
+// blocks of 512 KiB: 45 -> 52 us).
 bool P2PEngine::coop_suits(const Op& op) {
   Peer& peer = peers_[static_cast<std::size_t>(op.peer)];
   const std::size_t chunks = (op.bytes + coop_chunk(op.bytes) - 1) / coop_chunk(op.bytes);
-  return op.bytes >= kCoopMinBytes && it_reads_me(peer) && !peer.coop.op && chunks <= kField;
+  return op.bytes >= kCoopMinBytes && it_reads_me(peer) && !peer.coop.op && chunks <= kField &&
+         (op.bytes >= kCoopInStepBytes || peer.awaiting_ack.empty());
 }
 
 // Opens the pair's claim word for a new generation, tells the sender (clear-to-send) and

@@ -13,7 +13,8 @@
 //   ack header back; the send completes on the ack. Set-up probes CMA on every pair (ptrace
 //   rules, seccomp) and, like vader, allows any process to read this one
 //   (prctl(PR_SET_PTRACER_ANY)) where Yama would otherwise forbid it.
-// - cooperative rendezvous (messages of 1 MiB or more, kCoopMinBytes): the receiver answers
+// - cooperative rendezvous (messages of 128 KiB or more, kCoopMinBytes, from a peer not reading
+//   a message of ours at the same time): the receiver answers
 //   the rendezvous with a "clear to send" header carrying its buffer's address and copies chunks
 //   from the front while the sender, which otherwise only waits for the ack, copies chunks from
 //   the back with process_vm_writev; they claim chunks by CAS on the pair's PairCoop word, so
