@@ -67,21 +67,23 @@ void expect_message(const std::vector<std::int32_t>& got, int from, std::size_t 
 constexpr std::size_t kWords[] = {(32u << 10) / 4, (1u << 20) / 4 - 1, (1u << 20) / 4 + 3, (5u << 20) / 4 + 1,
                                   (33u << 20) / 4 + 2};
 
-void ping_pong(Group& g) {
+// One round of a 2-rank ping-pong: message `m` of `n` words there and back, checked.
+void ping_pong_once(Group& g, std::size_t m, std::size_t n) {
   const int me = g.rank(), peer = 1 - me;
-  for (std::size_t m = 0; m < std::size(kWords); ++m) {
-    const std::size_t n = kWords[m];
-    auto out = message(me, m, n);
-    std::vector<std::int32_t> in(n, 0);
-    if (me == 0) {
-      g.send(view_of(out.data(), n), peer, {1})->wait();
-      g.recv(view_of(in.data(), n), peer, {1})->wait();
-    } else {
-      g.recv(view_of(in.data(), n), peer, {1})->wait();
-      g.send(view_of(out.data(), n), peer, {1})->wait();
-    }
-    expect_message(in, peer, m, fmt::format("ping-pong of {} bytes", n * 4));
+  auto out = message(me, m, n);
+  std::vector<std::int32_t> in(n, 0);
+  if (me == 0) {
+    g.send(view_of(out.data(), n), peer, {1})->wait();
+    g.recv(view_of(in.data(), n), peer, {1})->wait();
+  } else {
+    g.recv(view_of(in.data(), n), peer, {1})->wait();
+    g.send(view_of(out.data(), n), peer, {1})->wait();
   }
+  expect_message(in, peer, m, fmt::format("ping-pong of {} bytes", n * 4));
+}
+
+void ping_pong(Group& g) {
+  for (std::size_t m = 0; m < std::size(kWords); ++m) ping_pong_once(g, m, kWords[m]);
 }
 
 // Three large messages each way on one pair, all posted at once (tags 0..2 received in the
@@ -278,20 +280,8 @@ TEST_CASE("shm p2p: from 128 KiB a message is copied by both sides, but not belo
         auto& g = ctx->world();
         const int me = g.rank(), peer = 1 - me;
         // A ping-pong of 256 KiB: the sender only waits for its ack, so it helps.
-        const std::size_t n = (256u << 10) / 4 + 1;
         const auto before = shm::copy_counts();
-        for (std::size_t m = 0; m < 5; ++m) {
-          auto out = message(me, m, n);
-          std::vector<std::int32_t> in(n, 0);
-          if (me == 0) {
-            g.send(view_of(out.data(), n), peer, {1})->wait();
-            g.recv(view_of(in.data(), n), peer, {1})->wait();
-          } else {
-            g.recv(view_of(in.data(), n), peer, {1})->wait();
-            g.send(view_of(out.data(), n), peer, {1})->wait();
-          }
-          expect_message(in, peer, m, "ping-pong of 256 KiB");
-        }
+        for (std::size_t m = 0; m < 5; ++m) ping_pong_once(g, m, (256u << 10) / 4 + 1);
         if (const auto c = shm::copy_counts().cooperative - before.cooperative; c != 5)
           throw std::runtime_error(fmt::format("{} of 5 ping-pong receives of 256 KiB were cooperative", c));
         // All-to-alls of 256 KiB blocks: each rank reads its peer's block while the peer reads its
