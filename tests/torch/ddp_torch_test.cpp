@@ -257,7 +257,16 @@ TEST_CASE("torch DDP: the loss curve matches PyTorch's own DDP of the same torch
   const std::string out = fmt::format("/tmp/fastrun-torch-ddp-python-{}.txt", ::getpid());
   const std::string command = fmt::format("timeout -k 5 150 '{}' {} --nproc 2 --steps {} --out {}", python_bin,
                                           FASTRUN_TORCH_PY_REFERENCE, steps, out);
-  REQUIRE(std::system(command.c_str()) == 0);
+  // PyTorch's own gloo teardown aborts a worker now and then on a busy machine ("terminate called
+  // without an active exception", SIGABRT; torch 2.x: 1 of 16 runs beside two busy loops, once in
+  // CI, with both ranks through a barrier before destroy_process_group). That is the reference's
+  // crash, not fastrun's: it is run again, up to three times, and its losses are checked as before.
+  int status = -1;
+  for (int attempt = 1; attempt <= 3 && status != 0; ++attempt) {
+    status = std::system(command.c_str());
+    if (status != 0) WARN("PyTorch's reference run " << attempt << " of 3 failed (wait status " << status << ")");
+  }
+  REQUIRE(status == 0);
   std::vector<double> python;
   std::string version_line;
   {
