@@ -41,9 +41,14 @@ std::string derived_from(const NodePlan& plan) {
 // that it was started for such a job (--external-store), and the other way round.
 constexpr const char* kStoreOnlyKey = "fastrun/launcher/store-only";
 
-// Said by the launcher that hosts the store, once it does.
-void warn_if_store_token_unset(const NodePlan& plan) {
-  if (auto t = env::find_string(env::kStoreToken); t && !t->empty()) return;
+// The secret given to every node (FASTRUN_STORE_TOKEN, not empty), read once per launcher.
+std::optional<std::string> given_store_token() {
+  if (auto t = env::find_string(env::kStoreToken); t && !t->empty()) return t;
+  return std::nullopt;
+}
+
+// Said by the launcher that hosts the store, once it does, when no secret was given.
+void warn_store_token_derived(const NodePlan& plan) {
   log::warn("FASTRUN_STORE_TOKEN is not set: the job's store on {}:{} accepts anyone who knows that address "
             "(the token is derived from it); export one secret to every node, e.g. "
             "FASTRUN_STORE_TOKEN=$(openssl rand -hex 32) in the job script (docs/multinode.md)",
@@ -63,16 +68,14 @@ int pending_stop_signal() {
 Interrupted::Interrupted(int sig)
     : Error(fmt::format("got {} while waiting for the other nodes; stopped", signal_name(sig))), signal_(sig) {}
 
-std::string job_store_token(const NodePlan& plan) {
-  if (auto t = env::find_string(env::kStoreToken); t && !t->empty()) return *t;
-  return join_detail::address_token(plan.master_addr, plan.master_port);
-}
-
 NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(plan), timeout_(timeout) {
   const std::string host =
       plan.master_addr.find(':') != std::string::npos ? "[" + plan.master_addr + "]" : plan.master_addr;
   address_ = fmt::format("tcp://{}:{}", host, plan.master_port);
-  token_ = job_store_token(plan);
+  // The token launchers and ranks present to the job's store: the given secret, else one derived
+  // from master address and port (no secret: the hosting launcher warns; docs/multinode.md).
+  const std::optional<std::string> given_token = given_store_token();
+  token_ = given_token ? *given_token : join_detail::address_token(plan.master_addr, plan.master_port);
   StoreOptions so;
   so.timeout = timeout;
   so.token = token_;
@@ -92,7 +95,7 @@ NodeRendezvous::NodeRendezvous(const NodePlan& plan, Duration timeout) : plan_(p
       throw StoreError(cannot_host(e, ""));
     }
     // Only now: a launcher that cannot host says why without a warning about the token first.
-    warn_if_store_token_unset(plan);
+    if (!given_token) warn_store_token_derived(plan);
     address_ = hosted_->address();  // the port actually bound (--nnodes 1 may ask for 0)
     client_ = hosted_->connect();
   } else {

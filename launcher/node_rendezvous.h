@@ -93,8 +93,4 @@ class Interrupted : public Error {
   int signal_;
 };
 
-// The token launchers and ranks present to the job's store: FASTRUN_STORE_TOKEN when set, else
-// one derived from master address and port (no secret: the hosting launcher warns; docs/multinode.md).
-std::string job_store_token(const NodePlan& plan);
-
 }  // namespace fastrun::launcher

@@ -64,6 +64,15 @@ struct JobStore {
   std::shared_ptr<Store> store;
 };
 
+// An address fastrun derived (srun, mpirun) must say where it came from and how to override it.
+// The error keeps its class: an address this host cannot listen on is the input's fault, so it
+// stays a ConfigError. Called from a handler of `e` (the bare throw rethrows it unchanged).
+template <class E>
+[[noreturn]] void rethrow_with_origin(const E& e, const std::string& origin) {
+  if (origin.empty()) throw;
+  throw E(fmt::format("{} (the address is {})", e.what(), origin));
+}
+
 JobStore open_job_store(const join_detail::Layout& layout, const StoreOptions& so) {
   JobStore js;
   try {
@@ -91,13 +100,9 @@ JobStore open_job_store(const join_detail::Layout& layout, const StoreOptions& s
       js.store = connect_store(layout.store_address, so);
     }
   } catch (const ConfigError& e) {
-    // An address fastrun derived (srun, mpirun) must say where it came from and how to override it;
-    // an address this host cannot listen on is the input's fault, so it stays a ConfigError.
-    if (layout.store_origin.empty()) throw;
-    throw ConfigError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
+    rethrow_with_origin(e, layout.store_origin);
   } catch (const StoreError& e) {
-    if (layout.store_origin.empty()) throw;
-    throw StoreError(fmt::format("{} (the address is {})", e.what(), layout.store_origin));
+    rethrow_with_origin(e, layout.store_origin);
   }
   return js;
 }
