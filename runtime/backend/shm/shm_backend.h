@@ -121,9 +121,11 @@ class ShmBackend final : public Backend {
   // `op` describes it for the peers' check (op_fingerprint.h; its number is set when it runs).
   // `call` is the op as it came (op.h): the runtime runs it under its number and timeout. Inline,
   // the body is called where it is (GroupRuntime::run_small): no allocation per op.
+  // `body` is moved once, into the op's own (which the runtime calls in place, or moves into
+  // the comm thread's queue).
   template <class Body>
-  WorkHandle run(const Op& call, const OpDesc& op, std::size_t bytes, Body body) {
-    auto op_body = [this, f = fingerprint(op), body = std::move(body)](const OpContext& ctx) mutable {
+  WorkHandle run(const Op& call, const OpDesc& op, std::size_t bytes, Body&& body) {
+    auto op_body = [this, f = fingerprint(op), body = std::forward<Body>(body)](const OpContext& ctx) mutable {
       begin_op(ctx, f);
       body();
     };
@@ -158,8 +160,8 @@ class ShmBackend final : public Backend {
   // describes it as the Group does (op_record.h), for the stalled-op check. `what` names it in
   // the engine's messages: a static string ("gather"), which the engine may keep. `after`: recvs
   // from the peers `ops` send to, posted once the local copy is done (P2PEngine::run).
-  WorkHandle run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local,
-                     P2POps after = {});
+  WorkHandle run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps&& ops, LocalCopy local,
+                     P2POps&& after = {});
 
   int rank_;
   int size_;

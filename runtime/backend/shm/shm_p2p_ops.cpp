@@ -52,8 +52,8 @@ WorkHandle ShmBackend::post_p2p(const char* op, const Op& call, std::span<const 
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps ops, LocalCopy local,
-                               P2POps after) {
+WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps&& ops, LocalCopy local,
+                               P2POps&& after) {
   return run(call, op, 0, [this, what, ops = std::move(ops), after = std::move(after), local] {
     const auto copy_local = [&local] {
       if (local.bytes > 0 && local.dst != local.src) std::memmove(local.dst, local.src, local.bytes);

@@ -224,6 +224,7 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
   auto track = [&](const P2POp& p) {
     if (!batch) make_batch();
     ++batch->remaining;
+    ++busy_;
     auto op = std::make_shared<Op>(Op{p.kind, p.peer, p.tag, static_cast<std::byte*>(p.buffer.data), p.buffer.bytes(),
                                       batch});
     batch->ops.push_back(op);
@@ -259,7 +260,10 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
   for (const P2POp& p : ops)
     if (p.kind == P2POp::Kind::recv && !recv_now(p, peers_[static_cast<std::size_t>(p.peer)].sent_in_post != post))
       track(p);
-  progress(false);
+  // Every op done at once and nothing else in flight: a pass would only read the peers' lines
+  // (the next message's header, which its sender may be writing) for nothing. Otherwise move
+  // what can move now.
+  if (busy_ > 0) progress(false);
   return batch;
 }
 

@@ -210,6 +210,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   std::vector<Peer> peers_;
   std::uint64_t next_id_ = 1;
   std::uint64_t posts_ = 0;  // start() calls so far: Peer::sent_in_post marks a batch's peers
+  // Ops tracked and not finished, plus messages being read out of a ring: while 0, a post whose
+  // ops were all done at once has nothing to move for anyone (start()).
+  std::size_t busy_ = 0;
   std::uint64_t stamp_key_;  // the segment's (mailbox_layout.h)
   SpinThenYield waiter_;  // `cpus`: the CPUs this rank may run on
 };

@@ -195,6 +195,7 @@ inline MailboxRank& P2PEngine::rank_block(int rank) const {
 inline void P2PEngine::finish(const std::shared_ptr<Op>& op, std::exception_ptr error) {
   if (op->done) return;
   op->done = true;
+  --busy_;
   Batch& b = *op->batch;
   if (error && !b.error) b.error = std::move(error);
   --b.remaining;

@@ -207,6 +207,7 @@ bool P2PEngine::match(int p, const Header& h, bool spill) {
   }
   if (!op && !spill) return false;
   peer.reading = true;
+  ++busy_;
   peer.cur = h;
   peer.got = 0;
   peer.spill = nullptr;
@@ -282,6 +283,7 @@ void P2PEngine::progress_in(int p, bool spill) {
     peer.got += n;
     if (peer.got < peer.cur.bytes) break;  // the rest is not written yet
     peer.reading = false;
+    --busy_;
     t = next_message_start(t);
     if (peer.target) {
       finish(peer.target);
