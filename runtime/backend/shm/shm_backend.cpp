@@ -77,7 +77,9 @@ ShmBackend::~ShmBackend() {
 
 void ShmBackend::begin_op(const OpContext& ctx, Fingerprint& f) {
   if (!chan_) return;
-  current_op_ = ctx.name;  // the channel's messages name the op by it ("all_reduce #7")
+  // The channel's messages name the op by it ("all_reduce #7"). Copied only when it changes:
+  // ops of one kind in a row are the common case, and the copy cost about a hundred instructions.
+  if (current_op_ != ctx.name) current_op_ = ctx.name;
   f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
   if (op_check_) op_check_->record(f);  // before any wait of the op
   chan_->begin_op(current_op_.c_str(), ctx.seq, ctx.timeout, f);

@@ -52,9 +52,13 @@ WorkHandle ShmBackend::post_p2p(const char* op, const Op& call, std::span<const 
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
+// Its own op body, as run() makes one (begin_op, then the work): the messages are moved into it
+// once, where run() would move them again with its body.
 WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps&& ops, LocalCopy local,
                                P2POps&& after) {
-  return run(call, op, 0, [this, what, ops = std::move(ops), after = std::move(after), local] {
+  auto op_body = [this, what, f = fingerprint(op), ops = std::move(ops), after = std::move(after),
+                  local](const OpContext& ctx) mutable {
+    begin_op(ctx, f);
     const auto copy_local = [&local] {
       if (local.bytes > 0 && local.dst != local.src) std::memmove(local.dst, local.src, local.bytes);
     };
@@ -63,7 +67,8 @@ WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& o
                 copy_local);
     else
       copy_local();
-  });
+  };
+  return runtime_->run_small(call, 0, std::move(op_body));
 }
 
 ShmBackend::LocalCopy ShmBackend::local_copy(const BufferView& dst, const BufferView& src) {
