@@ -75,14 +75,17 @@ ShmBackend::~ShmBackend() {
   if (p2p_) p2p_->detach();
 }
 
-void ShmBackend::begin_op(const OpContext& ctx, Fingerprint& f) {
+void ShmBackend::begin_op(const OpContext& ctx, Fingerprint& f, const char* name) {
   if (!chan_) return;
-  // The channel's messages name the op by it ("all_reduce #7"). Copied only when it changes:
-  // ops of one kind in a row are the common case, and the copy cost about a hundred instructions.
-  if (current_op_ != ctx.name) current_op_ = ctx.name;
+  // The channel's messages name the op by it ("all_reduce #7"): a static name as it is, else
+  // a copy, made only when it changes (ops of one kind in a row are the common case).
+  if (!name) {
+    if (current_op_ != ctx.name) current_op_ = ctx.name;
+    name = current_op_.c_str();
+  }
   f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
   if (op_check_) op_check_->record(f);  // before any wait of the op
-  chan_->begin_op(current_op_.c_str(), ctx.seq, ctx.timeout, f);
+  chan_->begin_op(name, ctx.seq, ctx.timeout, f);
 }
 
 void ShmBackend::check_host(const char* op, const BufferView& b) const {

@@ -133,7 +133,8 @@ class ShmBackend final : public Backend {
   }
   // The op's start on the channel (before any of its waits): its label for the channel's
   // messages, its fingerprint (numbered ctx.seq) for the peers and the stalled-op check.
-  void begin_op(const OpContext& ctx, Fingerprint& f);
+  // `name`: a static string naming the op (run_p2p's `what`), so that its name is not copied.
+  void begin_op(const OpContext& ctx, Fingerprint& f, const char* name = nullptr);
   void check_host(const char* op, const BufferView& b) const;
 
   void all_reduce_small(const BufferView& b, ReduceOp op);

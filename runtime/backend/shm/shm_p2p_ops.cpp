@@ -58,7 +58,7 @@ WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& o
                                P2POps&& after) {
   auto op_body = [this, what, f = fingerprint(op), ops = std::move(ops), after = std::move(after),
                   local](const OpContext& ctx) mutable {
-    begin_op(ctx, f);
+    begin_op(ctx, f, what);
     const auto copy_local = [&local] {
       if (local.bytes > 0 && local.dst != local.src) std::memmove(local.dst, local.src, local.bytes);
     };
