@@ -49,9 +49,8 @@ Fingerprint fingerprint(const OpDesc& d) {
   f.words[2] = d.has_buffer ? static_cast<std::int64_t>(d.dtype) : -1;
   f.words[3] = d.root;
   f.words[4] = d.reduce;
-  char name[Fingerprint::kNameBytes] = {};
-  std::memcpy(name, d.op.data(), std::min(d.op.size(), sizeof name - 1));  // names are short; keep a NUL
-  std::memcpy(&f.words[5], name, sizeof name);
+  // Straight into the zeroed words (names are short; keep a NUL): one copy per op, not two.
+  std::memcpy(&f.words[5], d.op.data(), std::min(d.op.size(), Fingerprint::kNameBytes - 1));
   return f;
 }
 
