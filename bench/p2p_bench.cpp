@@ -1,7 +1,9 @@
 // fastrun-bench p2p: point-to-point latency and bandwidth between two ranks, all-to-all busbw,
-// gather and scatter, on N ranks forked by the bench (shm or gloo), each row next to Open MPI's
-// figure for the same op and size measured in the same run (fastrun-bench-mpi through mpirun,
-// when both were found) and the ratio fastrun / MPI of the times (below 1: fastrun is faster).
+// gather and scatter, on N ranks forked by the bench (shm or gloo). Each row shows fastrun's time,
+// the bare exchange's time for the same bytes measured by the same ranks run by run in between
+// (bare_exchange.h) and the ratio, and Open MPI's figure for the same op and size, measured just
+// before (fastrun-bench-mpi through mpirun, when both were found), with the ratio fastrun / MPI
+// of the times (below 1: fastrun is faster).
 //   fastrun-bench p2p [--nproc N] [--backend shm|gloo] [--op pingpong|alltoall|alltoallv|gather|scatter|all]
 //                     [--max BYTES] [--no-mpi] [--pin]
 #include <sys/wait.h>
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "bare_exchange.h"
 #include "bench_registry.h"
 #include "fastrun/tools/flags/number_flags.h"
 #include "forked_group.h"
@@ -85,20 +89,97 @@ Figures mpi_figures(const Args& a, const std::string& op) {
   return f;
 }
 
-double time_op(Backend& g, std::size_t iters, const std::function<void()>& op) {
-  for (int w = 0; w < 3; ++w) op();
-  double best = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
+// Seconds per op, the slowest rank's: fastrun's, and the bare exchange's of the same bytes
+// (bare_exchange.h; 0 where the row is too large for its mapping).
+struct Times {
+  double op = 0;
+  double bare = 0;
+};
+
+// The best of 3 timed runs of `iters` ops after 3 warm-up ones (p2p_sizes.h), for the op and,
+// run by run in between, for `bare` when given: both see the same minutes of the machine.
+Times time_op(Backend& g, std::size_t iters, const std::function<void()>& op, const std::function<void()>& bare) {
+  auto timed = [&](const std::function<void()>& f) {
     g.barrier()->wait();
     const auto t0 = Clock::now();
-    for (std::size_t i = 0; i < iters; ++i) op();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters));
+    for (std::size_t i = 0; i < iters; ++i) f();
+    return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters);
+  };
+  for (int w = 0; w < 3; ++w) {
+    op();
+    if (bare) bare();
   }
-  g.all_reduce(BufferView{&best, 1, DType::float64, DeviceKind::cpu}, {ReduceOp::max})->wait();
-  return best;
+  double best[2] = {1e30, bare ? 1e30 : 0};
+  for (int rep = 0; rep < 3; ++rep) {
+    best[0] = std::min(best[0], timed(op));
+    if (bare) best[1] = std::min(best[1], timed(bare));
+  }
+  g.all_reduce(BufferView{best, 2, DType::float64, DeviceKind::cpu}, {ReduceOp::max})->wait();
+  return {best[0], best[1]};
 }
 
-void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, const Figures& mpi) {
+// The bare exchange of a row (bare_exchange.h): the blocks rank `rank` sends and receives in
+// the row's op, with the same buffers; empty when the row does not fit the mapping.
+std::function<void()> bare_of(BareExchange& bare, const std::string& op, int rank, int nproc, std::size_t block_bytes,
+                              std::byte* whole, std::byte* mine, std::byte* out) {
+  if (!bare.fits(block_bytes)) return {};
+  using Block = BareExchange::Block;
+  std::vector<Block> sends, recvs;
+  BareExchange::Local local;
+  bool recv_first = false;
+  if (op == "pingpong") {
+    if (rank > 1) return [] {};
+    sends.push_back({1 - rank, whole, block_bytes});
+    recvs.push_back({1 - rank, whole, block_bytes});
+    recv_first = rank == 1;
+  } else {
+    const auto at = [block_bytes](std::byte* b, int r) { return b + static_cast<std::size_t>(r) * block_bytes; };
+    for (int p = 0; p < nproc; ++p) {
+      if (p == rank) continue;
+      if (op == "alltoall" || op == "alltoallv") {
+        sends.push_back({p, at(whole, p), block_bytes});
+        recvs.push_back({p, at(out, p), block_bytes});
+      } else if (rank == 0) {  // the root of a gather or scatter
+        if (op == "gather") recvs.push_back({p, at(out, p), block_bytes});
+        else sends.push_back({p, at(whole, p), block_bytes});
+      }
+    }
+    if (rank != 0 && op == "gather") sends.push_back({0, mine, block_bytes});
+    if (rank != 0 && op == "scatter") recvs.push_back({0, mine, block_bytes});
+    if (op == "alltoall" || op == "alltoallv") local = {at(out, rank), at(whole, rank), block_bytes};
+    else if (rank == 0) local = op == "gather" ? BareExchange::Local{out, mine, block_bytes} : BareExchange::Local{mine, whole, block_bytes};
+  }
+  return [&bare, rank, block_bytes, recv_first, sends = std::move(sends), recvs = std::move(recvs), local] {
+    bare.run(rank, sends, recvs, local, block_bytes, recv_first);
+  };
+}
+
+// The bare exchange of a row delivers what fastrun's op does: inputs that differ by rank and
+// element, both outputs compared (`mine` is scatter's output). Throws where they differ, so that
+// a column that moves the wrong blocks (or none) cannot pass for a figure.
+void check_bare(const std::string& op, int rank, const std::function<void()>& exchange,
+                const std::function<void()>& bare, std::vector<std::int32_t>& whole, std::vector<std::int32_t>& mine,
+                std::vector<std::int32_t>& out) {
+  auto fill = [&] {
+    for (std::size_t i = 0; i < whole.size(); ++i) whole[i] = rank * 1000003 + static_cast<std::int32_t>(i);
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = -(rank * 1000003 + static_cast<std::int32_t>(i)) - 1;
+    std::fill(out.begin(), out.end(), 0);
+  };
+  fill();
+  exchange();
+  const auto want_out = out;
+  const auto want_mine = mine;
+  fill();
+  bare();
+  if (out != want_out || mine != want_mine)
+    throw Error(fmt::format("fastrun-bench p2p: the bare {} of rank {} delivered other bytes than fastrun's", op, rank));
+  std::fill(whole.begin(), whole.end(), 1);
+  std::fill(mine.begin(), mine.end(), 1);
+}
+
+// Rank `rank`'s part of op `op`'s table.
+void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, const std::string& op,
+              const Figures& mpi, BareExchange& bare) {
   if (a.pin) pin_to_cpu(rank);
   auto g = forked_group(a.backend, rank, a.nproc, address, run_id);
   const auto N = static_cast<std::size_t>(a.nproc);
@@ -106,51 +187,63 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
   auto say = [&](const std::string& s) {
     if (rank == 0) std::fputs(s.c_str(), stdout), std::fflush(stdout);
   };
-  for (const std::string& op : ops_of(a)) {
-    const bool pingpong = op == "pingpong";
-    const int ranks = pingpong ? 2 : a.nproc;
-    const double bus = pingpong ? 1.0 : (n - 1) / n;
-    say(fmt::format("\n{} ({} ranks, backend {}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>11} {:>10} {:>9}\n", op, ranks,
-                    a.backend, pingpong ? "time = one way, half the round trip" : "busbw = algbw x (n-1)/n",
-                    mpi.count(op) ? "" : "  [no Open MPI figures: mpirun or fastrun-bench-mpi missing]", "bytes",
-                    "time_us", "busbw_GB/s", "", "mpi_us", "mpi_GB/s", "time/mpi"));
-    for (std::size_t bytes : p2p::sizes(a.max_bytes)) {
-      const std::size_t iters = p2p::iters_for(bytes);
-      double secs = 0;
-      if (pingpong) {
-        std::vector<char> buf(bytes, 1);
-        const BufferView v{buf.data(), bytes / 4, DType::int32};  // every size is a multiple of 4
-        secs = time_op(*g, iters, [&] {
-                 if (rank == 0) {
-                   g->send(v, 1)->wait();
-                   g->recv(v, 1)->wait();
-                 } else if (rank == 1) {
-                   g->recv(v, 0)->wait();
-                   g->send(v, 0)->wait();
-                 }
-               }) / 2;
-      } else {
-        const std::size_t block = std::max<std::size_t>(4, bytes / N) / 4;  // int32 elements per rank
-        std::vector<std::int32_t> whole(block * N, 1), mine(block, 1), out(block * N);
-        auto w = view_of(whole.data(), whole.size()), m = view_of(mine.data(), mine.size()),
-             o = view_of(out.data(), out.size());
-        const std::vector<std::size_t> counts(N, block);
-        // The exchange is chosen before the clock starts: the timed loop holds the op alone.
-        std::function<void()> exchange;
-        if (op == "alltoall") exchange = [&] { g->all_to_all(w, o)->wait(); };
-        else if (op == "alltoallv") exchange = [&] { g->all_to_allv(w, counts, o, counts)->wait(); };
-        else if (op == "gather") exchange = [&] { g->gather(m, o, {0})->wait(); };
-        else exchange = [&] { g->scatter(w, m, {0})->wait(); };
-        secs = time_op(*g, iters, exchange);
-      }
-      const double gbs = static_cast<double>(bytes) / secs / 1e9 * bus;
-      std::string mpi_cols = fmt::format("{:>11} {:>10} {:>9}", "-", "-", "-");
-      if (auto it = mpi.find(op); it != mpi.end())
-        if (auto jt = it->second.find(bytes); jt != it->second.end())
-          mpi_cols = fmt::format("{:>11.2f} {:>10.2f} {:>9.2f}", jt->second * 1e6,
-                                 static_cast<double>(bytes) / jt->second / 1e9 * bus, secs / jt->second);
-      say(fmt::format("{:>10} {:>11.2f} {:>10.2f} {:>10} {}\n", bytes, secs * 1e6, gbs, "", mpi_cols));
+  const bool pingpong = op == "pingpong";
+  const int ranks = pingpong ? 2 : a.nproc;
+  const double bus = pingpong ? 1.0 : (n - 1) / n;
+  say(fmt::format("\n{} ({} ranks, backend {}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>9} {:>11} {:>10} {:>9}\n", op,
+                  ranks, a.backend, pingpong ? "time = one way, half the round trip" : "busbw = algbw x (n-1)/n",
+                  mpi.count(op) ? "" : "  [no Open MPI figures: mpirun or fastrun-bench-mpi missing]", "bytes",
+                  "time_us", "busbw_GB/s", "bare_us", "time/bare", "mpi_us", "mpi_GB/s", "time/mpi"));
+  for (std::size_t bytes : p2p::sizes(a.max_bytes)) {
+    const std::size_t iters = p2p::iters_for(bytes);
+    // A row's bare exchange starts from 0 on every rank (bare_exchange.h: between two barriers).
+    g->barrier()->wait();
+    bare.reset(rank);
+    g->barrier()->wait();
+    Times t;
+    if (pingpong) {
+      std::vector<char> buf(bytes, 1);
+      const BufferView v{buf.data(), bytes / 4, DType::int32};  // every size is a multiple of 4
+      auto* b = reinterpret_cast<std::byte*>(buf.data());
+      t = time_op(*g, iters,
+                  [&] {
+                    if (rank == 0) {
+                      g->send(v, 1)->wait();
+                      g->recv(v, 1)->wait();
+                    } else if (rank == 1) {
+                      g->recv(v, 0)->wait();
+                      g->send(v, 0)->wait();
+                    }
+                  },
+                  bare_of(bare, op, rank, a.nproc, bytes, b, b, b));
+      t.op /= 2;
+      t.bare /= 2;
+    } else {
+      const std::size_t block = std::max<std::size_t>(4, bytes / N) / 4;  // int32 elements per rank
+      std::vector<std::int32_t> whole(block * N, 1), mine(block, 1), out(block * N);
+      auto w = view_of(whole.data(), whole.size()), m = view_of(mine.data(), mine.size()),
+           o = view_of(out.data(), out.size());
+      const std::vector<std::size_t> counts(N, block);
+      // The exchange is chosen before the clock starts: the timed loop holds the op alone.
+      std::function<void()> exchange;
+      if (op == "alltoall") exchange = [&] { g->all_to_all(w, o)->wait(); };
+      else if (op == "alltoallv") exchange = [&] { g->all_to_allv(w, counts, o, counts)->wait(); };
+      else if (op == "gather") exchange = [&] { g->gather(m, o, {0})->wait(); };
+      else exchange = [&] { g->scatter(w, m, {0})->wait(); };
+      auto bytes_of = [](std::vector<std::int32_t>& v) { return reinterpret_cast<std::byte*>(v.data()); };
+      auto bare_op = bare_of(bare, op, rank, a.nproc, block * 4, bytes_of(whole), bytes_of(mine), bytes_of(out));
+      if (bare_op) check_bare(op, rank, exchange, bare_op, whole, mine, out);
+      t = time_op(*g, iters, exchange, bare_op);
     }
+    const double gbs = static_cast<double>(bytes) / t.op / 1e9 * bus;
+    const std::string bare_cols = t.bare > 0 ? fmt::format("{:>10.2f} {:>9.2f}", t.bare * 1e6, t.op / t.bare)
+                                             : fmt::format("{:>10} {:>9}", "-", "-");
+    std::string mpi_cols = fmt::format("{:>11} {:>10} {:>9}", "-", "-", "-");
+    if (auto it = mpi.find(op); it != mpi.end())
+      if (auto jt = it->second.find(bytes); jt != it->second.end())
+        mpi_cols = fmt::format("{:>11.2f} {:>10.2f} {:>9.2f}", jt->second * 1e6,
+                               static_cast<double>(bytes) / jt->second / 1e9 * bus, t.op / jt->second);
+    say(fmt::format("{:>10} {:>11.2f} {:>10.2f} {} {}\n", bytes, t.op * 1e6, gbs, bare_cols, mpi_cols));
   }
   g->barrier()->wait();
 }
@@ -158,13 +251,19 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
 int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   if (!backend::available(a.backend)) throw ConfigError(fmt::format("backend '{}' is not built", a.backend));
-  Figures mpi;
-  if (a.mpi)
-    for (const std::string& op : ops_of(a))
-      for (auto& [name, rows] : mpi_figures(a, op)) mpi[name] = rows;
-  return run_forked_ranks(a.nproc, "benchp2p", [&](int r, const std::string& address, const std::string& run_id) {
-    run_rank(a, r, address, run_id, mpi);
-  });
+  // Mapped before the ranks fork, so that they share it; regions up to the largest row's blocks.
+  BareExchange bare(a.nproc, a.max_bytes);
+  // Op by op, Open MPI's run just before fastrun's ranks run the same op: the two columns are
+  // seconds apart, not the whole sweep.
+  int rc = 0;
+  for (const std::string& op : ops_of(a)) {
+    const Figures mpi = a.mpi ? mpi_figures(a, op) : Figures{};
+    rc |= run_forked_ranks(a.nproc, "benchp2p", [&](int r, const std::string& address, const std::string& run_id) {
+      run_rank(a, r, address, run_id, op, mpi, bare);
+    });
+    if (rc != 0) break;
+  }
+  return rc;
 }
 
 const Registration reg{"p2p",
