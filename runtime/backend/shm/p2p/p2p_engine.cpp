@@ -170,7 +170,7 @@ bool P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
   const std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
   if (!ring_written(recv.peer, t) || !header_at(recv.peer, t)) return false;
   Header h;
-  copy_from_ring(recv.peer, t, &h, sizeof(Header));
+  read_header(recv.peer, t, h);
   if (h.kind != kEager || !h.whole || h.tag != recv.tag || h.bytes != bytes) return false;
   if (bytes) copy_from_ring(recv.peer, t + sizeof(Header), dst, bytes);
   atomic(tail_word).store(next_message_start(t + sizeof(Header) + bytes), std::memory_order_release);

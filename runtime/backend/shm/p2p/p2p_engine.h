@@ -160,6 +160,9 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // A recv whose message is here already (kept, or in the ring when `look_in_ring`), copied out
   // at once with no Op to track: false when it must be posted as usual. Under mutex_.
   bool recv_now(const P2POp& recv, bool look_in_ring);
+  // The header at `pos` (a message start) of `src`'s ring to us; read after header_at() said it
+  // is stamped.
+  void read_header(int src, std::uint64_t pos, Header& h) const;
   // Whether the header at `pos` of `src`'s ring to us is stamped (written whole).
   bool header_at(int src, std::uint64_t pos) const;
   // Rendezvous (p2p_rendezvous.cpp) and its cooperative copy (p2p_cooperative.cpp).

@@ -49,12 +49,21 @@ std::uint64_t& stamp_word(std::byte* ring, std::size_t ring_bytes, std::uint64_t
 
 }  // namespace
 
+// A header never crosses the ring's end: it starts a message (kMessageAlign-aligned), is smaller
+// than kMessageAlign, and a ring is a power of two of at least kMinRingBytes. So it is copied
+// in one piece of a size known here (a few moves) rather than through copy_to_ring.
 void P2PEngine::put_header(int dst, std::uint64_t pos, const Header& h) {
   static_assert(sizeof(Header) == 48 && offsetof(Header, stamp) == 0);
+  static_assert(sizeof(Header) <= kMessageAlign && kMinRingBytes % kMessageAlign == 0);
   constexpr std::size_t skip = sizeof(h.stamp);
-  copy_to_ring(dst, pos + skip, reinterpret_cast<const std::byte*>(&h) + skip, sizeof(Header) - skip);
+  std::memcpy(ring(rank_, dst) + (pos & (layout_.ring_bytes - 1)) + skip, reinterpret_cast<const std::byte*>(&h) + skip,
+              sizeof(Header) - skip);
   // Release: a receiver that reads the stamp reads the fields and any payload written before it.
   atomic(stamp_word(ring(rank_, dst), layout_.ring_bytes, pos)).store(pos ^ stamp_key_, std::memory_order_release);
+}
+
+void P2PEngine::read_header(int src, std::uint64_t pos, Header& h) const {
+  std::memcpy(&h, ring(src, rank_) + (pos & (layout_.ring_bytes - 1)), sizeof(Header));
 }
 
 bool P2PEngine::header_at(int src, std::uint64_t pos) const {
@@ -242,7 +251,7 @@ void P2PEngine::progress_in(int p, bool spill) {
     if (!peer.reading) {
       if (!header_at(p, t)) break;
       Header hd;
-      copy_from_ring(p, t, &hd, sizeof(Header));
+      read_header(p, t, hd);
       if (hd.kind == kCts) {  // the receiver copies our message from the front: take the back
         t += kMessageAlign;
         if (auto it = peer.awaiting_ack.find(hd.id); it != peer.awaiting_ack.end()) help_coop(p, hd, *it->second);
