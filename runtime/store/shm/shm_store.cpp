@@ -19,6 +19,7 @@
 #include "fastrun/runtime/hash/fnv1a.h"
 #include "fastrun/runtime/log/log.h"
 #include "fastrun/runtime/os/futex.h"
+#include "fastrun/runtime/os/page.h"
 #include "fastrun/runtime/store/memory_store.h"
 #include "fastrun/runtime/store/owner.h"
 #include "fastrun/runtime/store/shm/segment_layout.h"
@@ -40,8 +41,6 @@ int bucket_of(std::uint64_t hash) { return static_cast<int>((hash >> 32) % kWait
 std::string mb(std::uint64_t bytes) {
   return bytes < (1u << 20) ? fmt::format("{:.1f} KiB", bytes / 1024.0) : fmt::format("{:.1f} MiB", bytes / 1048576.0);
 }
-
-constexpr std::uint64_t kPage = 4096;  // reservations end on a page: tmpfs allocates whole pages
 
 // posix_fallocate, retried on EINTR (tmpfs stops a long allocation for a signal). 0 or an errno.
 int fallocate_range(int fd, std::uint64_t offset, std::uint64_t len) {
@@ -213,7 +212,7 @@ class Locked {
     if (upto <= half.reserved) return;
     const std::uint64_t step = std::clamp(half.reserved, kFirstReserve, kReserveStep);
     std::uint64_t target = std::max(upto, half.reserved + step);
-    target = std::min((target + kPage - 1) / kPage * kPage, h_.heap_bytes);
+    target = std::min<std::uint64_t>(os::round_up_to_page(target), h_.heap_bytes);  // tmpfs allocates pages
     if (const int rc = fallocate_range(m_.fd.get(), h_.heap_offset[which] + half.reserved, target - half.reserved))
       throw StoreError(fmt::format("{}: set('{}') of {} bytes: cannot reserve {} more of {} (a segment of {} bytes, "
                                    "{} reserved so far): {} (is /dev/shm smaller? lower FASTRUN_SHM_STORE_BYTES or "

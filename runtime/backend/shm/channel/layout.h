@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "fastrun/runtime/os/page.h"
+
 namespace fastrun::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x66617374'72756e73ULL;  // "fastruns"
@@ -64,7 +66,6 @@ struct Layout {
   std::size_t region_bytes = 0;
   std::size_t ring = kMinRing;  // regions per rank (a power of two)
 
-  static constexpr std::size_t kPage = 4096;
   std::size_t control_offset(std::size_t rank) const { return sizeof(SegmentHeader) + rank * sizeof(RankControl); }
   // Twice the ring: a peer is never more than a ring of steps ahead (op_fingerprint.h).
   std::size_t fingerprint_slots() const { return 2 * ring; }
@@ -76,7 +77,7 @@ struct Layout {
     return control_offset(nranks) + rank * fingerprint_block() + slot * sizeof(FingerprintSlot);
   }
   std::size_t data_offset() const {
-    return (control_offset(nranks) + nranks * fingerprint_block() + kPage - 1) / kPage * kPage;
+    return os::round_up_to_page(control_offset(nranks) + nranks * fingerprint_block());
   }
   // Region `slot` (< ring) of `rank`.
   std::size_t region_offset(std::size_t rank, std::size_t slot) const {

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "fastrun/runtime/backend/shm/channel/layout.h"
+#include "fastrun/runtime/os/page.h"
 
 namespace fastrun::shm {
 
@@ -85,7 +86,6 @@ struct MailboxLayout {
   std::size_t nranks = 0;
   std::size_t ring_bytes = 0;  // a power of two
 
-  static constexpr std::size_t kPage = 4096;
   static MailboxLayout for_ranks(std::size_t nranks) {
     std::size_t ring = kMaxRingBytes;
     while (ring > kMinRingBytes && ring * nranks * nranks > kMailboxBudget) ring /= 2;
@@ -95,7 +95,7 @@ struct MailboxLayout {
   std::size_t pair_offset(std::size_t src, std::size_t dst) const {
     return rank_offset(nranks) + (src * nranks + dst) * sizeof(PairControl);
   }
-  std::size_t data_offset() const { return (pair_offset(nranks, 0) + kPage - 1) / kPage * kPage; }
+  std::size_t data_offset() const { return os::round_up_to_page(pair_offset(nranks, 0)); }
   std::size_t ring_offset(std::size_t src, std::size_t dst) const {
     return data_offset() + (src * nranks + dst) * ring_bytes;
   }
