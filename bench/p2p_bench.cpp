@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -147,7 +147,8 @@ std::function<void()> bare_of(BareExchange& bare, const std::string& op, int ran
     if (rank != 0 && op == "gather") sends.push_back({0, mine, block_bytes});
     if (rank != 0 && op == "scatter") recvs.push_back({0, mine, block_bytes});
     if (op == "alltoall" || op == "alltoallv") local = {at(out, rank), at(whole, rank), block_bytes};
-    else if (rank == 0) local = op == "gather" ? BareExchange::Local{out, mine, block_bytes} : BareExchange::Local{mine, whole, block_bytes};
+    else if (rank == 0 && op == "gather") local = {out, mine, block_bytes};
+    else if (rank == 0) local = {mine, whole, block_bytes};  // scatter
   }
   return [&bare, rank, block_bytes, recv_first, sends = std::move(sends), recvs = std::move(recvs), local] {
     bare.run(rank, sends, recvs, local, block_bytes, recv_first);
@@ -172,7 +173,8 @@ void check_bare(const std::string& op, int rank, const std::function<void()>& ex
   fill();
   bare();
   if (out != want_out || mine != want_mine)
-    throw Error(fmt::format("fastrun-bench p2p: the bare {} of rank {} delivered other bytes than fastrun's", op, rank));
+    throw Error(
+        fmt::format("fastrun-bench p2p: the bare {} of rank {} delivered other bytes than fastrun's", op, rank));
   std::fill(whole.begin(), whole.end(), 1);
   std::fill(mine.begin(), mine.end(), 1);
 }
