@@ -13,7 +13,9 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/runtime/backend/shm/common/wait_policy.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/page.h"
 
 namespace fastrun::bench {
 namespace {
@@ -32,7 +34,7 @@ int usable_cpus() {
 
 BareExchange::BareExchange(int nproc, std::size_t max_block) : nproc_(nproc) {
   const auto pairs = static_cast<std::size_t>(nproc) * static_cast<std::size_t>(nproc);
-  const std::size_t counters = round_up(static_cast<std::size_t>(nproc) * sizeof(Counters), 4096);
+  const std::size_t counters = os::round_up_to_page(static_cast<std::size_t>(nproc) * sizeof(Counters));
   region_bytes_ = std::min(kMaxBytes, pairs * round_up(std::max<std::size_t>(max_block, 1), kLine));
   bytes_ = counters + region_bytes_;
   // Shared with the ranks forked after this; NORESERVE: only the pairs a row uses get pages.
@@ -74,7 +76,7 @@ void BareExchange::await(const std::atomic<std::uint64_t>& counter, std::uint64_
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (unsigned tries = 1; counter.load(std::memory_order_acquire) < value; ++tries) {
     if (yield_) ::sched_yield();
-    else __builtin_ia32_pause();
+    else shm::cpu_relax();
     if (tries % 4096 == 0 && std::chrono::steady_clock::now() > deadline)
       throw TimeoutError(fmt::format("bare exchange: rank {} did not {} op {} within 60 s", peer, what, value));
   }
