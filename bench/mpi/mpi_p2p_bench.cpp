@@ -1,12 +1,13 @@
 // fastrun-bench-mpi: the Open MPI side of `fastrun-bench p2p` (run by it through mpirun, when
 // MPI was found at configure time). Prints "<op> <bytes> <seconds>" lines on rank 0 for the
 // sizes and with the timing rule of p2p_sizes.h.
-//   mpirun -np N fastrun-bench-mpi OP MAX_BYTES
+//   mpirun -np N fastrun-bench-mpi OP MAX_BYTES [--fresh]
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <iterator>
@@ -34,6 +35,13 @@ double time_op(std::size_t iters, const std::function<void()>& op) {
   return worst;
 }
 
+// The input of the next op, written whole with a value that changes from op to op (the fastrun
+// side's fresh_input, p2p_bench.cpp): what a program sends is new each time.
+void write_input(std::vector<char>& input) {
+  static char round = 0;
+  std::fill(input.begin(), input.end(), ++round);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,6 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("OP", op, "the exchange")->check(CLI::IsMember(std::vector<std::string>(std::begin(fastrun::bench::p2p::kOps), std::end(fastrun::bench::p2p::kOps))))->capture_default_str();
   app.add_option("MAX_BYTES", max_bytes, "largest message")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))
       ->capture_default_str();
+  bool fresh = false;
+  app.add_flag("--fresh", fresh, "every rank writes its input before each op (fastrun-bench p2p --fresh)");
   if (int code = 0; !fastrun::bench::mpi::parse_args(app, argc, argv, rank, code)) return code;
   const auto max = static_cast<std::size_t>(max_bytes);
   const auto N = static_cast<std::size_t>(n);
@@ -69,6 +79,7 @@ int main(int argc, char** argv) {
       const std::size_t block = std::max<std::size_t>(1, bytes / N);
       std::vector<char> in(block * N, 1), out(block * N);
       secs = time_op(iters, [&] {
+        if (fresh) write_input(in);
         MPI_Alltoall(in.data(), static_cast<int>(block), MPI_BYTE, out.data(), static_cast<int>(block), MPI_BYTE,
                      MPI_COMM_WORLD);
       });
@@ -78,6 +89,7 @@ int main(int argc, char** argv) {
       std::vector<int> counts(N, static_cast<int>(block)), displs(N);
       for (std::size_t r = 0; r < N; ++r) displs[r] = static_cast<int>(r * block);
       secs = time_op(iters, [&] {
+        if (fresh) write_input(in);
         MPI_Alltoallv(in.data(), counts.data(), displs.data(), MPI_BYTE, out.data(), counts.data(), displs.data(),
                       MPI_BYTE, MPI_COMM_WORLD);
       });
@@ -88,9 +100,15 @@ int main(int argc, char** argv) {
       // The exchange is chosen before the clock starts, as fastrun-bench p2p does.
       std::function<void()> exchange;
       if (op == "gather")
-        exchange = [&] { MPI_Gather(mine.data(), c, MPI_BYTE, whole.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD); };
+        exchange = [&] {
+          if (fresh) write_input(mine);
+          MPI_Gather(mine.data(), c, MPI_BYTE, whole.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD);
+        };
       else
-        exchange = [&] { MPI_Scatter(whole.data(), c, MPI_BYTE, mine.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD); };
+        exchange = [&] {
+          if (fresh) write_input(whole);
+          MPI_Scatter(whole.data(), c, MPI_BYTE, mine.data(), c, MPI_BYTE, 0, MPI_COMM_WORLD);
+        };
       secs = time_op(iters, exchange);
     }
     if (rank == 0) std::printf("%s %zu %.9g\n", op.c_str(), bytes, secs);
