@@ -53,17 +53,24 @@ TEST_CASE("shm wait policy: a waiter that keeps sharing its CPU with the peer mo
   const std::vector<int> two = {cpus[0], cpus[1]};
 
   SECTION("after 8 waits in a row it runs elsewhere, with the mask it had") {
-    start_on(cpus[0], two);
-    shm::SpinThenYield waiter(/*ranks=*/2, /*cpus=*/2);
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int> seen = colocated_waits(waiter, 16);
-    const auto took = std::chrono::steady_clock::now() - t0;
-    // One look per wait, and one more right after the move (the 8th wait looks again).
-    REQUIRE(seen.size() >= 9);
-    CHECK(seen[8] == cpus[1]);
-    CHECK(test::allowed_cpus() == two);
-    // Within 50 ms of a move it does not move again: the second 8 waits add no second look.
-    if (took < std::chrono::milliseconds(40)) CHECK(seen.size() == 17);
+    // Once the mask is whole again the scheduler may put the thread back on the first CPU before
+    // the look after the move (seen under ASan with another test on the second CPU): up to three
+    // tries, one of which must find it on the other CPU.
+    bool moved = false;
+    for (int attempt = 0; attempt < 3 && !moved; ++attempt) {
+      start_on(cpus[0], two);
+      shm::SpinThenYield waiter(/*ranks=*/2, /*cpus=*/2);
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<int> seen = colocated_waits(waiter, 16);
+      const auto took = std::chrono::steady_clock::now() - t0;
+      // One look per wait, and one more right after the move (the 8th wait looks again).
+      REQUIRE(seen.size() >= 9);
+      moved = seen[8] == cpus[1];
+      CHECK(test::allowed_cpus() == two);
+      // Within 50 ms of a move it does not move again: the second 8 waits add no second look.
+      if (took < std::chrono::milliseconds(40)) CHECK(seen.size() == 17);
+    }
+    CHECK(moved);
   }
   SECTION("a waiter that leaves its CPU less than 8 times in a row stays") {
     start_on(cpus[0], two);
