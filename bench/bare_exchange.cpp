@@ -3,7 +3,6 @@
 
 #include <sched.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -13,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "fastrun/launcher/binding/topology.h"
 #include "fastrun/runtime/backend/shm/common/wait_policy.h"
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/os/page.h"
@@ -22,13 +22,6 @@ namespace {
 
 constexpr std::size_t kLine = 64;
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-
-// The CPUs this process may run on (the ranks inherit it from the bench).
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  return ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-}
 
 }  // namespace
 
@@ -46,7 +39,7 @@ BareExchange::BareExchange(int nproc, std::size_t max_block) : nproc_(nproc) {
   counters_ = static_cast<Counters*>(map_);
   for (int r = 0; r < nproc; ++r) new (&counters_[r]) Counters;
   regions_ = static_cast<std::byte*>(map_) + counters;
-  yield_ = usable_cpus() < nproc;
+  yield_ = launcher::own_affinity().size() < static_cast<std::size_t>(nproc);  // the ranks inherit the bench's mask
 }
 
 BareExchange::~BareExchange() {
