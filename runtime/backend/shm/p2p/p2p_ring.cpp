@@ -42,28 +42,31 @@ void P2PEngine::copy_from_ring(int src, std::uint64_t pos, void* dst, std::size_
 
 namespace {
 
-// The stamp of the header at `pos` (a message start: 8-aligned, never across the wrap).
+// The header at `pos` of a ring (a message start). A header never crosses the ring's end: a
+// message starts kMessageAlign-aligned, a header is smaller than kMessageAlign, and a ring is a
+// power of two of at least kMinRingBytes. So it is copied in one piece of a size known here (a
+// few moves) rather than through copy_to_ring, and its stamp is its first word.
+std::byte* header_slot(std::byte* ring, std::size_t ring_bytes, std::uint64_t pos) {
+  return ring + (pos & (ring_bytes - 1));
+}
 std::uint64_t& stamp_word(std::byte* ring, std::size_t ring_bytes, std::uint64_t pos) {
-  return *reinterpret_cast<std::uint64_t*>(ring + (pos & (ring_bytes - 1)));
+  return *reinterpret_cast<std::uint64_t*>(header_slot(ring, ring_bytes, pos));
 }
 
 }  // namespace
 
-// A header never crosses the ring's end: it starts a message (kMessageAlign-aligned), is smaller
-// than kMessageAlign, and a ring is a power of two of at least kMinRingBytes. So it is copied
-// in one piece of a size known here (a few moves) rather than through copy_to_ring.
 void P2PEngine::put_header(int dst, std::uint64_t pos, const Header& h) {
   static_assert(sizeof(Header) == 48 && offsetof(Header, stamp) == 0);
   static_assert(sizeof(Header) <= kMessageAlign && kMinRingBytes % kMessageAlign == 0);
   constexpr std::size_t skip = sizeof(h.stamp);
-  std::memcpy(ring(rank_, dst) + (pos & (layout_.ring_bytes - 1)) + skip, reinterpret_cast<const std::byte*>(&h) + skip,
-              sizeof(Header) - skip);
+  std::memcpy(header_slot(ring(rank_, dst), layout_.ring_bytes, pos) + skip,
+              reinterpret_cast<const std::byte*>(&h) + skip, sizeof(Header) - skip);
   // Release: a receiver that reads the stamp reads the fields and any payload written before it.
   atomic(stamp_word(ring(rank_, dst), layout_.ring_bytes, pos)).store(pos ^ stamp_key_, std::memory_order_release);
 }
 
 void P2PEngine::read_header(int src, std::uint64_t pos, Header& h) const {
-  std::memcpy(&h, ring(src, rank_) + (pos & (layout_.ring_bytes - 1)), sizeof(Header));
+  std::memcpy(&h, header_slot(ring(src, rank_), layout_.ring_bytes, pos), sizeof(Header));
 }
 
 bool P2PEngine::header_at(int src, std::uint64_t pos) const {
