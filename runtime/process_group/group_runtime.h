@@ -38,6 +38,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -75,7 +76,9 @@ struct RuntimeConfig {
 // What an op body sees.
 struct OpContext {
   std::uint64_t seq = 0;     // op #seq
-  std::string name;          // "all_reduce"
+  // "all_reduce": the Op's own name, not a copy (a string per small op was a tenth of its
+  // instructions); valid while the body runs, as the op is (a queued op keeps its copy).
+  std::string_view name;
   Duration timeout{};        // the group's op timeout
   // The op's buffers, in the order given to run(): the caller's, or op-owned copies of them.
   std::vector<BufferView> buffers;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -48,14 +49,38 @@ StalledOpCheck::StalledOpCheck(Store& store, int rank, int size, std::vector<int
 void StalledOpCheck::record(const OpDesc& op) { record(fingerprint(op)); }
 
 void StalledOpCheck::record(const Fingerprint& op) {
-  std::lock_guard lock(mutex_);
-  ring_[recorded_++ % kHistory] = op;
+  const std::uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // odd before any word changes
+  const std::uint64_t n = recorded_.load(std::memory_order_relaxed);
+  auto& words = ring_[n % kHistory].words;
+  for (std::size_t i = 0; i < Fingerprint::kWords; ++i)
+    std::atomic_ref<std::int64_t>(words[i]).store(op.words[i], std::memory_order_relaxed);
+  recorded_.store(n + 1, std::memory_order_relaxed);
+  version_.store(v + 2, std::memory_order_release);
+}
+
+// A copy taken while no record() was under way: read, then check that the version was even and
+// did not move. A stalled op's ring is still; a retry happens only while a thread issues ops.
+std::vector<Fingerprint> StalledOpCheck::recorded_ops() {
+  for (;;) {
+    const std::uint64_t before = version_.load(std::memory_order_acquire);
+    if (before % 2 == 0) {
+      const std::uint64_t n = std::min<std::uint64_t>(recorded_.load(std::memory_order_relaxed), kHistory);
+      std::vector<Fingerprint> ops(n);
+      for (std::size_t k = 0; k < n; ++k)
+        for (std::size_t i = 0; i < Fingerprint::kWords; ++i)
+          ops[k].words[i] = std::atomic_ref<std::int64_t>(ring_[k].words[i]).load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);  // the reads above before the look below
+      if (version_.load(std::memory_order_relaxed) == before) return ops;
+    }
+    std::this_thread::yield();
+  }
 }
 
 std::optional<std::string> StalledOpCheck::check() {
   std::lock_guard lock(mutex_);  // also serialises the store handle between waiting threads
-  std::vector<Fingerprint> mine(
-      ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(recorded_, kHistory)));
+  const std::vector<Fingerprint> mine = recorded_ops();
   try {
     store_->set(key_of(rank_), encode(mine));
     std::vector<std::vector<Fingerprint>> theirs(static_cast<std::size_t>(size_));

@@ -4,16 +4,19 @@
 // (gloo's all_reduce and broadcast use different slots), until the op timeout, 600 s by default.
 // A per-op exchange would cost a round trip per op, so this check runs only when an op stalls:
 //   - each op's fingerprint (op_record.h) goes into a ring of this rank's last kHistory ops, on
-//     the issuing thread (a short uncontended lock and a 64-byte copy: the whole per-op cost);
+//     the issuing thread: a 64-byte copy between two stores of a sequence word (a seqlock), the
+//     whole per-op cost (a mutex there was a tenth of a small op's instructions);
 //   - when a wait on an op has lasted kFirstCheck (then 2x, 4x, ... up to kMaxInterval apart),
 //     the waiting thread writes the ring under "op_check/<rank>" in the group's store and reads
 //     the peers' rings (non-blocking): ops with the same number that differ are a mismatch, and
 //     the message is the sequence mode's (sequence_check.h), from the lowest such number.
 // A peer that is not stalled publishes nothing, so a stall where only one side waits (a rank
 // busy computing) gives no verdict; both sides of a mismatch wait, and each finds it.
-// Thread-safety: record() on the issuing thread, check() on any waiting thread.
+// Thread-safety: record() on the thread that runs the op (one at a time: the group's ops run in
+// order), check() on any waiting thread.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -52,14 +55,19 @@ class StalledOpCheck {
   std::optional<std::string> check();
 
  private:
-  std::mutex mutex_;
+  // This rank's last ops, as check() reads them while record() may write (seqlock, above).
+  std::vector<Fingerprint> recorded_ops();
+
+  std::mutex mutex_;  // check()'s: its store handle, shared by the waiting threads
   std::unique_ptr<Store> store_;
   int rank_;
   int size_;
   std::vector<int> global_ranks_;
   std::string group_;
-  std::array<Fingerprint, kHistory> ring_{};
-  std::uint64_t recorded_ = 0;
+  std::array<Fingerprint, kHistory> ring_{};  // its words accessed atomically (relaxed)
+  std::atomic<std::uint64_t> recorded_{0};     // ops recorded; written by record() only
+  std::atomic<std::uint64_t> version_{0};      // odd while record() writes
+
 };
 
 // GroupRuntime::Hooks::stalled for a backend whose waits run `check`: the mismatch as a
