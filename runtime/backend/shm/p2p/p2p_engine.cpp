@@ -155,27 +155,27 @@ bool P2PEngine::send_now(const P2POp& send) {
 // `look_in_ring`) whole at the head of the peer's ring, no recv of that peer pending before it
 // and nothing being read. False when it must be posted as usual (a rendezvous, a size mismatch
 // to report, nothing here).
-bool P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
+P2PEngine::RecvNow P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
   Peer& peer = peers_[static_cast<std::size_t>(recv.peer)];
   const std::size_t bytes = recv.buffer.bytes();
   auto* dst = static_cast<std::byte*>(recv.buffer.data);
   if (auto it = peer.first_unclaimed(recv.tag); it != peer.unexpected.end()) {
-    if (it->h.kind != kEager || !it->complete || it->h.bytes != bytes) return false;
+    if (it->h.kind != kEager || !it->complete || it->h.bytes != bytes) return RecvNow::posted;
     if (bytes) copy_bytes(dst, it->data.data(), bytes);
     peer.drop_unexpected(it);
-    return true;
+    return RecvNow::done;
   }
-  if (!look_in_ring || !peer.recvs.empty() || peer.reading) return false;
+  if (!look_in_ring || !peer.recvs.empty() || peer.reading) return RecvNow::posted;
   std::uint64_t& tail_word = tail(recv.peer, rank_);
   const std::uint64_t t = atomic(tail_word).load(std::memory_order_relaxed);  // only this rank writes it
-  if (!ring_written(recv.peer, t) || !header_at(recv.peer, t)) return false;
+  if (!ring_written(recv.peer, t) || !header_at(recv.peer, t)) return RecvNow::nothing_yet;
   Header h;
   read_header(recv.peer, t, h);
-  if (h.kind != kEager || !h.whole || h.tag != recv.tag || h.bytes != bytes) return false;
+  if (h.kind != kEager || !h.whole || h.tag != recv.tag || h.bytes != bytes) return RecvNow::posted;
   if (bytes) copy_from_ring(recv.peer, t + sizeof(Header), dst, bytes);
   atomic(tail_word).store(next_message_start(t + sizeof(Header) + bytes), std::memory_order_release);
   ring_doorbell(recv.peer);  // the sender may wait for room, as after progress_in
-  return true;
+  return RecvNow::done;
 }
 
 void P2PEngine::run(std::span<const P2POp> ops, std::span<const P2POp> after, const char* what, Duration timeout,
@@ -200,7 +200,7 @@ void P2PEngine::run(std::span<const P2POp> ops, std::span<const P2POp> after, co
 std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
   std::shared_ptr<Batch> batch;
   auto make_batch = [&] {
-    batch = std::make_shared<Batch>();
+    batch = std::make_shared<Batch>(ops.size());
     batch->what = what;
     batch->seq = seq;
   };
@@ -225,9 +225,8 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
     if (!batch) make_batch();
     ++batch->remaining;
     ++busy_;
-    auto op = std::make_shared<Op>(Op{p.kind, p.peer, p.tag, static_cast<std::byte*>(p.buffer.data), p.buffer.bytes(),
-                                      batch});
-    batch->ops.push_back(op);
+    batch->ops.push_back(Op{p.kind, p.peer, p.tag, static_cast<std::byte*>(p.buffer.data), p.buffer.bytes(), batch.get()});
+    const std::shared_ptr<Op> op(batch, &batch->ops.back());  // within the capacity reserved: never moves
     Peer& peer = peers_[static_cast<std::size_t>(p.peer)];
     if (p.kind == P2POp::Kind::recv) {
       post_recv(op);
@@ -257,13 +256,21 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, c
     peers_[static_cast<std::size_t>(p.peer)].sent_in_post = post;
     if (!send_now(p)) track(p);
   }
-  for (const P2POp& p : ops)
-    if (p.kind == P2POp::Kind::recv && !recv_now(p, peers_[static_cast<std::size_t>(p.peer)].sent_in_post != post))
-      track(p);
+  // Whether all that is in flight are recvs of this post that found nothing from their peers.
+  bool only_idle_recvs = busy_ == 0;  // nothing from before, no send of this post queued
+  for (const P2POp& p : ops) {
+    if (p.kind != P2POp::Kind::recv) continue;
+    const RecvNow r = recv_now(p, peers_[static_cast<std::size_t>(p.peer)].sent_in_post != post);
+    if (r == RecvNow::done) continue;
+    track(p);
+    if (r != RecvNow::nothing_yet) only_idle_recvs = false;
+  }
   // Every op done at once and nothing else in flight: a pass would only read the peers' lines
-  // (the next message's header, which its sender may be writing) for nothing. Otherwise move
-  // what can move now.
-  if (busy_ > 0) progress(false);
+  // (the next message's header, which its sender may be writing) for nothing; the same when all
+  // that is in flight are recvs of this post that just looked at their rings and found them
+  // empty (a lone recv posted before its message: the wait polls next). Otherwise move what can
+  // move now.
+  if (busy_ > 0 && !only_idle_recvs) progress(false);
   return batch;
 }
 

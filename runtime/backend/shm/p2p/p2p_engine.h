@@ -158,8 +158,12 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // with no Op to track: false when it must be queued as usual. Under mutex_.
   bool send_now(const P2POp& send);
   // A recv whose message is here already (kept, or in the ring when `look_in_ring`), copied out
-  // at once with no Op to track: false when it must be posted as usual. Under mutex_.
-  bool recv_now(const P2POp& recv, bool look_in_ring);
+  // at once with no Op to track (done); else whether it must be posted as usual with nothing
+  // from its peer here yet (nothing_yet: the ring looked at and empty, nothing kept), or with
+  // something a progress pass may act on (posted: a rendezvous, a size mismatch, a message
+  // behind others). Under mutex_.
+  enum class RecvNow { done, nothing_yet, posted };
+  RecvNow recv_now(const P2POp& recv, bool look_in_ring);
   // The header at `pos` (a message start) of `src`'s ring to us; read after header_at() said it
   // is stamped.
   void read_header(int src, std::uint64_t pos, Header& h) const;

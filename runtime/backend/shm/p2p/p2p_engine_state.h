@@ -64,24 +64,29 @@ inline std::uint64_t next_message_start(std::uint64_t pos) { return (pos + kMess
 // A clear-to-send (kCts) carries the receiver's buffer in `addr`, the message's size in `bytes`
 // and the claim word's generation in `tag`.
 
-struct P2PEngine::Batch {
-  const char* what;   // "send", "gather": where errors happen (a static string)
-  std::uint64_t seq = 0;  // op #seq as its group runtime numbered it (0: a collective's part)
-  std::size_t remaining = 0;
-  std::exception_ptr error;
-  // For messages and health checks; inline for the usual one or two ops (no allocation per send).
-  boost::container::small_vector<std::weak_ptr<Op>, 2> ops;
-};
-
 struct P2PEngine::Op {
   P2POp::Kind kind;
   int peer;
   int tag;
   std::byte* data;
   std::size_t bytes;
-  std::shared_ptr<Batch> batch;
+  Batch* batch;  // the batch that holds this op (below): alive as long as the op is
   bool done = false;
   std::uint64_t header_end = 0;  // rendezvous send: the ring position after its header (0: not written)
+};
+
+// The ops of a post that must wait live in their batch, not one allocation each: the queues hold
+// them by shared_ptrs that share the batch's ownership (aliasing), so an op a queue still holds
+// keeps its batch, as a Work dropped before its ops finished leaves them.
+struct P2PEngine::Batch {
+  explicit Batch(std::size_t capacity) { ops.reserve(capacity); }
+  const char* what = "";  // "send", "gather": where errors happen (a static string)
+  std::uint64_t seq = 0;  // op #seq as its group runtime numbered it (0: a collective's part)
+  std::size_t remaining = 0;
+  std::exception_ptr error;
+  // Reserved for every op of the post at once, so an op never moves (the queues point at it);
+  // inline for the usual one or two ops.
+  boost::container::small_vector<Op, 2> ops;
 };
 
 // An item of a pair's outgoing queue: a message (with its send) or an ack/nack (with the recv

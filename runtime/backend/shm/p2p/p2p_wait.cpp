@@ -65,8 +65,8 @@ void P2PEngine::wait(const std::shared_ptr<Batch>& batch, Duration timeout) {
         std::lock_guard lock(mutex_);
         progress();
         if (batch->remaining == 0) break;
-        for (auto& w : batch->ops)
-          if (auto op = w.lock(); op && !op->done) waiting_on.push_back(op->peer);
+        for (const Op& op : batch->ops)
+          if (!op.done) waiting_on.push_back(op.peer);
       }
       // 6. Their health: one that died, aborted or recorded a failure fails the batch and the
       //    group, unless what it delivered before it went settled the batch.
@@ -114,9 +114,9 @@ bool P2PEngine::poll_batch(Batch& batch, int& awaited) {
   if (batch.remaining != 0) progress();
   if (batch.remaining == 0) return true;
   if (awaited < 0)
-    for (auto& w : batch.ops)
-      if (auto op = w.lock(); op && !op->done) {
-        awaited = op->peer;
+    for (const Op& op : batch.ops)
+      if (!op.done) {
+        awaited = op.peer;
         break;
       }
   return false;
@@ -129,13 +129,12 @@ Clock::duration P2PEngine::ack_time(Batch& batch) {
   if (size_ > cpus_) return Clock::duration::zero();  // ranks share cores: sleep as the policy says
   std::lock_guard lock(mutex_);
   std::size_t bytes = 0;
-  for (auto& w : batch.ops) {
-    auto op = w.lock();
-    if (!op || op->done) continue;
-    if (op->kind != P2POp::Kind::send || op->header_end == 0 ||
-        atomic(tail(rank_, op->peer)).load(std::memory_order_acquire) < op->header_end)
+  for (const Op& op : batch.ops) {
+    if (op.done) continue;
+    if (op.kind != P2POp::Kind::send || op.header_end == 0 ||
+        atomic(tail(rank_, op.peer)).load(std::memory_order_acquire) < op.header_end)
       return Clock::duration::zero();
-    bytes += op->bytes;
+    bytes += op.bytes;
   }
   return std::min<Clock::duration>(std::chrono::nanoseconds(bytes), kSleepSlice);
 }
@@ -145,8 +144,8 @@ std::exception_ptr P2PEngine::timeout_error(Batch& batch, Duration timeout) {
   std::vector<std::string> pending;
   {
     std::lock_guard lock(mutex_);
-    for (auto& w : batch.ops)
-      if (auto op = w.lock(); op && !op->done) pending.push_back(describe(*op));
+    for (const Op& op : batch.ops)
+      if (!op.done) pending.push_back(describe(op));
   }
   return std::make_exception_ptr(TimeoutError(
       op_timeout_message({group_label(global_rank_at(rank_, global_ranks_), group_, "shm"),
