@@ -69,49 +69,60 @@ class Backend {
   // Each op has two forms. The virtual one takes the op as a value (op.h) first: what a Group
   // calls, with the op it numbered, and what a backend implements, running that op (its number,
   // label and timeout) through its group runtime. The other, without an Op, issues a bare op
-  // (a backend used directly: the backend's runtime numbers it); a class that implements the
-  // virtual form and is called in this form through its own type adds `using Backend::x;`.
+  // (a backend used directly: the backend's runtime numbers it; one Op per form, made once, not
+  // a name string per call); a class that implements the virtual form and is called in this
+  // form through its own type adds `using Backend::x;`.
 
   // In place on `buffer` (every rank the same count and dtype).
   WorkHandle all_reduce(BufferView buffer, const AllReduceOptions& options = {}) {
-    return all_reduce(Op::bare("all_reduce"), buffer, options);
+    static const Op bare = Op::bare("all_reduce");
+    return all_reduce(bare, buffer, options);
   }
   virtual WorkHandle all_reduce(const Op& op, BufferView buffer, const AllReduceOptions& options) = 0;
   // In place: the root's buffer is copied into every other rank's.
   WorkHandle broadcast(BufferView buffer, const BroadcastOptions& options = {}) {
-    return broadcast(Op::bare("broadcast"), buffer, options);
+    static const Op bare = Op::bare("broadcast");
+    return broadcast(bare, buffer, options);
   }
   virtual WorkHandle broadcast(const Op& op, BufferView buffer, const BroadcastOptions& options) = 0;
   // output.count == input.count * size(); rank r's input lands at output[r * input.count].
   WorkHandle all_gather(BufferView input, BufferView output, const AllGatherOptions& options = {}) {
-    return all_gather(Op::bare("all_gather"), input, output, options);
+    static const Op bare = Op::bare("all_gather");
+    return all_gather(bare, input, output, options);
   }
   virtual WorkHandle all_gather(const Op& op, BufferView input, BufferView output,
                                 const AllGatherOptions& options) = 0;
   // input.count == output.count * size(); rank r receives the reduction of block r.
   WorkHandle reduce_scatter(BufferView input, BufferView output, const ReduceScatterOptions& options = {}) {
-    return reduce_scatter(Op::bare("reduce_scatter"), input, output, options);
+    static const Op bare = Op::bare("reduce_scatter");
+    return reduce_scatter(bare, input, output, options);
   }
   virtual WorkHandle reduce_scatter(const Op& op, BufferView input, BufferView output,
                                     const ReduceScatterOptions& options) = 0;
-  WorkHandle barrier(const BarrierOptions& options = {}) { return barrier(Op::bare("barrier"), options); }
+  WorkHandle barrier(const BarrierOptions& options = {}) {
+    static const Op bare = Op::bare("barrier");
+    return barrier(bare, options);
+  }
   virtual WorkHandle barrier(const Op& op, const BarrierOptions& options) = 0;
 
   // --- Point-to-point (MPI/c10d semantics). Both return at once; the Work completes when the
   // buffer may be reused (send) or holds the message (recv). A recv's buffer must have the
   // message's exact byte size. Posting several before waiting never deadlocks.
   WorkHandle send(BufferView buffer, int peer, const SendOptions& options = {}) {
-    return send(Op::bare("send", true), buffer, peer, options);
+    static const Op bare = Op::bare("send", true);
+    return send(bare, buffer, peer, options);
   }
   virtual WorkHandle send(const Op& op, BufferView buffer, int peer, const SendOptions& options) = 0;
   WorkHandle recv(BufferView buffer, int peer, const RecvOptions& options = {}) {
-    return recv(Op::bare("recv", true), buffer, peer, options);
+    static const Op bare = Op::bare("recv", true);
+    return recv(bare, buffer, peer, options);
   }
   virtual WorkHandle recv(const Op& op, BufferView buffer, int peer, const RecvOptions& options) = 0;
   // Posts every op of `ops` at once (any mix of peers, directions and tags: a ring exchange is
   // fine) and returns one Work that completes when all have. Every op is checked first.
   WorkHandle batch_send_recv(const std::vector<P2POp>& ops) {
-    return batch_send_recv(Op::bare("batch_send_recv", true), ops);
+    static const Op bare = Op::bare("batch_send_recv", true);
+    return batch_send_recv(bare, ops);
   }
   virtual WorkHandle batch_send_recv(const Op& op, const std::vector<P2POp>& ops) = 0;
 
@@ -119,25 +130,29 @@ class Backend {
   // In place: the root's buffer receives the reduction (in rank order, bit-identical on the CPU
   // backends); other ranks' buffers are left unchanged.
   WorkHandle reduce(BufferView buffer, const ReduceOptions& options = {}) {
-    return reduce(Op::bare("reduce"), buffer, options);
+    static const Op bare = Op::bare("reduce");
+    return reduce(bare, buffer, options);
   }
   virtual WorkHandle reduce(const Op& op, BufferView buffer, const ReduceOptions& options) = 0;
   // At the root output.count == input.count * size() and rank r's input lands at
   // output[r * input.count]; elsewhere `output` is not touched (it may be empty).
   WorkHandle gather(BufferView input, BufferView output, const GatherOptions& options = {}) {
-    return gather(Op::bare("gather"), input, output, options);
+    static const Op bare = Op::bare("gather");
+    return gather(bare, input, output, options);
   }
   virtual WorkHandle gather(const Op& op, BufferView input, BufferView output, const GatherOptions& options) = 0;
   // At the root input.count == output.count * size() and block r goes to rank r's output;
   // elsewhere `input` is not read (it may be empty).
   WorkHandle scatter(BufferView input, BufferView output, const ScatterOptions& options = {}) {
-    return scatter(Op::bare("scatter"), input, output, options);
+    static const Op bare = Op::bare("scatter");
+    return scatter(bare, input, output, options);
   }
   virtual WorkHandle scatter(const Op& op, BufferView input, BufferView output, const ScatterOptions& options) = 0;
   // input.count == output.count, a multiple of size(): block r of the input goes to rank r,
   // block r of the output comes from rank r.
   WorkHandle all_to_all(BufferView input, BufferView output, const AllToAllOptions& options = {}) {
-    return all_to_all(Op::bare("all_to_all"), input, output, options);
+    static const Op bare = Op::bare("all_to_all");
+    return all_to_all(bare, input, output, options);
   }
   virtual WorkHandle all_to_all(const Op& op, BufferView input, BufferView output,
                                 const AllToAllOptions& options) = 0;
@@ -147,7 +162,8 @@ class Backend {
   // recv_counts[r] (a mismatch fails the op on the ranks concerned).
   WorkHandle all_to_allv(BufferView input, const std::vector<std::size_t>& send_counts, BufferView output,
                          const std::vector<std::size_t>& recv_counts, const AllToAllOptions& options = {}) {
-    return all_to_allv(Op::bare("all_to_allv"), input, send_counts, output, recv_counts, options);
+    static const Op bare = Op::bare("all_to_allv");
+    return all_to_allv(bare, input, send_counts, output, recv_counts, options);
   }
   virtual WorkHandle all_to_allv(const Op& op, BufferView input, const std::vector<std::size_t>& send_counts,
                                  BufferView output, const std::vector<std::size_t>& recv_counts,

@@ -188,6 +188,14 @@ class GroupRuntime {
     if (!runs_inline(bytes)) return run(op, bytes, {}, Body(std::forward<F>(body)));
     return run_inline(op, {}, nullptr, BodyRef(body));
   }
+  // The same for a body that refers to the caller's locals: run in place when the op runs
+  // inline (nothing moved into a capture); queued, `make_owning()` returns a body that owns what
+  // it needs (moved out of those locals), as run() keeps it.
+  template <class F, class MakeOwning>
+  WorkHandle run_small(const Op& op, std::size_t bytes, F&& in_place, MakeOwning&& make_owning) {
+    if (!runs_inline(bytes)) return run(op, bytes, {}, Body(make_owning()));
+    return run_inline(op, {}, nullptr, BodyRef(in_place));
+  }
 
  private:
   struct Shared;  // what a queued op needs: outlives the runtime when the thread is left behind

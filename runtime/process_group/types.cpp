@@ -2,18 +2,6 @@
 
 namespace fastrun {
 
-std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::float32: return 4;
-    case DType::float64: return 8;
-    case DType::float16: return 2;
-    case DType::bfloat16: return 2;
-    case DType::int32: return 4;
-    case DType::int64: return 8;
-  }
-  return 0;
-}
-
 std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::float32: return "float32";

@@ -10,7 +10,18 @@ enum class DType { float32, float64, float16, bfloat16, int32, int64 };
 enum class ReduceOp { sum, avg, min, max, product };
 enum class DeviceKind { cpu, cuda };
 
-std::size_t dtype_size(DType t);
+// Inline: every op's shape checks and block offsets ask it several times.
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::float32: return 4;
+    case DType::float64: return 8;
+    case DType::float16: return 2;
+    case DType::bfloat16: return 2;
+    case DType::int32: return 4;
+    case DType::int64: return 8;
+  }
+  return 0;
+}
 std::string_view dtype_name(DType t);
 std::string_view reduce_op_name(ReduceOp op);
 

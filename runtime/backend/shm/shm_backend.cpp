@@ -235,7 +235,7 @@ void ShmBackend::broadcast_single_copy(const BufferView& b, int root) {
   } else {
     ops.push_back(recv_op(b, root));
   }
-  p2p_->run(ops, {}, "broadcast", runtime_->health().op_timeout(), [] {});
+  p2p_->run(ops, {}, "broadcast", runtime_->health().op_timeout());
 }
 
 // The root writes chunk j at step j+1; the others copy it out at step j+2. The root waits for

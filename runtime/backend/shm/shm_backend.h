@@ -151,11 +151,7 @@ class ShmBackend final : public Backend {
   // the stack.
   using P2POps = boost::container::small_vector<P2POp, 4>;
   // This rank's own block of such a collective (from its input to its output).
-  struct LocalCopy {
-    void* dst = nullptr;
-    const void* src = nullptr;
-    std::size_t bytes = 0;
-  };
+  using LocalCopy = shm::LocalCopy;
   static LocalCopy local_copy(const BufferView& dst, const BufferView& src);
   // Runs a collective made of point-to-point messages (plus this rank's own local copy); `op`
   // describes it as the Group does (op_record.h), for the stalled-op check. `what` names it in
@@ -163,6 +159,9 @@ class ShmBackend final : public Backend {
   // from the peers `ops` send to, posted once the local copy is done (P2PEngine::run).
   WorkHandle run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps&& ops, LocalCopy local,
                      P2POps&& after = {});
+  // run_p2p's op body, wherever it runs.
+  void p2p_body(const OpContext& ctx, const char* what, Fingerprint f, const P2POps& ops, const LocalCopy& local,
+                const P2POps& after);
 
   int rank_;
   int size_;

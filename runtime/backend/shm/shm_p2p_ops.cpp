@@ -52,23 +52,28 @@ WorkHandle ShmBackend::post_p2p(const char* op, const Op& call, std::span<const 
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-// Its own op body, as run() makes one (begin_op, then the work): the messages are moved into it
-// once, where run() would move them again with its body.
+// Its own op body, as run() makes one (begin_op, then the work). Inline (the usual case) it
+// refers to the messages where the caller built them; only a body queued behind other ops takes
+// them with it.
 WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps&& ops, LocalCopy local,
                                P2POps&& after) {
-  auto op_body = [this, what, f = fingerprint(op), ops = std::move(ops), after = std::move(after),
-                  local](const OpContext& ctx) mutable {
-    begin_op(ctx, f, what);
-    const auto copy_local = [&local] {
-      if (local.bytes > 0 && local.dst != local.src) std::memmove(local.dst, local.src, local.bytes);
-    };
-    if (p2p_ && !(ops.empty() && after.empty()))
-      p2p_->run({ops.data(), ops.size()}, {after.data(), after.size()}, what, runtime_->health().op_timeout(),
-                copy_local);
-    else
-      copy_local();
-  };
-  return runtime_->run_small(call, 0, std::move(op_body));
+  const Fingerprint f = fingerprint(op);
+  return runtime_->run_small(
+      call, 0, [&](const OpContext& ctx) { p2p_body(ctx, what, f, ops, local, after); },
+      [&] {
+        return [this, what, f, ops = std::move(ops), after = std::move(after), local](const OpContext& ctx) {
+          p2p_body(ctx, what, f, ops, local, after);
+        };
+      });
+}
+
+void ShmBackend::p2p_body(const OpContext& ctx, const char* what, Fingerprint f, const P2POps& ops,
+                          const LocalCopy& local, const P2POps& after) {
+  begin_op(ctx, f, what);
+  if (p2p_ && !(ops.empty() && after.empty()))
+    p2p_->run({ops.data(), ops.size()}, {after.data(), after.size()}, what, runtime_->health().op_timeout(), local);
+  else if (local.bytes > 0 && local.dst != local.src)
+    std::memmove(local.dst, local.src, local.bytes);
 }
 
 ShmBackend::LocalCopy ShmBackend::local_copy(const BufferView& dst, const BufferView& src) {

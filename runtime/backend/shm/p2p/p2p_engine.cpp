@@ -178,11 +178,27 @@ P2PEngine::RecvNow P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
   return RecvNow::done;
 }
 
+// Both posts under one lock, with a short local copy between them: it takes less than the lock
+// would (kShortLocalCopyBytes); a longer one runs unlocked, as other threads may progress.
 void P2PEngine::run(std::span<const P2POp> ops, std::span<const P2POp> after, const char* what, Duration timeout,
-                    const std::function<void()>& meanwhile) {
-  auto batch = start(ops, what);
-  meanwhile();
-  auto rest = after.empty() ? nullptr : start(after, what);
+                    const LocalCopy& meanwhile) {
+  const auto copy_local = [&meanwhile] {
+    if (meanwhile.bytes > 0 && meanwhile.dst != meanwhile.src)
+      std::memmove(meanwhile.dst, meanwhile.src, meanwhile.bytes);
+  };
+  std::shared_ptr<Batch> batch, rest;
+  {
+    std::unique_lock lock(mutex_);
+    batch = start_locked(ops, what, 0);
+    if (meanwhile.bytes > kShortLocalCopyBytes) {
+      lock.unlock();
+      copy_local();
+      lock.lock();
+    } else {
+      copy_local();
+    }
+    if (!after.empty()) rest = start_locked(after, what, 0);
+  }
   if (batch && rest) {
     const Deadline deadline(timeout);  // one op timeout for both (read only where both wait)
     wait(batch, timeout);
@@ -198,13 +214,18 @@ void P2PEngine::run(std::span<const P2POp> ops, std::span<const P2POp> after, co
 // copied out, with nothing to track: the batch is made for the first op that must wait, and
 // none when every op is done (nullptr).
 std::shared_ptr<P2PEngine::Batch> P2PEngine::start(std::span<const P2POp> ops, const char* what, std::uint64_t seq) {
+  std::lock_guard lock(mutex_);
+  return start_locked(ops, what, seq);
+}
+
+std::shared_ptr<P2PEngine::Batch> P2PEngine::start_locked(std::span<const P2POp> ops, const char* what,
+                                                          std::uint64_t seq) {
   std::shared_ptr<Batch> batch;
   auto make_batch = [&] {
     batch = std::make_shared<Batch>(ops.size());
     batch->what = what;
     batch->seq = seq;
   };
-  std::lock_guard lock(mutex_);
   if (health_->failed()) {  // a failed p2p op or collective: the group's one record says why
     make_batch();
     batch->error = std::make_exception_ptr(health_->unusable(what));

@@ -71,6 +71,18 @@ namespace fastrun::shm {
 // with more ranks than CPUs, where CPU time is what is short and the copy through the ring costs
 // more than it saves (docs/benchmarks.md, "Figures behind the constants").
 inline constexpr std::size_t kRendezvousBytes = 32 * 1024;
+// A collective's own block up to this size is copied under the engine's lock, between its two
+// posts (P2PEngine::run): a few microseconds at most, where a second lock costs a small op a
+// tenth of its instructions. A larger one is copied unlocked: other threads may move messages.
+inline constexpr std::size_t kShortLocalCopyBytes = 64 * 1024;
+
+// A collective's own block, copied from `src` to `dst` (unless the same) while its messages move
+// (P2PEngine::run).
+struct LocalCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
 
 class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
  public:
@@ -103,7 +115,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // in step with this rank: their messages are often here once `meanwhile` is done, and a recv
   // whose message is here is done with no batch or op to track.
   void run(std::span<const P2POp> ops, std::span<const P2POp> after, const char* what, Duration timeout,
-           const std::function<void()>& meanwhile);
+           const LocalCopy& meanwhile = {});
   // Moves every pending message (under the engine's mutex), for a thread blocked elsewhere in the
   // group (Channel::set_idle_hook). Never throws: a failure reaches the Works it concerns.
   void poll() noexcept;
@@ -124,6 +136,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // Posting and matching (p2p_engine.cpp): the batch of the ops that must be waited for, or
   // nullptr when every op was done when posted.
   std::shared_ptr<Batch> start(std::span<const P2POp> ops, const char* what, std::uint64_t seq = 0);
+  std::shared_ptr<Batch> start_locked(std::span<const P2POp> ops, const char* what, std::uint64_t seq);
   // Waiting (p2p_wait.cpp): wait() takes mutex_ itself; so do its helpers.
   void wait(const std::shared_ptr<Batch>& batch, Duration timeout);
   bool test(const std::shared_ptr<Batch>& batch);
