@@ -153,8 +153,9 @@ bool P2PEngine::send_now(const P2POp& send) {
 // A recv whose message is here already, copied out at once with no Op to track: the earliest
 // unclaimed message from the peer with its tag, kept complete in `unexpected`, or else (when
 // `look_in_ring`) whole at the head of the peer's ring, no recv of that peer pending before it
-// and nothing being read. False when it must be posted as usual (a rendezvous, a size mismatch
-// to report, nothing here).
+// and nothing being read. Else it must be posted as usual: nothing_yet when its peer's ring is
+// empty and nothing of it is kept, posted otherwise (a rendezvous, a size mismatch to report, a
+// message of another tag first).
 P2PEngine::RecvNow P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
   Peer& peer = peers_[static_cast<std::size_t>(recv.peer)];
   const std::size_t bytes = recv.buffer.bytes();
