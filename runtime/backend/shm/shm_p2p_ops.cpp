@@ -1,7 +1,5 @@
 // The shm backend's point-to-point, rooted and all-to-all ops (shm_backend.h). Argument checks
 // come from process_group/shape_check.h, so every backend words a mistake the same way.
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "fastrun/runtime/backend/shm/p2p/p2p_progress.h"
@@ -72,8 +70,8 @@ void ShmBackend::p2p_body(const OpContext& ctx, const char* what, Fingerprint f,
   begin_op(ctx, f, what);
   if (p2p_ && !(ops.empty() && after.empty()))
     p2p_->run({ops.data(), ops.size()}, {after.data(), after.size()}, what, runtime_->health().op_timeout(), local);
-  else if (local.bytes > 0 && local.dst != local.src)
-    std::memmove(local.dst, local.src, local.bytes);
+  else
+    local.copy();
 }
 
 ShmBackend::LocalCopy ShmBackend::local_copy(const BufferView& dst, const BufferView& src) {

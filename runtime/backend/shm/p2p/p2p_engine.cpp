@@ -183,20 +183,16 @@ P2PEngine::RecvNow P2PEngine::recv_now(const P2POp& recv, bool look_in_ring) {
 // would (kShortLocalCopyBytes); a longer one runs unlocked, as other threads may progress.
 void P2PEngine::run(std::span<const P2POp> ops, std::span<const P2POp> after, const char* what, Duration timeout,
                     const LocalCopy& meanwhile) {
-  const auto copy_local = [&meanwhile] {
-    if (meanwhile.bytes > 0 && meanwhile.dst != meanwhile.src)
-      std::memmove(meanwhile.dst, meanwhile.src, meanwhile.bytes);
-  };
   std::shared_ptr<Batch> batch, rest;
   {
     std::unique_lock lock(mutex_);
     batch = start_locked(ops, what, 0);
     if (meanwhile.bytes > kShortLocalCopyBytes) {
       lock.unlock();
-      copy_local();
+      meanwhile.copy();
       lock.lock();
     } else {
-      copy_local();
+      meanwhile.copy();
     }
     if (!after.empty()) rest = start_locked(after, what, 0);
   }

@@ -44,6 +44,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -82,6 +83,9 @@ struct LocalCopy {
   void* dst = nullptr;
   const void* src = nullptr;
   std::size_t bytes = 0;
+  void copy() const {
+    if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+  }
 };
 
 class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
@@ -109,7 +113,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   // Work for all of them. `what` names them in errors ("send", "gather"; a static string),
   // `seq` the op's number (group_runtime.h): its timeout message says "send #3".
   WorkHandle post(std::span<const P2POp> ops, const char* what, std::uint64_t seq);
-  // Posts `ops`, runs `meanwhile` (a collective's own block: it overlaps the peers' copies of
+  // Posts `ops`, copies `meanwhile` (a collective's own block: it overlaps the peers' copies of
   // ours), posts `after`, then waits (for collectives built on point-to-point; runs on the
   // group's op thread). `after`: recvs from peers that `ops` send to (an all-to-all), which are
   // in step with this rank: their messages are often here once `meanwhile` is done, and a recv
