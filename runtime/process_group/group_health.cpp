@@ -63,12 +63,12 @@ std::exception_ptr GroupHealth::first_error() const {
   return std::make_exception_ptr(BackendError(failure_));
 }
 
-BackendError GroupHealth::unusable(const std::string& op) const {
+BackendError GroupHealth::unusable(std::string_view op) const {
   return BackendError(
       fmt::format("{}: {} refused: the group is unusable after an earlier failure: {}", label_, op, failure()));
 }
 
-void GroupHealth::check_usable(const std::string& op) const {
+void GroupHealth::check_usable(std::string_view op) const {
   if (failed()) throw unusable(op);
 }
 

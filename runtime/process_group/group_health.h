@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fastrun/runtime/error.h"
@@ -53,9 +54,9 @@ class GroupHealth {
   // flight with it (nccl); a BackendError with its text when it came as text; null while healthy.
   std::exception_ptr first_error() const;
   // The error of an op issued after a failure (the same wording on every backend).
-  BackendError unusable(const std::string& op) const;
+  BackendError unusable(std::string_view op) const;
   // Throws unusable(op) once the group failed.
-  void check_usable(const std::string& op) const;
+  void check_usable(std::string_view op) const;
 
   // The job's recorded failure, if any (rate-limited; `force` reads the store now). Never throws.
   std::optional<std::string> recorded_failure(bool force = false) const;

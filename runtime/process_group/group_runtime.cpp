@@ -149,9 +149,8 @@ WorkHandle GroupRuntime::run(const Op& op, std::size_t bytes, std::vector<OpBuff
   s.in_flight->add(work);
   s.pending.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t ticket = thread_->post([shared = shared_, work, staged, ctx = std::move(ctx),
-                                              name = std::string(op.name), buffers = std::move(buffers),
-                                              body = std::move(body), prelude = std::move(prelude)]() mutable {
-    ctx.name = name;  // the name this op keeps, where it lies now (OpContext::name is a view)
+                                              buffers = std::move(buffers), body = std::move(body),
+                                              prelude = std::move(prelude)]() mutable {
     Shared& s = *shared;
     std::exception_ptr error;
     std::function<void()> write_back;

@@ -76,9 +76,9 @@ struct RuntimeConfig {
 // What an op body sees.
 struct OpContext {
   std::uint64_t seq = 0;     // op #seq
-  // "all_reduce": the Op's own name, not a copy (a string per small op was a tenth of its
-  // instructions); valid while the body runs, as the op is (a queued op keeps its copy).
-  std::string_view name;
+  // "all_reduce": the Op's name, whose text lives as long as the process (op_name.h), so a
+  // queued op carries it as it is.
+  OpName name;
   Duration timeout{};        // the group's op timeout
   // The op's buffers, in the order given to run(): the caller's, or op-owned copies of them.
   std::vector<BufferView> buffers;
@@ -175,10 +175,10 @@ class GroupRuntime {
   WorkHandle run(const Op& op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body, Body prelude = {});
   WorkHandle run(const Op& op, std::size_t bytes, Body body) { return run(op, bytes, {}, std::move(body)); }
   // A bare op named `op` (numbered here).
-  WorkHandle run(const char* op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
+  WorkHandle run(OpName op, std::size_t bytes, std::vector<OpBuffer> buffers, Body body) {
     return run(Op::bare(op), bytes, std::move(buffers), std::move(body));
   }
-  WorkHandle run(const char* op, std::size_t bytes, Body body) { return run(Op::bare(op), bytes, {}, std::move(body)); }
+  WorkHandle run(OpName op, std::size_t bytes, Body body) { return run(Op::bare(op), bytes, {}, std::move(body)); }
   // run(op, bytes, body) for a body that may be any callable: where the op runs inline, it is
   // called in place instead of being wrapped in a std::function first (captures beyond two
   // pointers cost a heap allocation and a free per op, on every small op's path). Queued on the

@@ -15,12 +15,4 @@ std::string op_label(std::string_view name, std::uint64_t seq) {
   return label;
 }
 
-Op Op::numbered_as(std::string name, std::uint64_t seq, bool point_to_point) {
-  Op op;
-  op.name = std::move(name);
-  op.seq = seq;
-  op.point_to_point = point_to_point;
-  return op;
-}
-
 }  // namespace fastrun

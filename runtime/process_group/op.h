@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "fastrun/runtime/duration.h"
+#include "fastrun/runtime/process_group/op_name.h"
 
 namespace fastrun {
 
@@ -23,7 +23,7 @@ namespace fastrun {
 std::string op_label(std::string_view name, std::uint64_t seq);
 
 struct Op {
-  std::string name;            // "all_reduce", "send", ...
+  OpName name;                 // "all_reduce", "send", ... (a literal or an interned text)
   std::uint64_t seq = 0;       // op #seq of its group; 0: bare, not numbered yet
   bool point_to_point = false; // numbered apart from the collectives
   Duration timeout{};          // how long the op may take; zero: the group's op timeout
@@ -33,14 +33,20 @@ struct Op {
   std::string label() const { return numbered() ? op_label(name, seq) : std::string(); }
 
   // An op the caller does not number: the backend's runtime will.
-  static Op bare(std::string name, bool point_to_point = false) {
+  static Op bare(OpName name, bool point_to_point = false) {
     Op op;
-    op.name = std::move(name);
+    op.name = name;
     op.point_to_point = point_to_point;
     return op;
   }
   // Op #seq named `name`: its label is "name #seq".
-  static Op numbered_as(std::string name, std::uint64_t seq, bool point_to_point = false);
+  static constexpr Op numbered_as(OpName name, std::uint64_t seq, bool point_to_point = false) {
+    Op op;
+    op.name = name;
+    op.seq = seq;
+    op.point_to_point = point_to_point;
+    return op;
+  }
 };
 
 }  // namespace fastrun

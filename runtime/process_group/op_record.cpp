@@ -7,15 +7,6 @@
 
 namespace fastrun {
 
-// The name constructed in place, not assigned to an empty string (half the instructions, on
-// every op's path).
-OpDesc op_desc(const char* op, const BufferView& input) {
-  return OpDesc{.op = op, .has_buffer = true, .dtype = input.dtype, .count = static_cast<std::int64_t>(input.count),
-                .pair_counts = nullptr};
-}
-
-OpDesc op_desc(const char* op) { return OpDesc{.op = op, .pair_counts = nullptr}; }
-
 std::string describe(const OpDesc& d) {
   std::string args;
   if (d.has_buffer)
@@ -44,7 +35,7 @@ Fingerprint fingerprint(const OpDesc& d) {
   f.words[3] = d.root;
   f.words[4] = d.reduce;
   // Straight into the zeroed words (names are short; keep a NUL): one copy per op, not two.
-  std::memcpy(&f.words[5], d.op.data(), std::min(d.op.size(), Fingerprint::kNameBytes - 1));
+  std::memcpy(&f.words[5], d.op.view().data(), std::min(d.op.view().size(), Fingerprint::kNameBytes - 1));
   return f;
 }
 
@@ -59,7 +50,7 @@ OpDesc from_fingerprint(const Fingerprint& f) {
   d.reduce = static_cast<int>(f.words[4]);
   char name[Fingerprint::kNameBytes + 1] = {};
   std::memcpy(name, &f.words[5], Fingerprint::kNameBytes);
-  d.op = name;
+  d.op = OpName::intern(name);
   return d;
 }
 

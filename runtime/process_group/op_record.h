@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "fastrun/runtime/process_group/op_name.h"
 #include "fastrun/runtime/process_group/pair_counts.h"
 #include "fastrun/runtime/process_group/types.h"
 
 namespace fastrun {
 
 struct OpDesc {
-  std::string op;           // "all_reduce", "broadcast", ...
+  OpName op;               // "all_reduce", "broadcast", ...
   std::int64_t seq = 0;     // 1, 2, ... per group, counting only ops that communicate (p2p apart)
   bool has_buffer = false;  // false for barrier
   DType dtype = DType::float32;
@@ -42,8 +43,12 @@ struct OpDesc {
   }
 };
 
-OpDesc op_desc(const char* op, const BufferView& input);  // an op on a buffer
-OpDesc op_desc(const char* op);                            // an op without one (barrier)
+// Inline: every op a user issues makes one (two on shm: the Group's and the backend's check's).
+inline OpDesc op_desc(OpName op, const BufferView& input) {  // an op on a buffer
+  return OpDesc{.op = op, .has_buffer = true, .dtype = input.dtype, .count = static_cast<std::int64_t>(input.count),
+                .pair_counts = nullptr};
+}
+inline OpDesc op_desc(OpName op) { return OpDesc{.op = op, .pair_counts = nullptr}; }  // without one (barrier)
 
 // "all_reduce(float32 x 1024, sum)", "broadcast(float32 x 1024, root 0)", "barrier()";
 // "all_to_allv(float32)" from a Fingerprint (its count is each rank's own).

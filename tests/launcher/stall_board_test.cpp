@@ -13,7 +13,7 @@ using namespace fastrun;
 
 namespace {
 
-OpDesc op(const char* name, std::int64_t seq) {
+OpDesc op(OpName name, std::int64_t seq) {
   OpDesc d;
   d.op = name;
   d.seq = seq;

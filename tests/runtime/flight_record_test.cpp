@@ -16,7 +16,7 @@
 using namespace fastrun;
 
 namespace {
-OpDesc op(const char* name, std::int64_t seq) {
+OpDesc op(OpName name, std::int64_t seq) {
   float x = 0;
   OpDesc d = op_desc(name, view_of(&x, 1)).with_reduce(ReduceOp::sum);
   d.seq = seq;

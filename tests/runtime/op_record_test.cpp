@@ -2,6 +2,8 @@
 // FASTRUN_DEBUG=sequence (process_group/sequence_check.h), without processes.
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/sequence_check.h"
 
@@ -24,6 +26,32 @@ TEST_CASE("ops describe themselves the way messages name them", "[group][debug]"
   CHECK(describe_numbered(numbered(op_desc("send", kF32).with_peer(2), 3)) == "p2p op #3 send(float32 x 1024, peer 2)");
 }
 
+TEST_CASE("an op's name is a view of text that lives as long as the process", "[group][debug]") {
+  // A literal, checked at compile time; an OpName is a pointer and a length (copied per op).
+  constexpr OpName literal = "all_reduce";
+  static_assert(literal == "all_reduce" && !(literal == "all_reduc") && OpName().empty());
+  static_assert(sizeof(OpName) == sizeof(std::string_view));
+  // Text made at run time is interned: one copy per text, which outlives the string it came from.
+  OpName interned;
+  {
+    std::string made = "my_";
+    made += "collective";
+    interned = OpName::intern(made);
+    CHECK(interned.view().data() != made.data());
+  }
+  CHECK(interned == "my_collective");
+  CHECK(OpName::intern("my_collective").view().data() == interned.view().data());
+  CHECK(!(OpName::intern("other_collective") == interned));
+  // A peer's name, decoded from its fingerprint, outlives the fingerprint.
+  OpDesc decoded;
+  {
+    const Fingerprint f = fingerprint(op_desc(interned, kF32));
+    decoded = from_fingerprint(f);
+  }
+  CHECK(decoded.op == "my_collective");
+  CHECK(describe(decoded) == "my_collective(float32 x 1024)");
+}
+
 TEST_CASE("a fingerprint keeps everything the ranks compare", "[group][debug]") {
   const OpDesc d = numbered(op_desc("reduce_scatter", {nullptr, 77, DType::bfloat16}).with_reduce(ReduceOp::max), 5);
   const OpDesc back = from_fingerprint(fingerprint(d));
@@ -31,7 +59,7 @@ TEST_CASE("a fingerprint keeps everything the ranks compare", "[group][debug]") 
   CHECK(describe(from_fingerprint(fingerprint(op_desc("barrier")))) == "barrier()");
   CHECK(!(fingerprint(d) == fingerprint(numbered(d, 6))));
   // A name longer than the fingerprint holds is cut, never overrun.
-  CHECK(from_fingerprint(fingerprint(op_desc("an_operation_name_longer_than_24_bytes"))).op.size() == 23);
+  CHECK(from_fingerprint(fingerprint(op_desc("an_operation_name_longer_than_24_bytes"))).op.view().size() == 23);
 }
 
 TEST_CASE("the mismatch message groups ranks by what they called", "[group][debug]") {

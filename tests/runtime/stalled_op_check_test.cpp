@@ -24,7 +24,7 @@ using namespace fastrun;
 
 namespace {
 std::vector<float> g_buf(100);
-OpDesc op(const char* name, std::size_t count, std::int64_t seq) {
+OpDesc op(OpName name, std::size_t count, std::int64_t seq) {
   OpDesc d = op_desc(name, BufferView{g_buf.data(), count, DType::float32});
   d.seq = seq;
   return d;
