@@ -84,7 +84,7 @@ FlightRecorder::~FlightRecorder() {
 
 std::uint64_t FlightRecorder::begin(const OpDesc& op) {
   const auto start = coarse_now();
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(lock_);
   if (board_slot_ && !op.point_to_point) board_slot_->begun(op, board_ns(start));
   const std::uint64_t slot = next_slot_++;
   // Written in place: the ring's entries keep their strings' capacity from lap to lap.
@@ -99,20 +99,20 @@ std::uint64_t FlightRecorder::begin(const OpDesc& op) {
 }
 
 void FlightRecorder::attach(std::uint64_t slot, const WorkHandle& work) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(lock_);
   if (slot + kCapacity < next_slot_) return;  // overwritten already
   ring_[slot % kCapacity].work = work;
 }
 
 void FlightRecorder::waiting(std::uint64_t slot) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(lock_);
   if (slot + kCapacity < next_slot_) return;
   ring_[slot % kCapacity].waited_on = true;
 }
 
 void FlightRecorder::end(std::uint64_t slot, bool ok) {
   const auto now = coarse_now();
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(lock_);
   if (slot + kCapacity < next_slot_) return;
   FlightEntry& e = ring_[slot % kCapacity];
   if (e.state != FlightEntry::State::issued) return;
@@ -125,7 +125,7 @@ void FlightRecorder::end(std::uint64_t slot, bool ok) {
 std::vector<FlightEntry> FlightRecorder::entries() const {
   std::vector<FlightEntry> out;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(lock_);
     const std::size_t n = ring_.size();
     const std::uint64_t first = next_slot_ - n;
     for (std::uint64_t s = first; s < next_slot_; ++s) out.push_back(ring_[s % kCapacity]);
@@ -143,7 +143,7 @@ std::vector<FlightEntry> FlightRecorder::entries() const {
 }
 
 std::int64_t FlightRecorder::last_collective_seq() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(lock_);
   for (std::uint64_t s = next_slot_; s > next_slot_ - ring_.size(); --s) {
     const FlightEntry& e = ring_[(s - 1) % kCapacity];
     if (!e.op.point_to_point) return e.op.seq;
@@ -176,7 +176,7 @@ std::string FlightRecorder::state_line() const {
 
 std::string FlightRecorder::explain_timeout(const OpDesc& op) {
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(lock_);
     if (!explanation_.empty()) return explanation_;
   }
   const int me = global_ranks_.at(static_cast<std::size_t>(rank_));
@@ -191,7 +191,7 @@ std::string FlightRecorder::explain_timeout(const OpDesc& op) {
                        describe_numbered(op), name_, me, e.what());
   }
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(lock_);
     if (!explanation_.empty()) return explanation_;
     explanation_ = text;
   }

@@ -11,7 +11,7 @@
 //      of each of its groups under flight_answer_key(n, its global rank);
 //   3. the requester waits at most kAnswerWait for the answers of its group's members and names
 //      the ones that did not answer.
-// Recording an op costs two clock reads and a short uncontended lock; nothing touches the store
+// Recording an op costs two coarse clock reads and two short uncontended spin locks; nothing touches the store
 // until a timeout asks. Under a fastrun launcher the recorder also shows each collective's begin
 // and end on the node's stall board (stall_board.h: a few plain stores), from which the launcher
 // reports a stall long before the op timeout. Thread-safety: every method may be called from any thread.
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/os/spin_lock.h"
 #include "fastrun/runtime/process_group/op_record.h"
 #include "fastrun/runtime/process_group/backend.h"
 
@@ -90,8 +91,10 @@ class FlightRecorder {
   const int rank_;
   std::shared_ptr<Store> job_store_;
   std::shared_ptr<FlightMonitor> monitor_;
-  std::unique_ptr<stall::RankSlot> board_slot_;  // null: no stall board (written under mutex_)
-  mutable std::mutex mutex_;
+  std::unique_ptr<stall::RankSlot> board_slot_;  // null: no stall board (written under lock_)
+  // Taken twice per op (begin, end) for a few words each; the long reads (entries(), a dump's)
+  // come only when a timeout or a launcher asks.
+  mutable SpinLock lock_;
   std::vector<FlightEntry> ring_;
   std::uint64_t next_slot_ = 0;
   std::string explanation_;
