@@ -143,7 +143,9 @@ int run_ranks_body(const Args& a) {
     if (g.rank() == 0) {
       const double mc = static_cast<double>(bytes) / memcpy_seconds(bytes, std::max(iters, 3)) / 1e9;
       const double algbw = static_cast<double>(bytes) / t / 1e9;
-      fmt::print("{:>11} {:>11} {:>6} {:>11.1f} {:>11.3f} {:>11.3f} {:>12.2f}\n", human(bytes), count, iters, t * 1e6,
+      // Nanoseconds shown below 10 us, where a small op's cost is a fraction of a microsecond.
+      fmt::print("{:>11} {:>11} {:>6} {:>11.{}f} {:>11.3f} {:>11.3f} {:>12.2f}\n", human(bytes), count, iters, t * 1e6,
+                 t < 1e-5 ? 3 : 1,
                  algbw, algbw * factor, mc);
       std::fflush(stdout);
     }
