@@ -24,7 +24,7 @@ class OpName {
   friend constexpr bool operator==(OpName a, std::string_view b) { return a.text_ == b; }
 
  private:
-  std::string_view text_;
+  std::string_view text_ = "";  // never a null pointer: a copy of an empty name stays a valid memcpy
 };
 
 }  // namespace fastrun
