@@ -27,6 +27,12 @@ class Work {
   virtual ~Work() = default;
   virtual void wait(Duration timeout = Duration::zero()) = 0;
   virtual bool completed() = 0;
+  // Whether the op is complete as far as is known without making progress: true only when it
+  // is; false may mean "not yet" or "not looked". completed() may do work to find out (shm's
+  // point-to-point ops progress only in wait() and completed(): a pass over every peer's ring);
+  // this never does. The Group asks it, right after issuing an op, whether the handle still needs
+  // watching. Default: completed(), for handles whose completed() only reads a state.
+  virtual bool known_complete() { return completed(); }
 };
 using WorkHandle = std::shared_ptr<Work>;
 

@@ -40,6 +40,7 @@ class TracedWork final : public Work {
     flight_->end(slot_, true);
   }
   bool completed() override { return inner_->completed(); }
+  bool known_complete() override { return inner_->known_complete(); }
 
  private:
   WorkHandle inner_;
@@ -84,7 +85,7 @@ WorkHandle Group::forward(OpDesc op, Issue issue) {
     flight_->end(slot, false);
     throw;
   }
-  if (!work->completed()) {
+  if (!work->known_complete()) {  // not completed(): that may run a progress pass (backend.h)
     flight_->attach(slot, work);
     return std::make_shared<TracedWork>(std::move(work), flight_, slot, std::move(op));
   }

@@ -27,6 +27,9 @@ class P2PEngine::BatchWork final : public Work {
       : engine_(std::move(engine)), batch_(std::move(batch)) {}
   void wait(Duration timeout) override { engine_->wait(batch_, timeout); }
   bool completed() override { return engine_->test(batch_); }
+  // A batch gets a Work only when it was not done when posted (start() returns no batch then),
+  // and only a progress pass can settle it since: not known to be complete.
+  bool known_complete() override { return false; }
 
  private:
   std::shared_ptr<P2PEngine> engine_;
