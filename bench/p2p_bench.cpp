@@ -5,7 +5,7 @@
 // before (fastrun-bench-mpi through mpirun, when both were found), with the ratio fastrun / MPI
 // of the times (below 1: fastrun is faster).
 //   fastrun-bench p2p [--nproc N] [--backend shm|gloo] [--op pingpong|alltoall|alltoallv|gather|scatter|all]
-//                     [--max BYTES] [--no-mpi] [--pin]
+//                     [--max BYTES] [--no-mpi] [--pin] [--fresh] [--group]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +28,7 @@
 #include "forked_group.h"
 #include "fastrun/runtime/backend/registry/registry.h"
 #include "fastrun/runtime/error.h"
+#include "fastrun/runtime/process_group/group.h"
 #include "fastrun/runtime/store/factory.h"
 #include "p2p_sizes.h"
 
@@ -45,6 +46,7 @@ struct Args {
   bool mpi = true;
   bool pin = false;  // rank r on the r-th usable CPU, as mpirun binds its ranks (2 ranks: to cores)
   bool fresh = false;  // every rank writes its input before each op (fresh_input)
+  bool group = false;  // the ops through a Group over the backend, as a program's join() gives them
 };
 
 Args parse(int argc, char** argv) {
@@ -62,6 +64,9 @@ Args parse(int argc, char** argv) {
                "every rank writes its input before each op, as a program sends new data each time (all-to-alls, "
                "gather, scatter; a ping-pong sends what it just received anyway); without it the input never "
                "changes, as in the OSU benchmarks");
+  app.add_flag("--group", a.group,
+               "call the ops on a Group over the backend, as a program calls join()'s groups (op numbers, flight "
+               "record), instead of on the backend directly, as Open MPI's column calls MPI");
   flags::parse(app, argc, argv);
   return a;
 }
@@ -201,7 +206,9 @@ std::function<void()> fresh_input(std::span<std::int32_t> input, std::function<v
 void run_rank(const Args& a, int rank, const std::string& address, const std::string& run_id, const std::string& op,
               const Figures& mpi, BareExchange& bare) {
   if (a.pin) pin_to_cpu(rank);
-  auto g = forked_group(a.backend, rank, a.nproc, address, run_id);
+  std::unique_ptr<Backend> g = forked_group(a.backend, rank, a.nproc, address, run_id);
+  if (a.group) g = std::make_unique<Group>(std::shared_ptr<Backend>(std::move(g)), std::vector<int>{}, Group::CpuFactory{},
+                                           GroupPolicy{.name = "world", .job_store = nullptr});
   const auto N = static_cast<std::size_t>(a.nproc);
   const double n = a.nproc;
   auto say = [&](const std::string& s) {
@@ -210,8 +217,8 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
   const bool pingpong = op == "pingpong";
   const int ranks = pingpong ? 2 : a.nproc;
   const double bus = pingpong ? 1.0 : (n - 1) / n;
-  say(fmt::format("\n{} ({} ranks, backend {}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>9} {:>11} {:>10} {:>9}\n", op,
-                  ranks, a.backend, pingpong ? "time = one way, half the round trip" : "busbw = algbw x (n-1)/n",
+  say(fmt::format("\n{} ({} ranks, backend {}{}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>9} {:>11} {:>10} {:>9}\n", op,
+                  ranks, a.backend, a.group ? " under a Group" : "", pingpong ? "time = one way, half the round trip" : "busbw = algbw x (n-1)/n",
                   mpi.count(op) ? "" : "  [no Open MPI figures: mpirun or fastrun-bench-mpi missing]", "bytes",
                   "time_us", "busbw_GB/s", "bare_us", "time/bare", "mpi_us", "mpi_GB/s", "time/mpi"));
   for (std::size_t bytes : p2p::sizes(a.max_bytes)) {
