@@ -218,7 +218,8 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
   const int ranks = pingpong ? 2 : a.nproc;
   const double bus = pingpong ? 1.0 : (n - 1) / n;
   say(fmt::format("\n{} ({} ranks, backend {}{}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>9} {:>11} {:>10} {:>9}\n", op,
-                  ranks, a.backend, a.group ? " under a Group" : "", pingpong ? "time = one way, half the round trip" : "busbw = algbw x (n-1)/n",
+                  ranks, a.backend, a.group ? " under a Group" : "",
+                  pingpong ? "time = one way, half the round trip" : "busbw = algbw x (n-1)/n",
                   mpi.count(op) ? "" : "  [no Open MPI figures: mpirun or fastrun-bench-mpi missing]", "bytes",
                   "time_us", "busbw_GB/s", "bare_us", "time/bare", "mpi_us", "mpi_GB/s", "time/mpi"));
   for (std::size_t bytes : p2p::sizes(a.max_bytes)) {

@@ -87,7 +87,8 @@ std::uint64_t FlightRecorder::begin(const OpDesc& op) {
   std::lock_guard lock(lock_);
   if (board_slot_ && !op.point_to_point) board_slot_->begun(op, board_ns(start));
   const std::uint64_t slot = next_slot_++;
-  // Written in place: the ring's entries keep their strings' capacity from lap to lap.
+  // Written in place, lap after lap: an entry holds no string (the op's name is a view), so
+  // recording allocates nothing.
   FlightEntry& e = ring_.size() < kCapacity ? ring_.emplace_back() : ring_[slot % kCapacity];
   e.op = op;
   e.start = start;

@@ -11,10 +11,11 @@
 //      of each of its groups under flight_answer_key(n, its global rank);
 //   3. the requester waits at most kAnswerWait for the answers of its group's members and names
 //      the ones that did not answer.
-// Recording an op costs two coarse clock reads and two short uncontended spin locks; nothing touches the store
-// until a timeout asks. Under a fastrun launcher the recorder also shows each collective's begin
-// and end on the node's stall board (stall_board.h: a few plain stores), from which the launcher
-// reports a stall long before the op timeout. Thread-safety: every method may be called from any thread.
+// Recording an op costs two coarse clock reads and two short uncontended spin locks; nothing
+// touches the store until a timeout asks. Under a fastrun launcher the recorder also shows each
+// collective's begin and end on the node's stall board (stall_board.h: a few plain stores), from
+// which the launcher reports a stall long before the op timeout. Thread-safety: every method may
+// be called from any thread.
 #include <chrono>
 #include <cstdint>
 #include <memory>

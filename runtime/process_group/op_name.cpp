@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <set>
+#include <string>
 
 namespace fastrun {
 

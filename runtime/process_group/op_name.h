@@ -4,7 +4,6 @@
 // length per op, never a string. It is made from a literal (checked at compile time: the
 // constructor is consteval) or, for text known only at run time (a peer's fingerprint, a name a
 // caller built), interned once with OpName::intern, which keeps one copy of each text for good.
-#include <string>
 #include <string_view>
 
 namespace fastrun {
@@ -19,7 +18,6 @@ class OpName {
 
   constexpr std::string_view view() const { return text_; }
   constexpr operator std::string_view() const { return text_; }
-  std::string str() const { return std::string(text_); }
   constexpr bool empty() const { return text_.empty(); }
   friend constexpr bool operator==(OpName a, std::string_view b) { return a.text_ == b; }
 

@@ -16,7 +16,7 @@
 namespace fastrun {
 
 struct OpDesc {
-  OpName op;               // "all_reduce", "broadcast", ...
+  OpName op;                // "all_reduce", "broadcast", ...
   std::int64_t seq = 0;     // 1, 2, ... per group, counting only ops that communicate (p2p apart)
   bool has_buffer = false;  // false for barrier
   DType dtype = DType::float32;
