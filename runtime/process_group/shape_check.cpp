@@ -22,7 +22,7 @@ namespace {
 // `whole` must hold group_size blocks of `block`'s element count, of the same dtype.
 void check_blocks(const Where& where, std::string_view whole_name, const BufferView& whole,
                   std::string_view block_name, const BufferView& block, int group_size) {
-  if (whole.dtype == block.dtype && whole.count == block.count * static_cast<std::size_t>(group_size)) return;
+  if (blocks_ok(whole, block, group_size)) return;
   throw ConfigError(fmt::format("{}: {} must hold size x {} = {} x {} {} elements, got {} {}", where, whole_name,
                                 block_name, group_size, block.count, dtype_name(block.dtype), whole.count,
                                 dtype_name(whole.dtype)));

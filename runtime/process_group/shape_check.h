@@ -70,6 +70,25 @@ inline bool peer_ok(int peer, int tag, int rank, int group_size) {
 }
 // Every op of a batch (kinds, peers, tags); `where` names the batch.
 void check_p2p_batch(const Where& where, const std::vector<P2POp>& ops, int rank, int group_size);
+// What the shape checks accept, without building `where` (a small op's fixed cost: call the
+// check only when this is false, for its message). blocks_ok(whole, block): whole.count ==
+// block.count * group_size, same dtype (all_gather: (output, input); reduce_scatter: (input,
+// output)).
+inline bool blocks_ok(const BufferView& whole, const BufferView& block, int group_size) {
+  return whole.dtype == block.dtype && whole.count == block.count * static_cast<std::size_t>(group_size);
+}
+inline bool gather_shapes_ok(const BufferView& input, const BufferView& output, int root, int rank,
+                             int group_size) {
+  return root >= 0 && root < group_size && (rank != root || blocks_ok(output, input, group_size));
+}
+inline bool scatter_shapes_ok(const BufferView& input, const BufferView& output, int root, int rank,
+                              int group_size) {
+  return root >= 0 && root < group_size && (rank != root || blocks_ok(input, output, group_size));
+}
+inline bool all_to_all_shapes_ok(const BufferView& input, const BufferView& output, int group_size) {
+  return input.dtype == output.dtype && input.count == output.count &&
+         input.count % static_cast<std::size_t>(group_size) == 0;
+}
 // Root check, then at the root: output.count == input.count * group_size, same dtype.
 void check_gather_shapes(const Where& where, const BufferView& input, const BufferView& output, int root,
                          int rank, int group_size);

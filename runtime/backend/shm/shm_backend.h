@@ -135,7 +135,12 @@ class ShmBackend final : public Backend {
   // messages, its fingerprint (numbered ctx.seq) for the peers and the stalled-op check.
   // `name`: a static string naming the op (run_p2p's `what`), so that its name is not copied.
   void begin_op(const OpContext& ctx, Fingerprint& f, const char* name = nullptr);
-  void check_host(const char* op, const BufferView& b) const;
+  // Host memory, with data where it has elements; else a ConfigError naming the op. Inline, the
+  // message out of line: every op's fixed cost.
+  void check_host(const char* op, const BufferView& b) const {
+    if (b.device != DeviceKind::cpu || (b.count > 0 && !b.data)) refuse_buffer(op, b);
+  }
+  [[noreturn]] void refuse_buffer(const char* op, const BufferView& b) const;
 
   void all_reduce_small(const BufferView& b, ReduceOp op);
   void all_reduce_large(const BufferView& b, ReduceOp op);

@@ -27,8 +27,9 @@ OpFingerprints::OpFingerprints(std::byte* base, const Layout& layout, int rank, 
     : base_(base), layout_(layout), rank_(rank), global_ranks_(std::move(global_ranks)), group_(std::move(group)) {}
 
 FingerprintSlot& OpFingerprints::slot(int rank, std::uint32_t step) const {
+  // A mask, not %: the slots are twice the ring, a power of two (a division per op otherwise).
   return *reinterpret_cast<FingerprintSlot*>(
-      base_ + layout_.fingerprint_offset(static_cast<std::size_t>(rank), step % layout_.fingerprint_slots()));
+      base_ + layout_.fingerprint_offset(static_cast<std::size_t>(rank), step & (layout_.fingerprint_slots() - 1)));
 }
 
 void OpFingerprints::leave(std::uint32_t first, const Fingerprint& op) {
