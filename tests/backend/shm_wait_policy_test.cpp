@@ -116,3 +116,23 @@ TEST_CASE("shm wait policy: with a yield window a wait polls through a peer's ro
   CHECK(yielding.wait(peer_after(20ms), elsewhere));
   CHECK(std::chrono::steady_clock::now() - t0 >= 20ms);
 }
+
+TEST_CASE("shm wait policy: with more ranks than CPUs a point-to-point wait that polls after idle yields "
+          "still ends with its yield window", "[shm]") {
+  // AfterIdleYield::poll (the point-to-point engine): after a yield that ran nothing else the wait
+  // polls for a while before it yields again. Whether a yield is idle is the scheduler's call;
+  // either way a peer that never comes ends the wait once the 200 µs window is spent (the caller
+  // then sleeps), and a peer that comes is seen.
+  using namespace std::chrono_literals;
+  for (auto after_idle : {shm::SpinThenYield::AfterIdleYield::poll, shm::SpinThenYield::AfterIdleYield::yield_again}) {
+    shm::SpinThenYield waiter(/*ranks=*/4, /*cpus=*/2, /*yield_for=*/{}, after_idle);
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      CHECK_FALSE(waiter.wait([] { return false; }, [] { return false; }));
+      CHECK(std::chrono::steady_clock::now() - t0 >= 200us);
+    }
+    int looks = 0;
+    CHECK(waiter.wait([&] { return ++looks > 100; }, [] { return false; }));
+    CHECK(looks == 101);
+  }
+}

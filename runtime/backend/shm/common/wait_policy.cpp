@@ -48,7 +48,7 @@ bool shares_cpu(std::int32_t& my_cpu, std::int32_t& peer_cpu) {
          std::atomic_ref<std::int32_t>(my_cpu).load(std::memory_order_relaxed);
 }
 
-SpinThenYield::SpinThenYield(int ranks, int cpus, std::chrono::microseconds yield_for) {
+SpinThenYield::SpinThenYield(int ranks, int cpus, std::chrono::microseconds yield_for, AfterIdleYield after_idle) {
   if (ranks <= cpus) {
     spin_ = std::chrono::microseconds(50);
     yield_ = std::chrono::microseconds(200);
@@ -66,12 +66,19 @@ SpinThenYield::SpinThenYield(int ranks, int cpus, std::chrono::microseconds yiel
     yield_ = std::max<std::chrono::nanoseconds>(yield_, yield_for);
     only_yields_ = true;
   }
+  // Not for waits a network round trip long: their peer does not answer within the poll.
+  poll_after_idle_yield_ = only_yields_ && yield_for == std::chrono::microseconds::zero() &&
+                           after_idle == AfterIdleYield::poll;
 }
 
 bool SpinThenYield::yield_once(std::chrono::steady_clock::time_point& now) {
   ::sched_yield();
   const auto before = now;
   now = std::chrono::steady_clock::now();
+  if (poll_after_idle_yield_) {
+    const bool idle = now - before < kIdleYield;
+    if (last_yield_idle_.load(std::memory_order_relaxed) != idle) last_yield_idle_.store(idle, std::memory_order_relaxed);
+  }
   // Only yielding, a late return is a peer rank (or the peer's work) doing its share, which is
   // what we wait for.
   if (only_yields_ || now - before <= kSlowYield) return true;

@@ -75,7 +75,15 @@ class SpinThenYield {
   // Such a wait only yields, whatever CPU the peer is on, for up to `yield_for` before it sleeps:
   // a sleeper's wake-up (30-50 µs on this project's VM) would be paid on every op, and a yield
   // hands the CPU to whoever needs it (Open MPI's mpi_yield_when_idle polls the same way).
-  SpinThenYield(int ranks, int cpus, std::chrono::microseconds yield_for = {});
+  // `after_idle`: what a wait that only yields because ranks outnumber CPUs does after a yield
+  // that ran nothing else on this CPU (see wait()). The point-to-point engine polls: its wait is
+  // for one peer, most often one that answers at once (a ping-pong on 4 ranks of 2 CPUs, the
+  // other two asleep: one way 0.52 -> 0.20 µs, medians of 6 alternating rounds). The collective
+  // channel yields again: a step waits for every rank, and its one series with polling (4-rank
+  // all-reduces of 4-64 KiB) had medians 1.3x slower, no gain to set against them.
+  enum class AfterIdleYield { yield_again, poll };
+  SpinThenYield(int ranks, int cpus, std::chrono::microseconds yield_for = {},
+                AfterIdleYield after_idle = AfterIdleYield::yield_again);
 
   // Spins, then yields, until ready() (true) or the policy says sleep (false). shares_cpu()
   // tells whether the awaited peer is queued on our CPU; it is called every 16 pauses.
@@ -115,6 +123,13 @@ class SpinThenYield {
       const auto yield_end = t0 + yield_;
       for (auto now = Clock::now(); now < yield_end;) {
         if (ready()) return true;
+        // Only yielding, and the last yield found nothing else to run on this CPU (the ranks that
+        // share it asleep, say): polling costs no one anything and sees the peer's write at once,
+        // where a yield puts a syscall (0.6 µs on this project's VM) between the write and our
+        // read. Poll for up to kIdleYieldPoll, then yield again, which tells whether that holds.
+        if (poll_after_idle_yield_ && last_yield_idle_.load(std::memory_order_relaxed) &&
+            poll_until(ready, now + kIdleYieldPoll, now))
+          return true;
         if (!yield_once(now)) break;
       }
     }
@@ -122,8 +137,24 @@ class SpinThenYield {
   }
 
  private:
+  // A yield that returns sooner ran nothing else: a yield alone costs 0.5-0.7 µs on this
+  // project's VM, one that ran another waiting rank and came back 3 µs.
+  static constexpr std::chrono::nanoseconds kIdleYield{1500};
+  static constexpr std::chrono::nanoseconds kIdleYieldPoll{1000};
+
+  // Polls ready() until `until`; `now` moves on. True once ready.
+  template <typename Ready>
+  static bool poll_until(Ready& ready, std::chrono::steady_clock::time_point until,
+                         std::chrono::steady_clock::time_point& now) {
+    for (unsigned i = 1;; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+      if ((i & 15u) != 0) continue;
+      if ((now = std::chrono::steady_clock::now()) >= until) return false;
+    }
+  }
   // sched_yield; `now` moves on. False when the yield ran another task for a slice (then the
-  // waiter sleeps instead of yielding for a while).
+  // waiter sleeps instead of yielding for a while). Notes whether it ran anything else.
   bool yield_once(std::chrono::steady_clock::time_point& now);
   // Counts waits in a row that began with the peer on our CPU (with a core per rank); after
   // kLeaveAfter of them, at most once per kLeaveEvery, moves this thread to another CPU it may
@@ -148,6 +179,8 @@ class SpinThenYield {
   // More ranks than CPUs, or a yield window given: never spins, yields whatever CPU the peer is
   // on, and a slow yield does not end the yielding (it ran a peer rank, or the peer's work).
   bool only_yields_ = false;
+  bool poll_after_idle_yield_ = false;        // only_yields_ and AfterIdleYield::poll
+  std::atomic<bool> last_yield_idle_{false};  // the last yield_once ran nothing else (kIdleYield)
   std::atomic<std::chrono::steady_clock::rep> no_yield_until_{0};  // a steady_clock time
   std::atomic<unsigned> colocated_waits_{0};                       // note_colocated
   std::atomic<std::chrono::steady_clock::rep> no_leave_until_{0};  // a steady_clock time

@@ -53,7 +53,7 @@ P2PEngine::P2PEngine(Segment segment, MailboxLayout layout, int rank, std::vecto
       rendezvous_bytes_(size_ <= cpus ? std::max(kRendezvousBytes, layout.ring_bytes / 4 + 1) : kRendezvousBytes),
       peers_(static_cast<std::size_t>(size_)),
       stamp_key_(reinterpret_cast<const MailboxHeader*>(base_)->stamp_key),
-      waiter_(size_, cpus, yield_for) {
+      waiter_(size_, cpus, yield_for, SpinThenYield::AfterIdleYield::poll) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Peer& peer = peers_[static_cast<std::size_t>(p)];
