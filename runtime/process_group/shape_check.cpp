@@ -80,7 +80,7 @@ void apply_prescale(const BufferView& buffer, double prescale) {
 }
 
 void check_root(const Where& where, int root, int group_size) {
-  if (root < 0 || root >= group_size)
+  if (!root_ok(root, group_size))
     throw ConfigError(
         fmt::format("{}: root {} is not a rank of the group (0..{})", where, root, group_size - 1));
 }

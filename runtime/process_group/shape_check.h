@@ -61,6 +61,8 @@ void check_prescale(const Where& where, const BufferView& buffer, double prescal
 void apply_prescale(const BufferView& buffer, double prescale);
 // 0 <= root < group_size.
 void check_root(const Where& where, int root, int group_size);
+// What check_root accepts, without building `where` (call check_root only when this is false).
+inline bool root_ok(int root, int group_size) { return root >= 0 && root < group_size; }
 // 0 <= peer < group_size, peer != rank (no send to self), tag >= 0.
 void check_peer(const Where& where, int peer, int tag, int rank, int group_size);
 // What check_peer accepts, without building `where` (a send's fixed cost: call check_peer only
@@ -79,11 +81,11 @@ inline bool blocks_ok(const BufferView& whole, const BufferView& block, int grou
 }
 inline bool gather_shapes_ok(const BufferView& input, const BufferView& output, int root, int rank,
                              int group_size) {
-  return root >= 0 && root < group_size && (rank != root || blocks_ok(output, input, group_size));
+  return root_ok(root, group_size) && (rank != root || blocks_ok(output, input, group_size));
 }
 inline bool scatter_shapes_ok(const BufferView& input, const BufferView& output, int root, int rank,
                               int group_size) {
-  return root >= 0 && root < group_size && (rank != root || blocks_ok(input, output, group_size));
+  return root_ok(root, group_size) && (rank != root || blocks_ok(input, output, group_size));
 }
 inline bool all_to_all_shapes_ok(const BufferView& input, const BufferView& output, int group_size) {
   return input.dtype == output.dtype && input.count == output.count &&

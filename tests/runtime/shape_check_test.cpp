@@ -41,7 +41,8 @@ TEST_CASE("the shape predicates accept exactly what the shape checks accept", "[
             CHECK(blocks_ok(x, y, size) == accepted([&] { check_reduce_scatter_shapes(where, x, y, size); }));
             const bool a2a = all_to_all_shapes_ok(x, y, size);
             CHECK(a2a == accepted([&] { check_all_to_all_shapes(where, x, y, size); }));
-            for (int root : {-1, 0, 1, 3, 4})
+            for (int root : {-1, 0, 1, 3, 4}) {
+              CHECK(root_ok(root, size) == accepted([&] { check_root(where, root, size); }));
               for (int rank = 0; rank < size; ++rank) {
                 const bool gather = gather_shapes_ok(x, y, root, rank, size);
                 const bool scatter = scatter_shapes_ok(x, y, root, rank, size);
@@ -50,6 +51,7 @@ TEST_CASE("the shape predicates accept exactly what the shape checks accept", "[
                 cases += 2;
                 good += gather + scatter;
               }
+            }
             cases += 3;
             good += 2 * blocks_ok(x, y, size) + a2a;
           }

@@ -207,7 +207,7 @@ void ShmBackend::all_reduce_large(const BufferView& b, ReduceOp op) {
 
 WorkHandle ShmBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   check_host("broadcast", buffer);
-  if (options.root < 0 || options.root >= size_)
+  if (!root_ok(options.root, size_))
     throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
                                   options.root, size_ - 1));
   // The path is chosen from the size, the same on every rank whose op agrees; ranks whose sizes

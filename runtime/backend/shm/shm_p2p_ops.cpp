@@ -105,7 +105,7 @@ WorkHandle ShmBackend::batch_send_recv(const Op& call, const std::vector<P2POp>&
 
 WorkHandle ShmBackend::reduce(const Op& call, BufferView buffer, const ReduceOptions& options) {
   check_host("reduce", buffer);
-  if (options.root < 0 || options.root >= size_) check_root(op_where("reduce", name_), options.root, size_);
+  if (!root_ok(options.root, size_)) check_root(op_where("reduce", name_), options.root, size_);
   return run(call, op_desc("reduce", buffer).with_root(options.root).with_reduce(options.op), buffer.bytes(),
              [this, buffer, op = options.op, root = options.root] {
                if (chan_ && buffer.count > 0) reduce_chunks(buffer, op, root);
