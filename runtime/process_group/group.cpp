@@ -12,6 +12,7 @@
 #include "fastrun/runtime/process_group/no_sync.h"
 #include "fastrun/runtime/process_group/op.h"
 #include "fastrun/runtime/process_group/op_record.h"
+#include "fastrun/runtime/process_group/recycling_allocator.h"
 #include "fastrun/runtime/process_group/sequence_check.h"
 #include "fastrun/runtime/process_group/shape_check.h"
 
@@ -87,7 +88,7 @@ WorkHandle Group::forward(OpDesc op, Issue issue) {
   }
   if (!work->known_complete()) {  // not completed(): that may run a progress pass (backend.h)
     flight_->attach(slot, work);
-    return std::make_shared<TracedWork>(std::move(work), flight_, slot, std::move(op));
+    return std::allocate_shared<TracedWork>(RecyclingAllocator<TracedWork>{}, std::move(work), flight_, slot, std::move(op));
   }
   // Finished already (a backend that runs small ops on the caller's thread): no wrapper, but a
   // timeout it carries is explained all the same.

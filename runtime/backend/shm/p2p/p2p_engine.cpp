@@ -11,6 +11,7 @@
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/copy_bytes.h"
 #include "fastrun/runtime/process_group/rank_name.h"
+#include "fastrun/runtime/process_group/recycling_allocator.h"
 
 // The engine's life and its posting: which protocol each send takes, and matching a recv to a
 // message that arrived first. The protocols themselves are in the files p2p_engine_state.h lists.
@@ -135,7 +136,7 @@ WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what, std::ui
     static const WorkHandle done = completed_work();
     return done;
   }
-  return std::make_shared<BatchWork>(shared_from_this(), std::move(batch));
+  return std::allocate_shared<BatchWork>(RecyclingAllocator<BatchWork>{}, shared_from_this(), std::move(batch));
 }
 
 bool P2PEngine::send_now(const P2POp& send) {
@@ -222,7 +223,7 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start_locked(std::span<const P2POp>
                                                           std::uint64_t seq) {
   std::shared_ptr<Batch> batch;
   auto make_batch = [&] {
-    batch = std::make_shared<Batch>(ops.size());
+    batch = std::allocate_shared<Batch>(RecyclingAllocator<Batch>{}, ops.size());
     batch->what = what;
     batch->seq = seq;
   };
