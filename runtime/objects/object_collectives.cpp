@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/process_group/rank_name.h"
+#include "fastrun/runtime/process_group/shape_check.h"
 
 namespace fastrun::objects_detail {
 namespace {
@@ -37,8 +38,7 @@ Group& p2p_group(CallGroup& g, const char* op, int peer) {
 
 std::vector<std::uint8_t> broadcast_bytes(Group& group, std::vector<std::uint8_t> bytes, int root) {
   Group& g = group.cpu_group();
-  if (root < 0 || root >= g.size())
-    throw ConfigError(fmt::format("broadcast_object: root {} is not a rank of this group of {} ranks", root, g.size()));
+  check_root("broadcast_object", root, g.size());
   std::int64_t size = g.rank() == root ? static_cast<std::int64_t>(bytes.size()) : 0;
   wait(g.broadcast(view_of(&size, 1), {root}));
   std::vector<std::int64_t> words(words_for(static_cast<std::size_t>(size)));

@@ -304,6 +304,7 @@ std::vector<std::string> bad_argument_messages(Group& g) {
   record([&] { g.send(view_of(a.data(), 6), 1 - g.rank(), {-3}); });
   record([&] { g.batch_send_recv({{P2POp::Kind::send, view_of(a.data(), 6), 0, 0}, {P2POp::Kind::recv, view_of(b.data(), 6), 7, 0}}); });
   record([&] { g.reduce(view_of(a.data(), 6), {ReduceOp::sum, 2}); });
+  record([&] { g.broadcast(view_of(a.data(), 6), {-1}); });
   record([&] { g.gather(view_of(a.data(), 3), view_of(b.data(), 5), {g.rank()}); });
   record([&] { g.scatter(view_of(a.data(), 4), view_of(b.data(), 3), {g.rank()}); });
   record([&] { g.all_to_all(view_of(a.data(), 5), view_of(b.data(), 5)); });
@@ -338,6 +339,7 @@ TEST_CASE("p2p and rooted ops: bad arguments are ConfigErrors worded the same on
       RANK_REQUIRE(first[0] == "ConfigError: send on group 'world': peer 5 is not a rank of the group (0..1)");
       RANK_REQUIRE(first[4] == "ConfigError: reduce on group 'world': root 2 is not a rank of the group (0..1)");
       RANK_REQUIRE(first[2].find("tag -3 is negative") != std::string::npos);
+      RANK_REQUIRE(first[5] == "ConfigError: broadcast on group 'world': root -1 is not a rank of the group (0..1)");
     }
   });
   REQUIRE(test::all_ok(results));

@@ -65,6 +65,14 @@ TEST_CASE("object collectives: mixed sizes, 1 MiB payloads, user structs", "[obj
     }
     // The group is still in step afterwards.
     RANK_REQUIRE(broadcast_object(rank == 0 ? 42 : 0, 0, &g) == 42);
+    // A root outside the group: refused on every rank before anything is sent, naming it.
+    try {
+      broadcast_object(1, 3, &g);
+      throw std::runtime_error("root 3 accepted");
+    } catch (const ConfigError& e) {
+      RANK_REQUIRE(std::string(e.what()) == "broadcast_object: root 3 is not a rank of the group (0..2)");
+    }
+    RANK_REQUIRE(broadcast_object(rank == 2 ? 7 : 0, 2, &g) == 7);
 
     // Sub-group: roots are group ranks.
     auto sub = ctx->new_group({2, 1});

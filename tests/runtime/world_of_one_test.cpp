@@ -44,6 +44,8 @@ TEST_CASE("a world of one without any environment", "[join][world1]") {
   ctx->world().barrier()->wait();
 
   CHECK(broadcast_object(std::string("x"), 0, &ctx->world()) == "x");
+  CHECK_THROWS_WITH(ctx->world().broadcast(view_of(v.data(), v.size()), {1}),
+                    Catch::Contains("broadcast on group 'world': root 1 is not a rank of the group (0..0)"));
   CHECK(all_gather_object(5, &ctx->world()) == std::vector<int>{5});
   CHECK(gather_object(5, 0, &ctx->world()).value() == std::vector<int>{5});
 

@@ -375,8 +375,7 @@ WorkHandle GlooBackend::all_reduce(const Op& call, BufferView buffer, const AllR
 
 WorkHandle GlooBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   check_cpu(buffer, "broadcast");
-  if (options.root < 0 || options.root >= size_)
-    throw ConfigError(fmt::format("broadcast: root {} is not a rank of this group of {} ranks", options.root, size_));
+  if (!root_ok(options.root, size_)) check_root(op_where("broadcast", name_), options.root, size_);
   if (size_ == 1) return completed_work();
   // Even of 0 elements: its messages carry their length, so a peer that expects more learns it.
   const auto access = options.root == rank_ ? OpBuffer::read : OpBuffer::write;

@@ -268,7 +268,7 @@ WorkHandle HierBackend::all_reduce(const Op& call, BufferView buffer, const AllR
 
 WorkHandle HierBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   // A bad root and an empty buffer are the flat group's to refuse or finish, in its words.
-  if (!runtime_ || buffer.count == 0 || options.root < 0 || options.root >= size())
+  if (!runtime_ || buffer.count == 0 || !root_ok(options.root, size()))
     return flat_->broadcast(call, buffer, options);
   require_host("broadcast", {buffer});
   const auto access = options.root == rank() ? OpBuffer::read : OpBuffer::write;

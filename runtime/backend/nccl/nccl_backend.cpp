@@ -221,10 +221,7 @@ WorkHandle NcclBackend::all_reduce(const Op& call, BufferView buffer, const AllR
 
 WorkHandle NcclBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   require_device(buffer, "broadcast", "in-place");
-  if (options.root < 0 || options.root >= size_) {
-    throw BackendError(fmt::format("{}: broadcast: root {} is not a rank of the group; accepted: 0..{}", label_,
-                                   options.root, size_ - 1));
-  }
+  if (!root_ok(options.root, size_)) check_root(op_where("broadcast", name_), options.root, size_);
   const ncclDataType_t type = to_nccl(buffer.dtype);
   return issue(call, op_desc("broadcast", buffer).with_root(options.root),
                fmt::format("{}, root {}", describe_view(buffer), options.root),

@@ -207,9 +207,7 @@ void ShmBackend::all_reduce_large(const BufferView& b, ReduceOp op) {
 
 WorkHandle ShmBackend::broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) {
   check_host("broadcast", buffer);
-  if (!root_ok(options.root, size_))
-    throw ConfigError(fmt::format("shm broadcast on group '{}': root {} is not a rank of the group (0..{})", name_,
-                                  options.root, size_ - 1));
+  if (!root_ok(options.root, size_)) check_root(op_where("broadcast", name_), options.root, size_);
   // The path is chosen from the size, the same on every rank whose op agrees; ranks whose sizes
   // fall on both sides of the line meet at their first step all the same, where the check finds them.
   return run(call, op_desc("broadcast", buffer).with_root(options.root), buffer.bytes(), [this, buffer, root = options.root] {
