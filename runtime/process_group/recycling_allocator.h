@@ -13,6 +13,17 @@
 #include <cstddef>
 #include <new>
 
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define FASTRUN_RECYCLE_BLOCKS 0
+#elif defined(__has_feature)  // Clang
+#if __has_feature(address_sanitizer)
+#define FASTRUN_RECYCLE_BLOCKS 0
+#endif
+#endif
+#ifndef FASTRUN_RECYCLE_BLOCKS
+#define FASTRUN_RECYCLE_BLOCKS 1
+#endif
+
 namespace fastrun {
 
 inline constexpr std::size_t kRecycledBlocks = 8;
@@ -44,7 +55,7 @@ class RecycledBlocks {
   }
   // Whether `p` was kept; if not, the caller frees it.
   static bool keep(void* p) noexcept {
-#if defined(__SANITIZE_ADDRESS__)
+#if !FASTRUN_RECYCLE_BLOCKS
     (void)p;
     return false;
 #else

@@ -18,11 +18,7 @@ using namespace fastrun;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kKeeps = false;
-#else
-constexpr bool kKeeps = true;
-#endif
+constexpr bool kKeeps = FASTRUN_RECYCLE_BLOCKS;
 
 // A size no other allocation of these tests shares (the lists are per size and alignment).
 struct Block {
