@@ -270,8 +270,8 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
     }
     const double gbs = static_cast<double>(bytes) / t.op / 1e9 * bus;
     // Times in µs to the nanosecond: a small message's one-way time is 0.1-0.2 µs here, and a
-  // change of a few percent would not show in a second decimal.
-  const std::string bare_cols = t.bare > 0 ? fmt::format("{:>10.3f} {:>9.2f}", t.bare * 1e6, t.op / t.bare)
+    // change of a few percent would not show in a second decimal.
+    const std::string bare_cols = t.bare > 0 ? fmt::format("{:>10.3f} {:>9.2f}", t.bare * 1e6, t.op / t.bare)
                                              : fmt::format("{:>10} {:>9}", "-", "-");
     std::string mpi_cols = fmt::format("{:>11} {:>10} {:>9}", "-", "-", "-");
     if (auto it = mpi.find(op); it != mpi.end())
