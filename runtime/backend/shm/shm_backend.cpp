@@ -75,17 +75,18 @@ ShmBackend::~ShmBackend() {
   if (p2p_) p2p_->detach();
 }
 
-void ShmBackend::begin_op(const OpContext& ctx, Fingerprint& f, const char* name) {
+void ShmBackend::begin_op(const OpContext& ctx, Fingerprint& f) {
   if (!chan_) return;
-  // The channel's messages name the op by it ("all_reduce #7"): a static name as it is, else
-  // a copy, made only when it changes (ops of one kind in a row are the common case).
-  if (!name) {
-    if (current_op_ != ctx.name) current_op_ = ctx.name;
-    name = current_op_.c_str();
-  }
+  // The channel's messages name the op by it ("all_reduce #7"): a copy, made only when it
+  // changes (ops of one kind in a row are the common case).
+  if (current_op_ != ctx.name) current_op_ = ctx.name;
+  record_op(ctx, f);
+  chan_->begin_op(current_op_.c_str(), ctx.seq, ctx.timeout, f);
+}
+
+void ShmBackend::record_op(const OpContext& ctx, Fingerprint& f) {
   f.words[0] = static_cast<std::int64_t>(ctx.seq);  // op #seq, the same on every rank in step
   if (op_check_) op_check_->record(f);  // before any wait of the op
-  chan_->begin_op(name, ctx.seq, ctx.timeout, f);
 }
 
 void ShmBackend::refuse_buffer(const char* op, const BufferView& b) const {

@@ -131,10 +131,12 @@ class ShmBackend final : public Backend {
     };
     return runtime_->run_small(call, bytes, std::move(op_body));
   }
-  // The op's start on the channel (before any of its waits): its label for the channel's
+  // A collective's start on the channel (before any of its waits): its label for the channel's
   // messages, its fingerprint (numbered ctx.seq) for the peers and the stalled-op check.
-  // `name`: a static string naming the op (run_p2p's `what`), so that its name is not copied.
-  void begin_op(const OpContext& ctx, Fingerprint& f, const char* name = nullptr);
+  void begin_op(const OpContext& ctx, Fingerprint& f);
+  // The fingerprint, numbered ctx.seq, into the stalled-op check alone: all that an op made of
+  // point-to-point messages (p2p_body) leaves, since it never meets its peers on the steps.
+  void record_op(const OpContext& ctx, Fingerprint& f);
   // Host memory, with data where it has elements; else a ConfigError naming the op. Inline, the
   // message out of line: every op's fixed cost.
   void check_host(const char* op, const BufferView& b) const {

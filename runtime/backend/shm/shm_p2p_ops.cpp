@@ -50,9 +50,9 @@ WorkHandle ShmBackend::post_p2p(const char* op, const Op& call, std::span<const 
 // all_to_all on 2 ranks took several times Open MPI's through the comm thread). The local
 // block is copied after the messages are posted, while the peers copy theirs out of (or into)
 // this rank's buffers, not before, when they would wait for it.
-// Its own op body, as run() makes one (begin_op, then the work). Inline (the usual case) it
-// refers to the messages where the caller built them; only a body queued behind other ops takes
-// them with it.
+// Its own op body, as run() makes one (the op recorded, then the work). Inline (the usual case)
+// it refers to the messages where the caller built them; only a body queued behind other ops
+// takes them with it.
 WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& op, P2POps&& ops, LocalCopy local,
                                P2POps&& after) {
   const Fingerprint f = fingerprint(op);
@@ -67,7 +67,12 @@ WorkHandle ShmBackend::run_p2p(const char* what, const Op& call, const OpDesc& o
 
 void ShmBackend::p2p_body(const OpContext& ctx, const char* what, Fingerprint f, const P2POps& ops,
                           const LocalCopy& local, const P2POps& after) {
-  begin_op(ctx, f, what);
+  // Its fingerprint goes to the stalled-op check only, not onto the channel (begin_op): no peer
+  // would compare it there, since the channel's waits compare a peer's op only at a step the
+  // peer published, and the peer's next collective rewrites that slot before publishing it.
+  // Ranks whose ops never meet on the steps (these messages against a collective) are found
+  // out by the stalled-op check. 80-90 instructions of a receiver's ~1,200 per scatter.
+  if (chan_) record_op(ctx, f);
   if (p2p_ && !(ops.empty() && after.empty()))
     p2p_->run({ops.data(), ops.size()}, {after.data(), after.size()}, what, runtime_->health().op_timeout(), local);
   else
