@@ -28,6 +28,10 @@ CallGroup call_group(Group* group) {
   return g;
 }
 
+void check_root(const char* op, int root, const CallGroup& g) {
+  if (!root_ok(root, g.size())) fastrun::check_root(op, root, g.size());
+}
+
 Group& p2p_group(CallGroup& g, const char* op, int peer) {
   if (g.group == nullptr)
     throw ConfigError(fmt::format("{}: peer {} in a world of one (no group given and no current context: join() "
@@ -38,7 +42,6 @@ Group& p2p_group(CallGroup& g, const char* op, int peer) {
 
 std::vector<std::uint8_t> broadcast_bytes(Group& group, std::vector<std::uint8_t> bytes, int root) {
   Group& g = group.cpu_group();
-  check_root("broadcast_object", root, g.size());
   std::int64_t size = g.rank() == root ? static_cast<std::int64_t>(bytes.size()) : 0;
   wait(g.broadcast(view_of(&size, 1), {root}));
   std::vector<std::int64_t> words(words_for(static_cast<std::size_t>(size)));

@@ -71,6 +71,10 @@ struct CallGroup {
   bool local_only() const { return size() == 1 || no_sync_level() >= 2; }
 };
 CallGroup call_group(Group* group);
+// ConfigError unless `root` is a rank of the call's group, worded as every rooted op's
+// ("gather_object: root 3 is not a rank of the group (0..2)"): also in a world of one and at
+// FASTRUN_NO_SYNC=2, where no data moves, so that a bad root fails the same on any world size.
+void check_root(const char* op, int root, const CallGroup& g);
 // The group of a point-to-point call, which needs a peer: ConfigError without a group or context.
 Group& p2p_group(CallGroup& g, const char* op, int peer);
 
@@ -86,6 +90,7 @@ template <class T>
 T broadcast_object(T value, int root = 0, Group* group = nullptr) {
   FASTRUN_GROUP_COMES_LAST(T, "broadcast_object(value, root, &group)");
   objects_detail::CallGroup g = objects_detail::call_group(group);
+  objects_detail::check_root("broadcast_object", root, g);
   if (g.local_only()) return value;
   std::vector<std::uint8_t> bytes;
   if (g.rank() == root) bytes = encode(value);
@@ -115,6 +120,7 @@ template <class T>
 std::optional<std::vector<T>> gather_object(const T& value, int root = 0, Group* group = nullptr) {
   FASTRUN_GROUP_COMES_LAST(T, "gather_object(value, root, &group)");
   objects_detail::CallGroup g = objects_detail::call_group(group);
+  objects_detail::check_root("gather_object", root, g);
   if (g.local_only()) {
     if (g.rank() != root) return std::nullopt;
     return std::vector<T>{value};
@@ -136,6 +142,7 @@ template <class T>
 T scatter_object(const std::vector<T>& values, int root = 0, Group* group = nullptr) {
   FASTRUN_GROUP_COMES_LAST(T, "scatter_object(values, root, &group)");
   objects_detail::CallGroup g = objects_detail::call_group(group);
+  objects_detail::check_root("scatter_object", root, g);
   if (g.rank() == root && values.size() != static_cast<std::size_t>(g.size()))
     throw ConfigError("scatter_object: the root has " + std::to_string(values.size()) + " values for a group of " +
                       std::to_string(g.size()) + " ranks; it needs one per rank");

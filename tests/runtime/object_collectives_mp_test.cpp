@@ -1,6 +1,7 @@
 // Object collectives and the NO_SYNC levels in real processes.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,13 +66,23 @@ TEST_CASE("object collectives: mixed sizes, 1 MiB payloads, user structs", "[obj
     }
     // The group is still in step afterwards.
     RANK_REQUIRE(broadcast_object(rank == 0 ? 42 : 0, 0, &g) == 42);
-    // A root outside the group: refused on every rank before anything is sent, naming it.
-    try {
-      broadcast_object(1, 3, &g);
-      throw std::runtime_error("root 3 accepted");
-    } catch (const ConfigError& e) {
-      RANK_REQUIRE(std::string(e.what()) == "broadcast_object: root 3 is not a rank of the group (0..2)");
-    }
+    // A root outside the group: refused on every rank before anything is sent, naming it. Before,
+    // gather_object gathered and returned nullopt everywhere, and scatter_object's error named
+    // a broadcast.
+    const auto refused = [](const char* what, const std::function<void()>& call, const std::string& want) {
+      try {
+        call();
+      } catch (const ConfigError& e) {
+        RANK_REQUIRE(std::string(e.what()) == want);
+        return;
+      }
+      throw std::runtime_error(std::string(what) + ": bad root accepted");
+    };
+    refused("broadcast_object", [&] { broadcast_object(1, 3, &g); },
+            "broadcast_object: root 3 is not a rank of the group (0..2)");
+    refused("gather_object", [&] { gather_object(1, 3, &g); }, "gather_object: root 3 is not a rank of the group (0..2)");
+    refused("scatter_object", [&] { scatter_object(std::vector<int>{1, 2, 3}, -1, &g); },
+            "scatter_object: root -1 is not a rank of the group (0..2)");
     RANK_REQUIRE(broadcast_object(rank == 2 ? 7 : 0, 2, &g) == 7);
 
     // Sub-group: roots are group ranks.

@@ -67,7 +67,10 @@ TEST_CASE("object collectives without a group or a context act on a world of one
   CHECK(broadcast_object(std::string("x")) == "x");
   CHECK(all_gather_object(5) == std::vector<int>{5});
   CHECK(gather_object(5).value() == std::vector<int>{5});
-  CHECK(!gather_object(5, 1).has_value());  // this process is rank 0, not the root
+  // A root outside the world is refused as on any world size, though no data would move.
+  CHECK_THROWS_WITH(gather_object(5, 1), "gather_object: root 1 is not a rank of the group (0..0)");
+  CHECK_THROWS_WITH(broadcast_object(5, -1), "broadcast_object: root -1 is not a rank of the group (0..0)");
+  CHECK_THROWS_WITH(scatter_object(std::vector<int>{7}, 1), "scatter_object: root 1 is not a rank of the group (0..0)");
   CHECK(scatter_object(std::vector<int>{7}) == 7);
   CHECK_THROWS_WITH(scatter_object(std::vector<int>{7, 8}), Catch::Contains("2 values for a group of 1"));
   // A peer does not exist in a world of one: the error says so and what to do.
