@@ -106,8 +106,7 @@ WorkHandle GroupRuntime::run_inline(const Op& op, const std::vector<OpBuffer>& b
     if (prelude && *prelude) run_body(s, ctx, *prelude);  // ctx.buffers is still empty
     for (const auto& b : buffers) ctx.buffers.push_back(b.view);
     run_body(s, ctx, body);
-    static const WorkHandle done = completed_work();
-    return done;
+    return completed_work();
   } catch (...) {
     return std::make_shared<CompletedWork>(std::current_exception());
   }

@@ -35,7 +35,9 @@ TEST_CASE("flight record: a ring of the last ops with their states", "[group][fl
   CHECK(all[all.size() - 2].state == FlightEntry::State::failed);
   // An op whose handle is complete reads as completed before anyone waits on it.
   const auto slot = rec.begin(op("broadcast", 301));
-  const WorkHandle done = completed_work();  // the caller holds its handle
+  // The caller holds its handle (a counted one: completed_work()'s owns nothing, and Group
+  // never attaches a finished op).
+  const WorkHandle done = std::make_shared<CompletedWork>();
   rec.attach(slot, done);
   CHECK(rec.entries().back().state == FlightEntry::State::completed);
   CHECK(!rec.busy());

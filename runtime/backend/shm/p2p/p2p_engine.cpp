@@ -132,10 +132,7 @@ WorkHandle P2PEngine::post(std::span<const P2POp> ops, const char* what, std::ui
   auto batch = start(ops, what, seq);
   // Every op done when posted (sends written, messages already here copied out): no Work of
   // its own.
-  if (!batch) {
-    static const WorkHandle done = completed_work();
-    return done;
-  }
+  if (!batch) return completed_work();
   return std::allocate_shared<BatchWork>(RecyclingAllocator<BatchWork>{}, shared_from_this(), std::move(batch));
 }
 
