@@ -32,11 +32,12 @@ void check_root(const char* op, int root, const CallGroup& g) {
   if (!root_ok(root, g.size())) fastrun::check_root(op, root, g.size());
 }
 
-Group& p2p_group(CallGroup& g, const char* op, int peer) {
+Group& p2p_group(CallGroup& g, const char* op, int peer, int tag) {
   if (g.group == nullptr)
     throw ConfigError(fmt::format("{}: peer {} in a world of one (no group given and no current context: join() "
                                   "first, or pass the group)",
                                   op, peer));
+  if (!peer_ok(peer, tag, g.rank(), g.size())) check_peer(op, peer, tag, g.rank(), g.size());
   return *g.group;
 }
 

@@ -75,8 +75,10 @@ CallGroup call_group(Group* group);
 // ("gather_object: root 3 is not a rank of the group (0..2)"): also in a world of one and at
 // FASTRUN_NO_SYNC=2, where no data moves, so that a bad root fails the same on any world size.
 void check_root(const char* op, int root, const CallGroup& g);
-// The group of a point-to-point call, which needs a peer: ConfigError without a group or context.
-Group& p2p_group(CallGroup& g, const char* op, int peer);
+// The group of a point-to-point call, which needs a peer: ConfigError without a group or
+// context, and for a peer or tag the group's send/recv would refuse, named as the call
+// ("send_object: peer 7 is not a rank of the group (0..2)"), before anything is sent.
+Group& p2p_group(CallGroup& g, const char* op, int peer, int tag);
 
 }  // namespace objects_detail
 
@@ -168,14 +170,14 @@ void send_object(const T& value, int peer, int tag = 0, Group* group = nullptr) 
   FASTRUN_GROUP_COMES_LAST(T, "send_object(value, peer, tag, &group)");
   if (no_sync_level() >= 2) return;
   objects_detail::CallGroup g = objects_detail::call_group(group);
-  objects_detail::send_bytes(objects_detail::p2p_group(g, "send_object", peer), encode(value), peer, tag);
+  objects_detail::send_bytes(objects_detail::p2p_group(g, "send_object", peer, tag), encode(value), peer, tag);
 }
 
 template <class T>
 T recv_object(int peer, int tag = 0, Group* group = nullptr) {
   if (no_sync_level() >= 2) objects_detail::throw_no_local_result("recv_object");
   objects_detail::CallGroup g = objects_detail::call_group(group);
-  Group& on = objects_detail::p2p_group(g, "recv_object", peer);
+  Group& on = objects_detail::p2p_group(g, "recv_object", peer, tag);
   return objects_detail::decode_from<T>(on, "recv_object", peer, objects_detail::recv_bytes(on, peer, tag));
 }
 

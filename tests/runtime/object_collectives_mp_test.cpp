@@ -1,6 +1,8 @@
 // Object collectives and the NO_SYNC levels in real processes.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -191,6 +193,21 @@ TEST_CASE("object collectives: scatter_object, send_object and recv_object on sh
         send_object(report_of(rank), next, 5, &g);
         send_object(big, next, 6, &g);
       }
+      // A peer or tag the group's send/recv would refuse: named as the call, before anything
+      // is sent (before, the message named the inner send or recv).
+      const auto refused_with = [](const std::function<void()>& call, const std::string& want) {
+        try {
+          call();
+        } catch (const ConfigError& e) {
+          RANK_REQUIRE(std::string(e.what()).rfind(want, 0) == 0);
+          return;
+        }
+        throw std::runtime_error("accepted: " + want);
+      };
+      refused_with([&] { send_object(1, 7, 0, &g); }, "send_object: peer 7 is not a rank of the group (0..2)");
+      refused_with([&] { recv_object<int>(rank, 0, &g); },
+                   fmt::format("recv_object: peer {} is this rank; send/recv to self is not supported", rank));
+      refused_with([&] { send_object(1, next, -1, &g); }, "send_object: tag -1 is negative; tags are 0 or more");
       bool refused = false;
       try {
         scatter_object(std::vector<int>{1, 2}, rank, &g);  // every rank is "root" of a 2-entry list

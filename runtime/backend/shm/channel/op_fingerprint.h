@@ -5,10 +5,11 @@
 // all_reduce against broadcast) would otherwise meet at the same step numbers, read each other's
 // regions as if they held the same op, and finish with exit 0 and wrong results. The channel
 // already meets every peer in shared memory for every op, so the check costs no exchange of its
-// own: one 72-byte write per op, and one 64-byte compare per peer the first time this rank waits
-// on it in the op (FASTRUN_DEBUG=sequence's all-gather per op stays the full check: it also
-// covers the ops made of point-to-point messages, which never meet on the channel; by default
-// those are compared only when a wait stalls, shm_backend.h's op_check_).
+// own: one 72-byte write per collective, and one 64-byte compare per peer the first time this
+// rank waits on it in the op (FASTRUN_DEBUG=sequence's all-gather per op stays the full check:
+// it also covers the ops made of point-to-point messages, which never meet on the channel and
+// leave nothing here; by default those are compared only when a wait stalls, shm_backend.h's
+// op_check_).
 //
 // Protocol (the step protocol is channel.h's):
 //   1. begin_op: a rank writes the op's Fingerprint (op_record.h: name, dtype, count, root,
