@@ -37,11 +37,16 @@ FlightMonitor::~FlightMonitor() { thread_.stop(); }
 void FlightMonitor::add(const FlightRecorder* recorder) {
   std::lock_guard lock(mutex_);
   recorders_.push_back(recorder);
+  closed_.erase(recorder->name());
 }
 
 void FlightMonitor::remove(const FlightRecorder* recorder) {
+  Closed last{recorder->last_collective_seq(), recorder->state_line(), std::chrono::steady_clock::now()};
   std::lock_guard lock(mutex_);
   recorders_.erase(std::remove(recorders_.begin(), recorders_.end(), recorder), recorders_.end());
+  const bool live = std::any_of(recorders_.begin(), recorders_.end(),
+                                [&](const FlightRecorder* r) { return r->name() == recorder->name(); });
+  if (!live) closed_[recorder->name()] = std::move(last);
 }
 
 std::string FlightMonitor::dump() const {
@@ -49,6 +54,11 @@ std::string FlightMonitor::dump() const {
   std::string out;
   for (const FlightRecorder* r : recorders_) {
     out += fmt::format("{}\t{}\t{}\t{}\n", r->name(), r->last_collective_seq(), r->busy() ? 1 : 0, r->state_line());
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [name, c] : closed_) {
+    out += fmt::format("{}\t{}\t0\tclosed the group {:.1f} s ago; before that: {}\n", name, c.last_seq,
+                       std::chrono::duration<double>(now - c.at).count(), c.line);
   }
   return out;
 }

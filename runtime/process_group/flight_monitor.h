@@ -4,7 +4,9 @@
 // made by the first group with a job store and stopped (joined) when the last one lets go. It never blocks on the store for long: it polls
 // one key every kInterval with non-blocking calls, so stopping it takes at most one interval
 // plus one store round trip.
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +34,10 @@ class FlightMonitor {
   FlightMonitor& operator=(const FlightMonitor&) = delete;
 
   // Recorders register themselves for dumps (a recorder unregisters before it is destroyed).
+  // A recorder that unregisters leaves its last state behind, answered for its group until a
+  // group of that name registers again: a rank that timed out and is closing its groups (or
+  // has closed one and goes on with others) did reach its last op, and must not read as a rank
+  // that never came.
   void add(const FlightRecorder* recorder);
   void remove(const FlightRecorder* recorder);
 
@@ -42,8 +48,14 @@ class FlightMonitor {
   bool answer_requests();  // one round of the thread
   std::unique_ptr<Store> store_;  // used only by the thread
   const int global_rank_;
-  mutable std::mutex mutex_;  // recorders_
+  struct Closed {  // a group's state when its recorder unregistered
+    std::int64_t last_seq = 0;
+    std::string line;
+    std::chrono::steady_clock::time_point at;
+  };
+  mutable std::mutex mutex_;  // recorders_, closed_
   std::vector<const FlightRecorder*> recorders_;
+  std::map<std::string, Closed> closed_;  // by group name; none of them registered now
   std::int64_t answered_ = 0;     // the thread's
   bool logged_ = false;           // the thread's: a store error is logged once
   os::PeriodicThread thread_;  // last: started when everything above is ready, stopped first

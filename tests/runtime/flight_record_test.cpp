@@ -7,6 +7,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/flight_monitor.h"
 #include "fastrun/runtime/process_group/flight_recorder.h"
 #include "fastrun/runtime/process_group/no_sync.h"
 #include "fastrun/runtime/store/job_keys.h"
@@ -85,6 +86,33 @@ TEST_CASE("flight record: a rank whose monitor is gone is named as not answering
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
   CHECK_THAT(text, Catch::Contains("rank 1 did not answer"));
   CHECK_THAT(text, Catch::Contains("rank 1: no answer within 1.5 s"));
+}
+
+// A rank that timed out first closes its groups on the way out while its monitor still answers
+// (for another group, or until its thread stops): it reached the op, and must read so. Before,
+// its answer lacked the closed group and the explanation said "ranks 1,2 did not reach op #2".
+TEST_CASE("flight record: a rank that closed the group answers with its last state", "[group][flight]") {
+  auto store = std::make_shared<MemoryStore>();
+  FlightRecorder r0("world", {0, 1, 2}, 0, store->clone());
+  FlightRecorder r1("world", {0, 1, 2}, 1, store->clone());
+  auto r2 = std::make_unique<FlightRecorder>("world", std::vector<int>{0, 1, 2}, 2, store->clone());
+  FlightRecorder still_open("group-1", {1, 2}, 1, store->clone());  // keeps rank 2's monitor running
+  for (FlightRecorder* r : {&r0, &r1, r2.get()}) r->end(r->begin(op("all_reduce", 1)), true);
+  r0.begin(op("all_reduce", 2));
+  r2->end(r2->begin(op("all_reduce", 2)), false);  // rank 2 timed out first
+  r2.reset();
+
+  const std::string text = r0.explain_timeout(op("all_reduce", 2));
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains(": rank 1 did not reach op #2."));
+  CHECK_THAT(text, Catch::Contains("rank 2: closed the group "));
+  CHECK_THAT(text, Catch::Contains(" s ago; before that: in op #2 all_reduce(float32 x 1, sum) for "));
+
+  // A group of the same name made again answers for itself, not with the closed one's state.
+  FlightRecorder again("world", {0, 1, 2}, 2, store->clone());
+  const std::string dump = FlightMonitor::acquire(store, 2)->dump();
+  CHECK_THAT(dump, Catch::Contains("world\t0\t0\tno op yet\n"));
+  CHECK_THAT(dump, !Catch::Contains("closed the group"));
 }
 
 TEST_CASE("FASTRUN_NO_SYNC is read once, and guards are seen by every thread", "[group][no_sync]") {
