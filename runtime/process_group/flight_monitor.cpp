@@ -46,7 +46,11 @@ void FlightMonitor::remove(const FlightRecorder* recorder) {
   recorders_.erase(std::remove(recorders_.begin(), recorders_.end(), recorder), recorders_.end());
   const bool live = std::any_of(recorders_.begin(), recorders_.end(),
                                 [&](const FlightRecorder* r) { return r->name() == recorder->name(); });
-  if (!live) closed_[recorder->name()] = std::move(last);
+  if (live) return;
+  closed_[recorder->name()] = std::move(last);
+  if (closed_.size() > kMaxClosed)
+    closed_.erase(std::min_element(closed_.begin(), closed_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.at < b.second.at; }));
 }
 
 std::string FlightMonitor::dump() const {

@@ -5,6 +5,7 @@
 // one key every kInterval with non-blocking calls, so stopping it takes at most one interval
 // plus one store round trip.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +24,9 @@ class FlightMonitor {
  public:
   static constexpr Duration kInterval = std::chrono::milliseconds(200);
   static constexpr std::int64_t kMaxBacklog = 64;  // requests answered in one round, at most
+  // Closed groups whose last state is kept (the latest closed): a program that makes and drops
+  // groups in a loop must not grow the monitor or its answers.
+  static constexpr std::size_t kMaxClosed = 16;
 
   // The monitor of `global_rank` in this process, started on first use with its own clone of
   // `job_store`.

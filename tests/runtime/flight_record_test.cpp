@@ -5,6 +5,8 @@
 
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
 #include "fastrun/runtime/process_group/flight_monitor.h"
@@ -113,6 +115,27 @@ TEST_CASE("flight record: a rank that closed the group answers with its last sta
   const std::string dump = FlightMonitor::acquire(store, 2)->dump();
   CHECK_THAT(dump, Catch::Contains("world\t0\t0\tno op yet\n"));
   CHECK_THAT(dump, !Catch::Contains("closed the group"));
+}
+
+TEST_CASE("flight record: a monitor keeps the last state of the latest closed groups only", "[group][flight]") {
+  auto store = std::make_shared<MemoryStore>();
+  FlightRecorder world("world", {0, 1}, 0, store->clone());  // keeps rank 0's monitor running
+  const std::size_t made = FlightMonitor::kMaxClosed + 4;
+  for (std::size_t i = 0; i < made; ++i) {
+    FlightRecorder g(fmt::format("group-{}", i), {0, 1}, 0, store->clone());
+    g.end(g.begin(op("broadcast", 1)), true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // distinct close times
+  }
+  const std::string dump = FlightMonitor::acquire(store, 0)->dump();
+  INFO(dump);
+  std::size_t closed = 0;
+  for (auto at = dump.find("closed the group"); at != std::string::npos; at = dump.find("closed the group", at + 1))
+    ++closed;
+  CHECK(closed == FlightMonitor::kMaxClosed);
+  CHECK_THAT(dump, Catch::Contains("world\t0\t0\tno op yet\n"));
+  CHECK_THAT(dump, Catch::Contains(fmt::format("group-{}\t1\t0\tclosed the group", made - 1)));
+  CHECK_THAT(dump, !Catch::Contains("group-0\t"));
+  CHECK_THAT(dump, !Catch::Contains("group-3\t"));
 }
 
 TEST_CASE("FASTRUN_NO_SYNC is read once, and guards are seen by every thread", "[group][no_sync]") {
