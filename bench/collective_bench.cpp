@@ -1,5 +1,6 @@
 // fastrun-bench allreduce|allgather|broadcast [--backend NAME] [--min 4K] [--max 256M]
-//                                             [--iters N | --mpi-iters] [--rounds R] [--spawn N]
+//                                             [--iters N | --mpi-iters [--round-budget S]] [--rounds R]
+//                                             [--spawn N]
 // Collective bandwidth for any backend and rank count, nccl-tests style (docs/runtime.md, "Gloo figures"):
 //   algbw = S / t;  busbw = algbw * factor, factor = 2(n-1)/n (allreduce), (n-1)/n (allgather,
 //   S = the whole gathered buffer), 1 (broadcast).
@@ -42,7 +43,10 @@ struct Args {
   std::size_t min = 4 << 10;
   std::size_t max = 256 << 20;
   int iters = 0;  // 0 = by size
-  bool mpi_iters = false;  // by size as the Open MPI program counts, within kRoundBudget
+  bool mpi_iters = false;  // by size as the Open MPI program counts, within round_budget
+  // --mpi-iters: a round stops short of the Open MPI program's count where it would take longer
+  // than this (gloo at 4 KiB: about 4 ms a call), so that a sweep of slow backends ends.
+  double round_budget = 0.25;
   int rounds = 1;
   int spawn = 0;
 };
@@ -62,10 +66,14 @@ Args parse(int argc, char** argv) {
   flags::byte_count(app, "--min", a.min, "smallest message, bytes with K/M/G suffix", 4, "4K");
   flags::byte_count(app, "--max", a.max, "largest message, doubling from --min", 4, "256M");
   auto* iters = flags::integer(app, "--iters", a.iters, "timed iterations per size (0: by size, 2..50)", 0, 1000000);
-  app.add_flag("--mpi-iters", a.mpi_iters,
+  auto* mpi_iters = app.add_flag("--mpi-iters", a.mpi_iters,
                "time as many calls per size as fastrun-mpi-allreduce (64 MiB / size, 3..2000), fewer where a round "
-               "would pass 0.25 s")
+               "would pass --round-budget")
       ->excludes(iters);
+  flags::decimal(app, "--round-budget", a.round_budget,
+                 "--mpi-iters: seconds a round may take before it stops short of the count (at least 3 calls)", 1e-6,
+                 3600)
+      ->needs(mpi_iters);
   flags::integer(app, "--rounds", a.rounds, "timed rounds per size; the row shows the best", 1, 1000);
   flags::integer(app, "--spawn", a.spawn, "start N ranks itself (0: run as one rank of a fastrun job)", 0, 1024);
   flags::parse(app, argc, argv);
@@ -73,15 +81,11 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-// --mpi-iters: a round stops short of the Open MPI program's count where it would take longer
-// than this (gloo at 4 KiB: about 4 ms a call), so that a sweep of slow backends ends.
-constexpr double kRoundBudget = 0.25;
-
 // `per_call`: seconds one call took after the warm-up, the slowest rank's (--mpi-iters only).
 int iterations_for(std::size_t bytes, const Args& a, double per_call) {
   if (a.iters > 0) return a.iters;
   if (a.mpi_iters) {
-    const double fit = per_call > 0 ? kRoundBudget / per_call : 1e9;
+    const double fit = per_call > 0 ? a.round_budget / per_call : 1e9;
     return static_cast<int>(std::clamp<double>(fit, 3, pattern::iterations_for(bytes)));
   }
   return static_cast<int>(std::clamp<std::size_t>((std::size_t{128} << 20) / bytes, 2, 50));
