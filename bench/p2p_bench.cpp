@@ -52,7 +52,7 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args a;
   CLI::App app("send/recv latency and bandwidth, all-to-all, gather, scatter", "fastrun-bench p2p");
-  flags::integer(app, "--nproc", a.nproc, "ranks to fork (pingpong always uses ranks 0 and 1)", 2, 1024);
+  flags::integer(app, "--nproc", a.nproc, "ranks to fork (pingpong: ranks 0 and 1 exchange, the others wait, in both columns)", 2, 1024);
   app.add_option("--backend", a.backend, "shm or gloo")->capture_default_str();
   std::vector<std::string> ops{"all"};
   ops.insert(ops.end(), std::begin(p2p::kOps), std::end(p2p::kOps));
@@ -86,7 +86,9 @@ Figures mpi_figures(const Args& a, const std::string& op) {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   const auto program = self.parent_path() / "fastrun-bench-mpi";
   if (ec || !std::filesystem::exists(program)) return f;
-  const int np = op == "pingpong" ? 2 : a.nproc;
+  // As many ranks as fastrun's column: a ping-pong's other ranks wait in the next barrier on
+  // both sides (on 2 cores, 4 ranks of which 2 idle is not 2 ranks).
+  const int np = a.nproc;
   const std::string cmd = fmt::format(
       "mpirun --allow-run-as-root --oversubscribe -np {} --mca btl self,vader '{}' {} {}{} 2>/dev/null", np,
       program.string(), op, a.max_bytes, a.fresh ? " --fresh" : "");
@@ -215,9 +217,10 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
     if (rank == 0) std::fputs(s.c_str(), stdout), std::fflush(stdout);
   };
   const bool pingpong = op == "pingpong";
-  const int ranks = pingpong ? 2 : a.nproc;
+  const std::string ranks = pingpong && a.nproc > 2 ? fmt::format("ranks 0 and 1 of {}", a.nproc)
+                                                     : fmt::format("{} ranks", pingpong ? 2 : a.nproc);
   const double bus = pingpong ? 1.0 : (n - 1) / n;
-  say(fmt::format("\n{} ({} ranks, backend {}{}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>9} {:>11} {:>10} {:>9}\n", op,
+  say(fmt::format("\n{} ({}, backend {}{}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>9} {:>11} {:>10} {:>9}\n", op,
                   ranks, a.backend, a.group ? " under a Group" : "",
                   pingpong ? "time = one way, half the round trip" : "busbw = algbw x (n-1)/n",
                   mpi.count(op) ? "" : "  [no Open MPI figures: mpirun or fastrun-bench-mpi missing]", "bytes",
