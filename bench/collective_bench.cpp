@@ -67,9 +67,9 @@ Args parse(int argc, char** argv) {
   flags::byte_count(app, "--max", a.max, "largest message, doubling from --min", 4, "256M");
   auto* iters = flags::integer(app, "--iters", a.iters, "timed iterations per size (0: by size, 2..50)", 0, 1000000);
   auto* mpi_iters = app.add_flag("--mpi-iters", a.mpi_iters,
-               "time as many calls per size as fastrun-mpi-allreduce (64 MiB / size, 3..2000), fewer where a round "
-               "would pass --round-budget")
-      ->excludes(iters);
+                                 "time as many calls per size as fastrun-mpi-allreduce (64 MiB / size, 3..2000), "
+                                 "fewer where a round would pass --round-budget")
+                         ->excludes(iters);
   flags::decimal(app, "--round-budget", a.round_budget,
                  "--mpi-iters: seconds a round may take before it stops short of the count (at least 3 calls)", 1e-6,
                  3600)

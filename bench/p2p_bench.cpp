@@ -52,7 +52,8 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args a;
   CLI::App app("send/recv latency and bandwidth, all-to-all, gather, scatter", "fastrun-bench p2p");
-  flags::integer(app, "--nproc", a.nproc, "ranks to fork (pingpong: ranks 0 and 1 exchange, the others wait, in both columns)", 2, 1024);
+  flags::integer(app, "--nproc", a.nproc,
+                 "ranks to fork (pingpong: ranks 0 and 1 exchange, the others wait, in both columns)", 2, 1024);
   app.add_option("--backend", a.backend, "shm or gloo")->capture_default_str();
   std::vector<std::string> ops{"all"};
   ops.insert(ops.end(), std::begin(p2p::kOps), std::end(p2p::kOps));
@@ -217,8 +218,8 @@ void run_rank(const Args& a, int rank, const std::string& address, const std::st
     if (rank == 0) std::fputs(s.c_str(), stdout), std::fflush(stdout);
   };
   const bool pingpong = op == "pingpong";
-  const std::string ranks = pingpong && a.nproc > 2 ? fmt::format("ranks 0 and 1 of {}", a.nproc)
-                                                     : fmt::format("{} ranks", pingpong ? 2 : a.nproc);
+  const std::string ranks =
+      pingpong && a.nproc > 2 ? fmt::format("ranks 0 and 1 of {}", a.nproc) : fmt::format("{} ranks", a.nproc);
   const double bus = pingpong ? 1.0 : (n - 1) / n;
   say(fmt::format("\n{} ({}, backend {}{}; {}){}\n{:>10} {:>11} {:>10} {:>10} {:>9} {:>11} {:>10} {:>9}\n", op,
                   ranks, a.backend, a.group ? " under a Group" : "",
