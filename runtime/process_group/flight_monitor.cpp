@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fastrun/runtime/log/log.h"
+#include "fastrun/runtime/process_group/flight_answer.h"
 #include "fastrun/runtime/process_group/flight_recorder.h"
 #include "fastrun/runtime/store/job_keys.h"
 
@@ -57,12 +58,13 @@ std::string FlightMonitor::dump() const {
   std::lock_guard lock(mutex_);  // recorders unregister under this lock before they go away
   std::string out;
   for (const FlightRecorder* r : recorders_) {
-    out += fmt::format("{}\t{}\t{}\t{}\n", r->name(), r->last_collective_seq(), r->busy() ? 1 : 0, r->state_line());
+    out += flight::answer_line(r->name(), r->last_collective_seq(), r->busy(), r->state_line());
   }
   const auto now = std::chrono::steady_clock::now();
   for (const auto& [name, c] : closed_) {
-    out += fmt::format("{}\t{}\t0\tclosed the group {:.1f} s ago; before that: {}\n", name, c.last_seq,
-                       std::chrono::duration<double>(now - c.at).count(), c.line);
+    out += flight::answer_line(name, c.last_seq, false,
+                               fmt::format("closed the group {:.1f} s ago; before that: {}",
+                                           std::chrono::duration<double>(now - c.at).count(), c.line));
   }
   return out;
 }

@@ -3,17 +3,16 @@
 #include <time.h>
 
 #include <map>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/log/log.h"
+#include "fastrun/runtime/process_group/flight_answer.h"
 #include "fastrun/runtime/os/poll_until.h"
 #include "fastrun/runtime/process_group/flight_monitor.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 #include "fastrun/runtime/store/job_keys.h"
-#include "fastrun/runtime/text/number.h"
 
 namespace fastrun {
 namespace {
@@ -36,33 +35,6 @@ Clock::time_point coarse_now() {
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// One group's line in a rank's answer (FlightMonitor::dump).
-struct GroupState {
-  std::int64_t last_seq = 0;
-  bool busy = false;
-  std::string line;
-};
-
-// Parses "name \t seq \t busy \t state" lines.
-std::map<std::string, GroupState> parse_answer(const std::string& text) {
-  std::map<std::string, GroupState> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto a = line.find('\t');
-    const auto b = a == std::string::npos ? a : line.find('\t', a + 1);
-    const auto c = b == std::string::npos ? b : line.find('\t', b + 1);
-    if (c == std::string::npos) continue;
-    const auto seq = text::to_integer(std::string_view(line).substr(a + 1, b - a - 1));
-    if (!seq) continue;
-    GroupState s;
-    s.last_seq = *seq;
-    s.busy = line.substr(b + 1, c - b - 1) == "1";
-    s.line = line.substr(c + 1);
-    out[line.substr(0, a)] = s;
-  }
-  return out;
-}
 }  // namespace
 
 FlightRecorder::FlightRecorder(std::string group_name, std::vector<int> global_ranks, int rank,
@@ -210,9 +182,9 @@ TimeoutError FlightRecorder::explained(const TimeoutError& e, const OpDesc& op) 
 
 std::string FlightRecorder::ask_peers(const OpDesc& op, Store* store) {
   const int me = global_ranks_.at(static_cast<std::size_t>(rank_));
-  std::map<int, std::map<std::string, GroupState>> answers;
-  answers[me] = parse_answer(monitor_ ? monitor_->dump()
-                                      : fmt::format("{}\t{}\t{}\t{}\n", name_, op.seq, busy() ? 1 : 0, state_line()));
+  std::map<int, std::map<std::string, flight::GroupState>> answers;
+  answers[me] = flight::parse_answer(monitor_ ? monitor_->dump()
+                                      : flight::answer_line(name_, op.seq, busy(), state_line()));
   std::vector<int> silent;
   if (store && monitor_) {
     const std::int64_t n = store->add(kFlightRequestKey, 1);
@@ -224,7 +196,7 @@ std::string FlightRecorder::ask_peers(const OpDesc& op, Store* store) {
       std::vector<int> still;
       for (int g : missing) {
         const std::string key = flight_answer_key(n, g);
-        if (store->check({key})) answers[g] = parse_answer(to_string(store->get(key, std::chrono::seconds(1))));
+        if (store->check({key})) answers[g] = flight::parse_answer(to_string(store->get(key, std::chrono::seconds(1))));
         else still.push_back(g);
       }
       missing = std::move(still);

@@ -9,6 +9,7 @@
 
 #include "fastrun/runtime/error.h"
 #include "fastrun/runtime/process_group/async_work.h"
+#include "fastrun/runtime/process_group/flight_answer.h"
 #include "fastrun/runtime/process_group/flight_monitor.h"
 #include "fastrun/runtime/process_group/flight_recorder.h"
 #include "fastrun/runtime/process_group/no_sync.h"
@@ -136,6 +137,20 @@ TEST_CASE("flight record: a monitor keeps the last state of the latest closed gr
   CHECK_THAT(dump, Catch::Contains(fmt::format("group-{}\t1\t0\tclosed the group", made - 1)));
   CHECK_THAT(dump, !Catch::Contains("group-0\t"));
   CHECK_THAT(dump, !Catch::Contains("group-3\t"));
+}
+
+TEST_CASE("flight record: an answer's lines read back as written, malformed ones skipped", "[group][flight]") {
+  const std::string text = flight::answer_line("world", 7, true, "in op #7 all_reduce(float32 x 1, sum) for 2.0 s") +
+                           "no tabs here\n" + "group-1\tseven\t0\tnot a number\n" +
+                           flight::answer_line("group-2", 0, false, "no op yet");
+  const auto groups = flight::parse_answer(text);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups.at("world").last_seq == 7);
+  CHECK(groups.at("world").busy);
+  CHECK(groups.at("world").line == "in op #7 all_reduce(float32 x 1, sum) for 2.0 s");
+  CHECK(groups.at("group-2").last_seq == 0);
+  CHECK_FALSE(groups.at("group-2").busy);
+  CHECK(groups.at("group-2").line == "no op yet");
 }
 
 TEST_CASE("FASTRUN_NO_SYNC is read once, and guards are seen by every thread", "[group][no_sync]") {
