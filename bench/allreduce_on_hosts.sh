@@ -17,6 +17,8 @@
 # count of calls back to back (64 MiB / size, 3..2000; for fastrun fewer where a round would pass
 # 0.25 s), the slowest rank's mean per call, the best round.
 # Open MPI busy-polls: with more ranks than free cores give MPI_ARGS="--mca mpi_yield_when_idle 1".
+# Exit status: 0; 1 when a backend's job or Open MPI failed (its errors are shown, the other
+# tables still are); 2 for a bad setting, named with what is accepted, before any host is made.
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
 build=$(readlink -f "${1:-$here/../build}")
@@ -25,8 +27,24 @@ for bin in "$bench" "$fastrun"; do
   [[ -x $bin ]] || { echo "allreduce_on_hosts.sh: no $bin; accepted: a build directory holding it" >&2; exit 2; }
 done
 nhosts=${HOSTS:-2} per_host=${PER_HOST:-2} min=${MIN:-4K} max=${MAX:-64M} op=${OP:-allreduce} rounds=${ROUNDS:-3}
-[[ $op == allreduce || $op == broadcast || $op == allgather ]] || {
-  echo "allreduce_on_hosts.sh: OP=$op; accepted: allreduce, broadcast, allgather" >&2; exit 2; }
+# Every setting is checked before a host is made: a bad one is named with what is accepted.
+refuse() { echo "allreduce_on_hosts.sh: $1; accepted: $2" >&2; exit 2; }
+in_range() { [[ $1 =~ ^[1-9][0-9]*$ ]] && ((${#1} <= 6 && $1 >= $2 && $1 <= $3)); }
+in_range "$nhosts" 2 16 || refuse "HOSTS=$nhosts" "2 to 16"
+in_range "$per_host" 1 64 || refuse "PER_HOST=$per_host" "1 to 64"
+in_range "$rounds" 1 100 || refuse "ROUNDS=$rounds" "1 to 100"
+[[ -z ${ITERS:-} ]] || in_range "$ITERS" 1 100000 || refuse "ITERS=$ITERS" "1 to 100000, or unset (as many as Open MPI's)"
+for size in "MIN=$min" "MAX=$max"; do
+  [[ ${size#*=} =~ ^[1-9][0-9]{0,9}[KMG]?$ ]] || refuse "$size" "a size in bytes, with K, M or G for KiB, MiB, GiB (4K, 64M)"
+done
+(($(numfmt --from=iec "$min") <= $(numfmt --from=iec "$max"))) || refuse "MIN=$min above MAX=$max" "MIN at most MAX"
+[[ $op == allreduce || $op == broadcast || $op == allgather ]] || refuse "OP=$op" "allreduce, broadcast, allgather"
+for backend in ${BACKENDS-hier gloo}; do
+  [[ $backend == hier || $backend == gloo || $backend == auto ]] || refuse "BACKENDS=${BACKENDS}" "hier, gloo, auto, space-separated, or empty"
+done
+[[ ${MPI:-yes} == yes || ${MPI:-yes} == no ]] || refuse "MPI=$MPI" "yes, no"
+[[ -z ${RATE:-} || ${RATE,,} =~ ^[0-9]+(\.[0-9]+)?[kmgt]?(bit|bps)$ ]] ||
+  refuse "RATE=$RATE" "a tc rate (1gbit, 100mbit, 500kbps), or unset for none"
 [[ $(id -u) == 0 ]] || { echo "allreduce_on_hosts.sh: needs root (network namespaces)" >&2; exit 2; }
 # shellcheck source=tests/multinode/hosts.sh
 source "$here/../tests/multinode/hosts.sh"
@@ -44,6 +62,7 @@ count=(--mpi-iters)
 [[ -n ${ITERS:-} ]] && count=(--iters "$ITERS")
 echo "# $nhosts hosts x $per_host ranks, rate ${RATE:-unlimited (veth)}; $(uptime)"
 port=29500
+status=0  # 1 when a part failed: the table above it is then short
 for backend in ${BACKENDS-hier gloo}; do
   port=$((port + 1))
   pids=()
@@ -56,7 +75,7 @@ for backend in ${BACKENDS-hier gloo}; do
   done
   failed=0
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-  ((failed)) && { echo "backend $backend failed:"; cat "$HOSTS_DIR/err-$backend-"*; }
+  ((failed)) && { echo "backend $backend failed:"; cat "$HOSTS_DIR/err-$backend-"*; status=1; }
   cat "$HOSTS_DIR/out-$backend-0"
 done
 if [[ ${MPI:-yes} != yes ]]; then
@@ -69,7 +88,9 @@ elif command -v mpirun >/dev/null && [[ -x $mpi_bench ]]; then
   echo "# Open MPI MPI_Allreduce, $nhosts hosts x $per_host ranks (b2b <bytes> <s per op>)"
   on_host n0 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$(hosts_rsh_agent)" \
     --mca orte_tmpdir_base "$HOSTS_DIR/ompi-tmp" ${MPI_ARGS:-} --host "${hostlist%,}" -np $((nhosts * per_host)) \
-    "$mpi_bench" "$(numfmt --from=iec "$min")" "$(numfmt --from=iec "$max")" "$rounds" back-to-back
+    "$mpi_bench" "$(numfmt --from=iec "$min")" "$(numfmt --from=iec "$max")" "$rounds" back-to-back ||
+    { echo "Open MPI failed (mpirun's exit status $?)"; status=1; }
 else
   echo "# Open MPI: mpirun or $mpi_bench missing"
 fi
+exit "$status"
