@@ -136,7 +136,8 @@ std::string find_script() {
   return "";
 }
 
-// torch 2.x's python, or why there is none.
+// torch 2.x's python, or why there is none. One given with --python that does not import torch
+// 2.x is a ConfigError: its user asked for the torchrun columns.
 std::string torch2_python(const std::string& given, std::string& why) {
   std::string py = given;
   if (py.empty() && std::getenv("FASTRUN_TORCH2_PYTHON") && *std::getenv("FASTRUN_TORCH2_PYTHON"))
@@ -149,6 +150,10 @@ std::string torch2_python(const std::string& given, std::string& why) {
   const std::string check = py + " -c 'import sys, torch.distributed.run; sys.exit(int(torch.__version__[0]) < 2)' "
                                  ">/dev/null 2>&1";
   if (::access(py.c_str(), X_OK) != 0 || std::system(check.c_str()) != 0) {
+    if (!given.empty())
+      throw ConfigError(fmt::format("restart: --python {} does not import torch 2.x; accepted: a python that does "
+                                    "(tools/install-torch2.sh makes one), or none",
+                                    given));
     why = fmt::format("{} does not import torch 2.x (tools/install-torch2.sh makes one; or pass --python)", py);
     return "";
   }
@@ -223,8 +228,9 @@ int run_restart(int argc, char** argv) {
   app.add_option("--fastrun", fastrun, "the launcher to time (default: the fastrun next to this binary)")
       ->type_name("PATH");
   app.add_option("--python", python,
-                 "torch 2.x's python for the torchrun columns, or none (default: FASTRUN_TORCH2_PYTHON, else "
-                 "tools/install-torch2.sh's venv)")
+                 "torch 2.x's python for the torchrun columns (refused if it does not import torch 2.x), or none "
+                 "(default: FASTRUN_TORCH2_PYTHON, else tools/install-torch2.sh's venv; without torch 2.x there: "
+                 "dashes and a note)")
       ->type_name("PATH");
   add_node_flags(app, nodes, 2, "instead of one node: K launchers (fastrun --nnodes K, torchrun's c10d rendezvous) "
                                 "of --ranks ranks each (bench/on_hosts.sh)");
