@@ -11,6 +11,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Settings are checked before anything is installed or built: a typo in a stage's name failed
+# only when the loop reached it, after the stages before it had run (half an hour).
+if (($#)); then
+  echo "tools/test.sh: takes no arguments, got '$*'; accepted: none (FASTRUN_TEST_STAGES picks the stages)" >&2
+  exit 2
+fi
+all_stages="main torch2 asan tsan"
+stages=${FASTRUN_TEST_STAGES:-$all_stages}
+for stage in $stages; do
+  [[ " $all_stages " == *" $stage "* ]] || {
+    echo "tools/test.sh: unknown stage '$stage' in FASTRUN_TEST_STAGES; accepted: $all_stages" >&2
+    exit 2
+  }
+done
+[[ -n ${stages// /} ]] || { echo "tools/test.sh: FASTRUN_TEST_STAGES names no stage; accepted: $all_stages" >&2; exit 2; }
+
 # Where the time goes: each stage prints its build and test seconds when it ends, and all of them
 # are printed again at exit (also when a step fails, with how long that step ran), with the load
 # average, since other jobs on the machine stretch wall times.
@@ -50,7 +66,6 @@ fi
 if ! command -v nvcc >/dev/null && [[ -z ${CUDACXX:-} && -x /usr/local/cuda/bin/nvcc ]]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
-stages=${FASTRUN_TEST_STAGES:-main torch2 asan tsan}
 jobs=$(nproc)
 
 # Cases that cannot run on this machine (no GPU, no mount namespace, a low fd limit) print
@@ -269,7 +284,7 @@ for stage in $stages; do
       tsan_run backend "[ring]"
       unset TSAN_OPTIONS
       ;;
-    *) echo "tools/test.sh: unknown stage '$stage' (accepted: main torch2 asan tsan)" >&2; exit 2 ;;
+    *) echo "tools/test.sh: unknown stage '$stage' (accepted: $all_stages)" >&2; exit 2 ;;
   esac
   check_no_leftovers "$stage" "$before" "$FASTRUN_RUNTIME_DIR"
   check_no_namespaces "$stage"
