@@ -5,6 +5,10 @@
 # first training step in minutes; tools/test.sh installs and builds the rest into the same build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if (($#)); then  # before anything is installed or built: `--help` ran the whole demo
+  echo "tools/demo.sh: takes no arguments, got '$*'; accepted: none (LOG_DIR sets where the logs go)" >&2
+  exit 2
+fi
 tools/install-deps.sh build
 BUILD_TARGETS="fastrun train_mlp hello" tools/build.sh -DFASTRUN_BUILD_TESTS=OFF
 log_dir=${LOG_DIR:-/tmp/fastrun-demo-logs}
