@@ -24,8 +24,6 @@ trap 'rm -rf "$out" "$fake"' EXIT
 row='[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+$'  # time, algbw, busbw, memcpy
 pid=""
 
-namespaces_of() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$HOSTS_PREFIX-$1-" | tr '\n' ' '; }
-
 # run_script RC LIMIT [VAR=VALUE...]: the script on $build with those settings, within LIMIT s.
 run_script() {
   local want_code=$1 limit=$2
@@ -99,7 +97,7 @@ bad)
     [[ ${setting%%:*} == MIN=8K ]] && max=MAX=4K
     run_script 2 30 "${setting%%:*}" "$max"
     expect_contains "$out" "allreduce_on_hosts.sh: ${setting#*:}" "the error for ${setting%%:*}"
-    [[ -z $(namespaces_of "$pid") ]] || fail "${setting%%:*} made hosts before it was refused"
+    [[ -z $(hosts_of_run "$pid") ]] || fail "${setting%%:*} made hosts before it was refused"
   done
   ;;
 *)
@@ -108,6 +106,5 @@ bad)
   ;;
 esac
 # The script removes its hosts with everything on them, also when a part failed.
-left=$(namespaces_of "$pid")
-[[ -z $left ]] || fail "namespaces left behind: $left"
+expect_hosts_gone "$pid"
 report "$out"

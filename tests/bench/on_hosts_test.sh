@@ -17,8 +17,6 @@ script=$here/../../bench/on_hosts.sh
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-namespaces_of() { ip netns list | awk '{print $1}' | grep -E "^$HOSTS_PREFIX-$1-" | tr '\n' ' '; }
-
 # The script's SUBJECT on 2 hosts x 2 ranks, one run, within LIMIT s: exit 0, the note of separate
 # hosts, and a table row matching ROW.
 expect_table() {
@@ -46,10 +44,10 @@ sigterm)
   "$script" launch "$build" --ranks 16 --reps 100 >"$out" 2>&1 &
   pid=$!
   for ((i = 0; i < 100; i++)); do
-    [[ -n $(namespaces_of "$pid") ]] && grep -q '^nodes x ranks' "$out" && break
+    [[ -n $(hosts_of_run "$pid") ]] && grep -q '^nodes x ranks' "$out" && break
     sleep 0.1
   done
-  [[ -n $(namespaces_of "$pid") ]] || fail "the script made no hosts within 10 s: $(cat "$out")"
+  [[ -n $(hosts_of_run "$pid") ]] || fail "the script made no hosts within 10 s: $(cat "$out")"
   sleep 0.5
   t0=$(now)
   kill -TERM "$pid"
@@ -63,6 +61,5 @@ sigterm)
   ;;
 esac
 # The script waits for the bench before it exits, and removes its hosts with everything on them.
-left=$(namespaces_of "$pid")
-[[ -z $left ]] || fail "namespaces left behind: $left"
+expect_hosts_gone "$pid"
 report "$out"

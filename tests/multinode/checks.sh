@@ -13,6 +13,14 @@ expect_contains() { grep -qF -- "$2" "$1" 2>/dev/null || fail "$3: '$2' not in $
 # expect_below VALUE LIMIT WHAT (decimal numbers)
 expect_below() { awk -v v="$1" -v l="$2" 'BEGIN {exit !(v < l)}' || fail "$3: $1, expected under $2"; }
 
+# expect_hosts_gone PID: the run of process PID (a script that made hosts with hosts.sh) left
+# no namespace behind.
+expect_hosts_gone() {
+  local left
+  left=$(hosts_of_run "$1")
+  [[ -z $left ]] || fail "namespaces left behind: $left"
+}
+
 # report [FILE...]: the verdict; on failure the tails of FILEs (the launchers' stderr) first.
 report() {
   if ((checks_failed)); then

@@ -16,6 +16,8 @@
 #   host_leftovers NAME             pids on that host other than its holder, and its /dev/shm entries
 #   hosts_rsh_agent                 prints the path of an rsh agent for mpirun (--mca plm_rsh_agent)
 #   hosts_down                      stop everything on the hosts and remove them (also on EXIT/INT/TERM)
+#   hosts_of_run PID                the namespaces still named for the run of process PID (a script
+#                                   that sourced this file, e.g. a bench), space-separated
 #   $HOSTS_DIR                      a temporary directory of the run, removed with the hosts
 #
 # Names are frmn-<pid of the test>-<name>, so parallel runs never collide; a run that dies by
@@ -233,6 +235,8 @@ start_on_host() {
   shift
   exec "${HOSTS_ENTER[@]}" "$@"
 }
+
+hosts_of_run() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$HOSTS_PREFIX-$1-" | tr '\n' ' '; }
 
 host_leftovers() {
   local name=$1 pid
