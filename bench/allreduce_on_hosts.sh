@@ -35,7 +35,7 @@ in_range "$per_host" 1 64 || refuse "PER_HOST=$per_host" "1 to 64"
 in_range "$rounds" 1 100 || refuse "ROUNDS=$rounds" "1 to 100"
 [[ -z ${ITERS:-} ]] || in_range "$ITERS" 1 100000 || refuse "ITERS=$ITERS" "1 to 100000, or unset (as many as Open MPI's)"
 for size in "MIN=$min" "MAX=$max"; do
-  [[ ${size#*=} =~ ^[1-9][0-9]{0,9}[KMG]?$ ]] || refuse "$size" "a size in bytes, with K, M or G for KiB, MiB, GiB (4K, 64M)"
+  [[ ${size#*=} =~ ^([1-9][0-9]{0,10}|[1-9][0-9]{0,6}[KMG])$ ]] || refuse "$size" "a size in bytes, with K, M or G for KiB, MiB, GiB (4K, 64M)"
 done
 (($(numfmt --from=iec "$min") <= $(numfmt --from=iec "$max"))) || refuse "MIN=$min above MAX=$max" "MIN at most MAX"
 [[ $op == allreduce || $op == broadcast || $op == allgather ]] || refuse "OP=$op" "allreduce, broadcast, allgather"
