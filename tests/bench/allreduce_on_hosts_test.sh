@@ -6,6 +6,8 @@
 #   allreduce_on_hosts_test.sh broadcast BUILD_DIR   OP=broadcast: both tables, Open MPI's note
 #   allreduce_on_hosts_test.sh allgather BUILD_DIR   OP=allgather: the same
 #   allreduce_on_hosts_test.sh rate BUILD_DIR        RATE=1gbit: the links get the rate, the table
+#   allreduce_on_hosts_test.sh repeat BUILD_DIR      REPEAT=2: two runs, then each column's median
+#                                                    and range per size
 #   allreduce_on_hosts_test.sh failed BUILD_DIR      a bench that fails: exit 1, its error shown
 #   allreduce_on_hosts_test.sh bad BUILD_DIR         bad settings: exit 2 naming the value and what
 #                                                    is accepted, before any host is made (no root needed)
@@ -75,6 +77,16 @@ rate)
   expect_contains "$out" "# 2 hosts x 2 ranks, rate 1gbit;" "the header"
   expect_table hier "4 KiB" "8 KiB"
   ;;
+repeat)
+  run_script 0 120 REPEAT=2 "${small[@]}" MPI=no
+  expect_contains "$out" "# run 2 of 2" "the second run"
+  [[ $(grep -c '^# fastrun-bench allreduce: backend hier' "$out") == 2 ]] || fail "not two tables of hier"
+  expect_contains "$out" "# spread over 2 runs in turn, µs per call: median [min-max]" "the spread's header"
+  grep -Eq '^#     size +hier +gloo$' "$out" || fail "the spread's columns are not hier and gloo"
+  for size in "4 KiB" "8 KiB"; do
+    grep -Eq "^ +$size( +[0-9]+\.[0-9] \[[0-9]+\.[0-9]-[0-9]+\.[0-9]\]){2}$" "$out" || fail "no spread row of $size"
+  done
+  ;;
 failed)
   # A build whose bench fails at once, under the real launcher.
   mkdir -p "$fake/bench" "$fake/tools"
@@ -89,6 +101,7 @@ failed)
 bad)
   for setting in HOSTS=1:"HOSTS=1; accepted: 2 to 16" PER_HOST=x:"PER_HOST=x; accepted: 1 to 64" \
     ROUNDS=0:"ROUNDS=0; accepted: 1 to 100" ITERS=-3:"ITERS=-3; accepted: 1 to 100000" \
+    REPEAT=1x:"REPEAT=1x; accepted: 1 to 100" \
     MIN=4Q:"MIN=4Q; accepted: a size in bytes" MIN=8K:"MIN=8K above MAX=4K; accepted: MIN at most MAX" \
     OP=reduce:"OP=reduce; accepted: allreduce, broadcast, allgather" \
     BACKENDS=shm:"BACKENDS=shm; accepted: hier, gloo, auto" MPI=maybe:"MPI=maybe; accepted: yes, no" \
@@ -101,7 +114,7 @@ bad)
   done
   ;;
 *)
-  echo "allreduce_on_hosts_test.sh: unknown case '$case_name'; accepted: allreduce, broadcast, allgather, rate, failed, bad" >&2
+  echo "allreduce_on_hosts_test.sh: unknown case '$case_name'; accepted: allreduce, broadcast, allgather, rate, repeat, failed, bad" >&2
   exit 2
   ;;
 esac
