@@ -112,15 +112,18 @@ spread() {
   for name in ${BACKENDS-hier gloo} mpi; do [[ -e $HOSTS_DIR/rep-1-$name ]] && who+=("$name"); done
   echo "# spread over $repeat runs in turn, µs per call: median [min-max] (each run's figure: its best of $rounds rounds)"
   for name in "${who[@]}"; do cat "$HOSTS_DIR"/rep-*-"$name" | sed "s/^/$name /"; done | awk -v cols="${who[*]}" '
-    function bytes(n, unit) { return n * (unit == "GiB" ? 2^30 : unit == "MiB" ? 2^20 : 2^10) }
+    function bytes(n, unit) { return n * (unit == "GiB" ? 2^30 : unit == "MiB" ? 2^20 : unit == "KiB" ? 2^10 : 1) }
+    function label(b) { return b >= 2^30 ? b / 2^30 " GiB" : b >= 2^20 ? b / 2^20 " MiB" : b >= 2^10 ? b / 2^10 " KiB" : b " B" }
+    function sort(v, n,   i, j, x) {  # ascending, in place: a few values per cell
+      for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j] < v[j - 1]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
+    }
     $2 == "b2b" { t[$3, $1] = t[$3, $1] " " $4 * 1e6; sizes[$3]; next }
-    $3 ~ /^(KiB|MiB|GiB)$/ && $6 ~ /^[0-9.]+$/ { b = bytes($2, $3); t[b, $1] = t[b, $1] " " $6; sizes[b] }
-    function cell(list,   v, n, i, j, x, m) {
+    $3 ~ /^(B|KiB|MiB|GiB)$/ && $6 ~ /^[0-9.]+$/ { b = bytes($2, $3); t[b, $1] = t[b, $1] " " $6; sizes[b] }
+    function cell(list,   v, n) {
       n = split(list, v, " ")
       if (n == 0) return "-"
-      for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j] < v[j - 1]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
-      m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-      return sprintf("%.1f [%.1f-%.1f]", m, v[1], v[n])
+      sort(v, n)
+      return sprintf("%.1f [%.1f-%.1f]", n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2, v[1], v[n])
     }
     END {
       ncol = split(cols, c, " ")
@@ -129,11 +132,10 @@ spread() {
       print line
       n = 0
       for (b in sizes) order[++n] = b + 0
-      for (i = 2; i <= n; i++) for (j = i; j > 1 && order[j] < order[j - 1]; j--) { x = order[j]; order[j] = order[j - 1]; order[j - 1] = x }
+      sort(order, n)
       for (i = 1; i <= n; i++) {
-        b = order[i]
-        line = sprintf("%10s", b >= 2^30 ? b / 2^30 " GiB" : b >= 2^20 ? b / 2^20 " MiB" : b / 2^10 " KiB")
-        for (k = 1; k <= ncol; k++) line = line sprintf(" %28s", cell(t[b, c[k]]))
+        line = sprintf("%10s", label(order[i]))
+        for (k = 1; k <= ncol; k++) line = line sprintf(" %28s", cell(t[order[i], c[k]]))
         print line
       }
     }'
