@@ -8,8 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "fastrun/runtime/log/log.h"
-#include "fastrun/runtime/process_group/flight_answer.h"
 #include "fastrun/runtime/os/poll_until.h"
+#include "fastrun/runtime/process_group/flight_answer.h"
 #include "fastrun/runtime/process_group/flight_monitor.h"
 #include "fastrun/runtime/process_group/stall_board.h"
 #include "fastrun/runtime/store/job_keys.h"
