@@ -245,10 +245,12 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start_locked(std::span<const P2POp>
     ++batch->remaining;
     ++busy_;
     batch->ops.push_back(Op{p.kind, p.peer, p.tag, static_cast<std::byte*>(p.buffer.data), p.buffer.bytes(), batch.get()});
-    const std::shared_ptr<Op> op(batch, &batch->ops.back());  // within the capacity reserved: never moves
+    // Within the capacity reserved: never moves. Moved on into its queue, not copied (a copy
+    // and its release are a locked add each).
+    std::shared_ptr<Op> op(batch, &batch->ops.back());
     Peer& peer = peers_[static_cast<std::size_t>(p.peer)];
     if (p.kind == P2POp::Kind::recv) {
-      post_recv(op);
+      post_recv(std::move(op));
       return;
     }
     Out o{};
@@ -294,11 +296,11 @@ std::shared_ptr<P2PEngine::Batch> P2PEngine::start_locked(std::span<const P2POp>
 }
 
 // Matches the earliest message from the peer with the recv's tag that arrived unclaimed.
-void P2PEngine::post_recv(const std::shared_ptr<Op>& op) {
+void P2PEngine::post_recv(std::shared_ptr<Op> op) {
   Peer& peer = peers_[static_cast<std::size_t>(op->peer)];
   const auto it = peer.first_unclaimed(op->tag);
   if (it == peer.unexpected.end()) {
-    peer.recvs.push_back(op);
+    peer.recvs.push_back(std::move(op));
   } else if (it->h.kind == kRendezvous) {
     const Header h = it->h;
     peer.drop_unexpected(it);
@@ -306,7 +308,7 @@ void P2PEngine::post_recv(const std::shared_ptr<Op>& op) {
   } else if (it->complete) {
     deliver_kept(peer, it, op);
   } else {
-    it->claimed = op;  // still arriving: copied out when complete
+    it->claimed = std::move(op);  // still arriving: copied out when complete
   }
 }
 

@@ -151,7 +151,7 @@ class P2PEngine : public std::enable_shared_from_this<P2PEngine> {
   [[noreturn]] void give_up(const std::exception_ptr& error);
 
   // Everything below runs under mutex_.
-  void post_recv(const std::shared_ptr<Op>& op);
+  void post_recv(std::shared_ptr<Op> op);
   void fail_all(const std::exception_ptr& error);
   // The rings (p2p_ring.cpp). `spill` false (posting): an eager message no posted recv wants
   // stays in the ring, for a recv posted later to copy out once (recv_now) instead of a copy to
