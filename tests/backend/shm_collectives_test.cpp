@@ -70,9 +70,19 @@ void check_all_gather(const Rank& rk) {
         for (std::size_t i = 0; i < count; ++i)
           put(t, want.data(), p * count + i, input_value(static_cast<int>(p), i, ReduceOp::sum));
       g->all_gather(BufferView{in.data(), count, t}, BufferView{out.data(), count * n, t})->wait();
-      const long bad = first_mismatch(t, out.data(), want.data(), count * n);
+      long bad = first_mismatch(t, out.data(), want.data(), count * n);
       expect(bad < 0, "all_gather {} x{}: element {} differs", dtype_name(t), count, bad);
       expect(out.back() == 0x5a, "all_gather wrote past the end");
+      // In place: the input is this rank's own block of the output, the other blocks hold
+      // garbage.
+      auto inplace = buffer(t, count * n);
+      std::memset(inplace.data(), 0x3c, count * n * dtype_size(t));
+      char* own = inplace.data() + static_cast<std::size_t>(rk.rank) * count * dtype_size(t);
+      std::memcpy(own, in.data(), count * dtype_size(t));
+      g->all_gather(BufferView{own, count, t}, BufferView{inplace.data(), count * n, t})->wait();
+      bad = first_mismatch(t, inplace.data(), want.data(), count * n);
+      expect(bad < 0, "all_gather in place {} x{}: element {} differs", dtype_name(t), count, bad);
+      expect(inplace.back() == 0x5a, "all_gather in place wrote past the end");
     }
 }
 
@@ -119,7 +129,7 @@ TEST_CASE("shm broadcast: every root and dtype on 2, 3, 4 ranks", "[shm]") {
   run_on(n, check_broadcast);
 }
 
-TEST_CASE("shm all_gather: every dtype on 2, 3, 4 ranks", "[shm]") {
+TEST_CASE("shm all_gather: every dtype on 2, 3, 4 ranks, and in place", "[shm]") {
   const int n = GENERATE(2, 3, 4);
   INFO(n << " ranks");
   run_on(n, check_all_gather);

@@ -94,6 +94,7 @@ class ShmBackend final : public Backend {
 
   WorkHandle all_reduce(const Op& call, BufferView buffer, const AllReduceOptions& options) override;
   WorkHandle broadcast(const Op& call, BufferView buffer, const BroadcastOptions& options) override;
+  // In place too: `input` may be this rank's own block of `output` (left where it is).
   WorkHandle all_gather(const Op& call, BufferView input, BufferView output, const AllGatherOptions& options) override;
   WorkHandle reduce_scatter(const Op& call, BufferView input, BufferView output, const ReduceScatterOptions& options) override;
   WorkHandle barrier(const Op& call, const BarrierOptions& options) override;
