@@ -205,8 +205,8 @@ void P2PEngine::progress_out(int p) {
 // message left in the ring, nothing read) for an eager one no recv wants when not `spill`.
 bool P2PEngine::match(int p, const Header& h, bool spill) {
   Peer& peer = peers_[static_cast<std::size_t>(p)];
-  // Moved, not copied: a shared_ptr's copy and release are a locked add each (~20 cycles), on
-  // the path from a message's arrival to its recv's return.
+  // Moved, not copied: a shared_ptr's copy and release are a locked add each, on the path from
+  // a message's arrival to its recv's return (docs/benchmarks.md: 8 B one way 0.14 -> 0.13 µs).
   std::shared_ptr<Op> op;
   for (auto it = peer.recvs.begin(); it != peer.recvs.end(); ++it)
     if ((*it)->tag == h.tag) {
